@@ -1,0 +1,3 @@
+from tlint.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,347 @@
+"""Configuration: `[tool.tlint]` in the nearest pyproject.toml, or a tlint.toml.
+
+The walk goes up from each file's folder; a pyproject.toml without `[tool.tlint]` does
+not stop it; it stops at the git root. A tlint.toml wins over a pyproject.toml in the same
+folder. Unknown keys, codes and option names are errors naming the key and the file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+from tlint.diagnostics import SEVERITIES
+from tlint.rules import ALL_RULES, BY_CODE, lookup
+from tlint.rules.base import Rule, RuleSet
+
+TOP_KEYS = {
+    "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
+    "severity", "rules", "verify", "causal-names",
+}
+VERIFY_KEYS = {
+    "model", "model-kwargs", "vocab-size", "pad-token-id", "eos-token-id", "seq-len",
+    "batch-size", "causal", "call", "dataloader", "eval-dataloader", "optimizer",
+    "padding-side", "python-path", "timeout", "artifacts", "fields", "device", "seed",
+}
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
+    "build", "dist", "node_modules", "site-packages", ".tlint_cache", ".mypy_cache",
+    ".pytest_cache", ".ruff_cache",
+)
+DEFAULT_CAUSAL_NAMES = ("GPT", "CausalLM", "LMHeadModel", "Decoder", "Llama", "Mistral")
+UNSUPPRESSIBLE = frozenset({"TL003"})
+
+
+class ConfigError(Exception):
+    """A configuration problem the user must fix (exit 2)."""
+
+
+@dataclass
+class Settings:
+    """The effective configuration for the files of one project."""
+
+    root: Path
+    config_path: Path | None
+    select: list[str] | None = None
+    ignore: list[str] = field(default_factory=list)
+    extend_select: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    exclude: list[str] = field(default_factory=list)
+    severity: dict[str, str] = field(default_factory=dict)
+    rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verify: dict[str, Any] = field(default_factory=dict)
+    causal_names: tuple[str, ...] = DEFAULT_CAUSAL_NAMES
+    _ruleset: RuleSet | None = None
+
+    def ruleset(self) -> RuleSet:
+        if self._ruleset is None:
+            enabled = select_rules(self.select, self.extend_select, self.ignore)
+            rules = [rule(self.rule_options.get(rule.name)) for rule in ALL_RULES if rule.code in enabled]
+            self._ruleset = RuleSet(rules, dict(self.severity))
+        return self._ruleset
+
+    def enabled_codes(self) -> set[str]:
+        return {rule.code for rule in self.ruleset().rules}
+
+    def ignored_for(self, rel_path: str) -> set[str]:
+        """Codes ignored for this file by per-file-ignores (path relative to root)."""
+        out: set[str] = set()
+        base = rel_path.rsplit("/", 1)[-1]
+        for pattern, selectors in self.per_file_ignores.items():
+            if _glob_match(rel_path, pattern) or _glob_match(base, pattern):
+                out |= expand_selectors(selectors)
+        return out - UNSUPPRESSIBLE
+
+    def is_excluded(self, rel_path: str) -> bool:
+        parts = rel_path.split("/")
+        for pattern in self.exclude:
+            pattern = pattern.rstrip("/")
+            if _glob_match(rel_path, pattern) or any(_glob_match(p, pattern) for p in parts):
+                return True
+            if any(_glob_match("/".join(parts[: i + 1]), pattern) for i in range(len(parts))):
+                return True
+        return False
+
+
+def _glob_match(path: str, pattern: str) -> bool:
+    pattern = pattern.lstrip("./") if pattern.startswith("./") else pattern
+    return fnmatch.fnmatchcase(path, pattern) or (
+        "**/" in pattern and fnmatch.fnmatchcase(path, pattern.replace("**/", ""))
+    )
+
+
+# --- rule selection (Ruff semantics: the most specific selector wins) ------------------
+
+
+def _specificity(selector: str, rule: type[Rule]) -> int:
+    """How specifically `selector` names `rule`: 0 = not at all."""
+    if selector.upper() == "ALL":
+        return 1
+    if lookup(selector) is rule:
+        return 100
+    upper = selector.upper()
+    if upper.startswith("TL") and rule.code.startswith(upper):
+        return 1 + len(upper)
+    return 0
+
+
+def validate_selector(selector: str) -> bool:
+    if selector.upper() == "ALL" or lookup(selector) is not None:
+        return True
+    upper = selector.upper()
+    return upper.startswith("TL") and any(code.startswith(upper) for code in BY_CODE)
+
+
+def select_rules(select, extend_select, ignore) -> set[str]:
+    enabled: set[str] = set()
+    for rule in ALL_RULES:
+        best, on = 0, rule.default_enabled and select is None
+        for selector in list(select or []) + list(extend_select or []):
+            spec = _specificity(selector, rule)
+            if spec > best or (spec == best and spec and not on):
+                best, on = spec, True
+        for selector in ignore or []:
+            spec = _specificity(selector, rule)
+            if spec and spec >= best:
+                best, on = spec, False
+        if on:
+            enabled.add(rule.code)
+    enabled.add("TL003")
+    return enabled
+
+
+def expand_selectors(selectors) -> set[str]:
+    out = set()
+    for rule in ALL_RULES:
+        if any(_specificity(s, rule) for s in selectors):
+            out.add(rule.code)
+    return out
+
+
+# --- finding and reading config files ---------------------------------------------------
+
+
+def _line_of(text: str, key: str) -> int | None:
+    pattern = re.compile(r'^\s*"?' + re.escape(key) + r'"?\s*[=.\]]', re.MULTILINE)
+    match = pattern.search(text)
+    if match:
+        return text.count("\n", 0, match.start()) + 1
+    header = re.compile(r"^\s*\[.*" + re.escape(key) + r".*\]", re.MULTILINE).search(text)
+    return text.count("\n", 0, header.start()) + 1 if header else None
+
+
+def _where(path: Path, text: str, key: str) -> str:
+    line = _line_of(text, key)
+    return f"{path}:{line}" if line else str(path)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file ({exc.strerror or exc})") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: config file is not UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def tlint_table(path: Path) -> dict[str, Any] | None:
+    """The tlint table of a config file, or None for a pyproject.toml without one."""
+    data = read_toml(path)
+    if path.name == "pyproject.toml":
+        tool = data.get("tool", {})
+        table = tool.get("tlint") if isinstance(tool, dict) else None
+        return table if isinstance(table, dict) else None
+    return data
+
+
+def find_config(start: Path) -> tuple[Path | None, Path | None]:
+    """(config file, git root) for a folder: the nearest config, walking up to the git root."""
+    folder = start
+    git_root = None
+    while True:
+        for name in ("tlint.toml", "pyproject.toml"):
+            candidate = folder / name
+            if candidate.is_file() and tlint_table(candidate) is not None:
+                return candidate, _git_root(folder)
+        if (folder / ".git").exists():
+            git_root = folder
+            return None, git_root
+        if folder.parent == folder:
+            return None, None
+        folder = folder.parent
+
+
+def _git_root(folder: Path) -> Path | None:
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def _expect(cond: bool, path: Path, text: str, key: str, what: str) -> None:
+    if not cond:
+        raise ConfigError(f"{_where(path, text, key)}: `{key}` must be {what}")
+
+
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def load_settings(path: Path, fallback_root: Path) -> Settings:
+    table = tlint_table(path)
+    if table is None:
+        raise ConfigError(f"{path}: no [tool.tlint] table")
+    text = path.read_text(encoding="utf-8")
+    settings = Settings(root=path.parent.resolve(), config_path=path)
+    for key, value in table.items():
+        if key not in TOP_KEYS:
+            section = "[tool.tlint]" if path.name == "pyproject.toml" else "the top level"
+            raise ConfigError(f"{_where(path, text, key)}: unknown key `{key}` in {section}")
+    for key in ("select", "ignore", "extend-select", "exclude", "extend-exclude", "causal-names"):
+        if key in table:
+            _expect(_str_list(table[key]), path, text, key, "a list of strings")
+    for key in ("select", "ignore", "extend-select"):
+        for selector in table.get(key, []):
+            if not validate_selector(selector):
+                raise ConfigError(f"{_where(path, text, key)}: unknown rule code or name `{selector}` in `{key}`")
+    settings.select = table.get("select")
+    settings.ignore = list(table.get("ignore", []))
+    settings.extend_select = list(table.get("extend-select", []))
+    settings.exclude = list(table.get("exclude", DEFAULT_EXCLUDE)) + list(table.get("extend-exclude", []))
+    if "causal-names" in table:
+        settings.causal_names = tuple(table["causal-names"])
+    pfi = table.get("per-file-ignores", {})
+    _expect(isinstance(pfi, dict), path, text, "per-file-ignores", "a table of glob = [codes]")
+    for pattern, selectors in pfi.items():
+        _expect(_str_list(selectors), path, text, pattern, "a list of rule codes or names")
+        for selector in selectors:
+            if not validate_selector(selector):
+                raise ConfigError(f"{_where(path, text, pattern)}: unknown rule code or name `{selector}` in per-file-ignores")
+    settings.per_file_ignores = dict(pfi)
+    severity = table.get("severity", {})
+    _expect(isinstance(severity, dict), path, text, "severity", "a table of code = severity")
+    for selector, level in severity.items():
+        rule = lookup(selector)
+        if rule is None:
+            raise ConfigError(f"{_where(path, text, selector)}: unknown rule code or name `{selector}` in `severity`")
+        if level not in SEVERITIES:
+            raise ConfigError(f"{_where(path, text, selector)}: severity of {selector} must be one of {', '.join(SEVERITIES)}")
+        settings.severity[rule.code] = level
+    rules = table.get("rules", {})
+    _expect(isinstance(rules, dict), path, text, "rules", "a table of [tool.tlint.rules.<rule-name>] tables")
+    for rule_name, options in rules.items():
+        rule = lookup(rule_name)
+        if rule is None:
+            raise ConfigError(f"{_where(path, text, rule_name)}: unknown rule `{rule_name}` in `rules`")
+        _expect(isinstance(options, dict), path, text, rule_name, "a table of options")
+        for option, value in options.items():
+            if option not in rule.options:
+                known = ", ".join(sorted(rule.options)) or "none"
+                raise ConfigError(
+                    f"{_where(path, text, option)}: unknown option `{option}` for rule {rule.name} (known: {known})"
+                )
+            default = rule.options[option]
+            if not _same_type(default, value):
+                raise ConfigError(
+                    f"{_where(path, text, option)}: option `{option}` of {rule.name} must be {type(default).__name__}"
+                )
+        settings.rule_options[rule.name] = dict(options)
+    verify = table.get("verify", {})
+    _expect(isinstance(verify, dict), path, text, "verify", "a table")
+    for key in verify:
+        if key not in VERIFY_KEYS:
+            raise ConfigError(f"{_where(path, text, key)}: unknown key `{key}` in [tool.tlint.verify]")
+    settings.verify = dict(verify)
+    return settings
+
+
+def _same_type(default: Any, value: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float))
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, list)
+    return isinstance(value, type(default))
+
+
+def default_settings(root: Path) -> Settings:
+    return Settings(root=root, config_path=None, exclude=list(DEFAULT_EXCLUDE))
+
+
+class ConfigResolver:
+    """Finds (and caches) the Settings for each folder; `--config` forces one file."""
+
+    def __init__(self, forced: Path | None = None, fallback_root: Path | None = None) -> None:
+        self._cache: dict[Path, Settings] = {}
+        self._by_config: dict[Path, Settings] = {}
+        self.fallback_root = (fallback_root or Path.cwd()).resolve()
+        self.forced = None
+        if forced is not None:
+            if not forced.is_file():
+                raise ConfigError(f"{forced}: config file not found")
+            self.forced = load_settings(forced, self.fallback_root)
+
+    def for_folder(self, folder: Path, cli_root: Path | None = None) -> Settings:
+        """Settings for files in `folder`; `cli_root` is the folder named on the command
+        line, the project root when there is neither a config nor a git root."""
+        folder = folder.resolve()
+        if self.forced is not None:
+            return self.forced
+        cached = self._cache.get(folder)
+        if cached is not None:
+            return cached
+        config, git_root = find_config(folder)
+        if config is not None:
+            config = config.resolve()
+            settings = self._by_config.get(config)
+            if settings is None:
+                settings = load_settings(config, self.fallback_root)
+                self._by_config[config] = settings
+        else:
+            root = git_root or (cli_root.resolve() if cli_root else self.fallback_root)
+            settings = self._by_config.get(root)
+            if settings is None:
+                settings = default_settings(root)
+                self._by_config[root] = settings
+        self._cache[folder] = settings
+        return settings
+
+    def all_settings(self) -> list[Settings]:
+        seen = list(self._by_config.values())
+        if self.forced is not None:
+            seen.append(self.forced)
+        return seen

@@ -1,0 +1,194 @@
+"""Small, fast helpers over LibCST trees shared by every view and rule.
+
+LibCST's own visitor rebuilds every node it passes (it costs as much as the parse), so
+tlint walks the frozen dataclass fields directly, skipping whitespace and punctuation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+import libcst as cst
+
+# Fields that only hold whitespace, comments or punctuation: never a node a rule asks about.
+_SKIPPED_FIELDS = frozenset(
+    {
+        "lpar", "rpar", "comma", "semicolon", "newline", "leading_lines", "header", "footer",
+        "lines_after_decorators", "equal", "colon", "dot", "star", "operator", "lbracket",
+        "rbracket", "lbrace", "rbrace", "leading_whitespace", "trailing_whitespace",
+        "whitespace_before", "whitespace_after", "whitespace_before_colon",
+        "whitespace_after_colon", "whitespace_after_star", "whitespace_after_param",
+        "whitespace_before_params", "whitespace_after_def", "whitespace_after_class",
+        "whitespace_before_args", "whitespace_after_func", "whitespace_after_arg",
+        "whitespace_before_indicator", "whitespace_after_indicator", "whitespace_after_await",
+        "whitespace_after_import", "whitespace_before_import", "whitespace_after_from",
+        "whitespace_after_as", "whitespace_before_as", "whitespace_after_for",
+        "whitespace_before_in", "whitespace_after_in", "whitespace_after_if",
+        "whitespace_before_if", "whitespace_after_else", "whitespace_before_else",
+        "whitespace_after_while", "whitespace_after_with", "whitespace_after_lambda",
+        "whitespace_after_del", "whitespace_after_return", "whitespace_after_assert",
+        "whitespace_after_raise", "whitespace_after_global", "whitespace_after_nonlocal",
+        "whitespace_after_yield", "whitespace_after_expression", "whitespace_before_from",
+        "whitespace_after_except", "whitespace_after_case", "whitespace_after_match",
+        "whitespace_before_expression", "whitespace_before_value", "whitespace_after_type",
+        "whitespace_after_walrus", "whitespace_before_walrus",
+    }
+)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(node_type: type) -> tuple[str, ...]:
+    names = _FIELDS.get(node_type)
+    if names is None:
+        names = tuple(
+            f.name
+            for f in dataclasses.fields(node_type)
+            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
+        )
+        _FIELDS[node_type] = names
+    return names
+
+
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The syntactic child nodes of `node`, in source order."""
+    for name in _fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif type(value) is tuple or type(value) is list:
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    yield item
+
+
+def walk(node: cst.CSTNode, *, into_functions: bool = True) -> Iterator[cst.CSTNode]:
+    """Every node under `node` (itself included), depth first, in source order.
+
+    With `into_functions=False` the bodies of nested functions, lambdas and classes are
+    skipped (their own scope), but the nested definition node itself is yielded.
+    """
+    stack = [node]
+    pop, extend = stack.pop, stack.extend
+    root = node
+    while stack:
+        current = pop()
+        yield current
+        if not into_functions and current is not root and isinstance(
+            current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+        ):
+            continue
+        kids = list(children(current))
+        kids.reverse()
+        extend(kids)
+
+
+def dotted_name(expr: cst.BaseExpression | None) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if isinstance(expr, cst.Name):
+        parts.append(expr.value)
+        parts.reverse()
+        return ".".join(parts)
+    return None
+
+
+def last_name(expr: cst.BaseExpression | None) -> str | None:
+    """The final identifier of a Name/Attribute (`self.model` -> `model`), else None."""
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    if isinstance(expr, cst.Name):
+        return expr.value
+    return None
+
+
+def get_arg(call: cst.Call, keyword: str | None, position: int | None = None) -> cst.Arg | None:
+    """The argument bound to `keyword`, or the positional one at `position` (0-based)."""
+    index = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            if keyword is not None and arg.keyword.value == keyword:
+                return arg
+        elif arg.star:
+            index = -1_000_000  # after *args positions are unknown
+        else:
+            if position is not None and index == position:
+                return arg
+            index += 1
+    return None
+
+
+def positional_count(call: cst.Call) -> int:
+    """Number of plain positional arguments (a `*args` makes the count open-ended: large)."""
+    count = 0
+    for arg in call.args:
+        if arg.keyword is None:
+            if arg.star == "*":
+                return 1_000
+            if arg.star == "":
+                count += 1
+    return count
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
+
+
+def keywords(call: cst.Call) -> set[str]:
+    return {arg.keyword.value for arg in call.args if arg.keyword is not None}
+
+
+_UNKNOWN = object()
+
+
+def literal_value(expr: cst.BaseExpression | None, default=_UNKNOWN):
+    """The value of a literal expression (numbers, strings, True/False/None, -x,
+    float("nan")/float("inf"), math.inf), or `default` when it is not a literal."""
+    if isinstance(expr, cst.Integer):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Float):
+        return expr.evaluated_value
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, cst.ConcatenatedString):
+        value = expr.evaluated_value
+        return default if value is None else value
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[expr.value]
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        inner = literal_value(expr.expression, default)
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return -inner if isinstance(expr.operator, cst.Minus) else inner
+        return default
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "float" and len(expr.args) == 1:
+        inner = literal_value(expr.args[0].value, default)
+        if isinstance(inner, str):
+            try:
+                return float(inner)
+            except ValueError:
+                return default
+    return default
+
+
+def is_literal(expr: cst.BaseExpression | None) -> bool:
+    return literal_value(expr, _UNKNOWN) is not _UNKNOWN
+
+
+def snake_parts(name: str) -> list[str]:
+    """`ln_1` -> ["ln", "1"]; `wpe` -> ["wpe"]; `layerNorm` -> ["layer", "norm"]."""
+    out: list[str] = []
+    for chunk in name.split("_"):
+        if not chunk:
+            continue
+        current = chunk[0]
+        for ch in chunk[1:]:
+            if ch.isupper() and not current[-1].isupper():
+                out.append(current.lower())
+                current = ch
+            else:
+                current += ch
+        out.append(current.lower())
+    return out

@@ -1,0 +1,85 @@
+"""The values that flow from rules to reporters: positions, ranges, fixes, diagnostics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("info", "warning", "error")
+SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """1-based line, 1-based column in Unicode code points."""
+
+    line: int
+    column: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"line": self.line, "column": self.column}
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    start: Position
+    end: Position
+
+    def to_json(self) -> dict[str, Any]:
+        return {"start": self.start.to_json(), "end": self.end.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Range":
+        return cls(Position(**data["start"]), Position(**data["end"]))
+
+    @classmethod
+    def point(cls, line: int, column: int = 1) -> "Range":
+        return cls(Position(line, column), Position(line, column))
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    range: Range
+    content: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"range": self.range.to_json(), "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    applicability: str  # "safe" | "unsafe"
+    edits: tuple[Edit, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"applicability": self.applicability, "edits": [e.to_json() for e in self.edits]}
+
+
+@dataclass(slots=True)
+class Diagnostic:
+    code: str
+    name: str
+    severity: str
+    message: str
+    path: str
+    range: Range
+    fix: Fix | None = None
+    suppressed: bool = False
+    detail: str | None = field(default=None, compare=False)  # e.g. a traceback for --verbose
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.range.start.line, self.range.start.column, self.code, self.message)
+
+    def to_json(self) -> dict[str, Any]:
+        from tlint.docs import rule_url
+
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "message": self.message,
+            "path": self.path,
+            "range": self.range.to_json(),
+            "fix": self.fix.to_json() if self.fix else None,
+            "url": rule_url(self.code),
+        }

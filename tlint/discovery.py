@@ -1,0 +1,157 @@
+"""Find the `.py` files to lint: folders are walked (honouring `exclude` and `.gitignore`),
+named files are always linted."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    base: Path
+    regex: re.Pattern
+    negated: bool
+    dir_only: bool
+
+
+def _translate(glob: str) -> str:
+    """A gitignore glob (already stripped of anchors) to a regex over a relative path."""
+    out, i = [], 0
+    while i < len(glob):
+        ch = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if glob.startswith("/**", i) and i + 3 == len(glob):
+            out.append("/.*")
+            i += 3
+            continue
+        if glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[":
+            end = glob.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(ch))
+            else:
+                body = glob[i + 1 : end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end
+        elif ch == "\\" and i + 1 < len(glob):
+            i += 1
+            out.append(re.escape(glob[i]))
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+def _parse_gitignore(path: Path) -> list[_Pattern]:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    patterns = []
+    for line in lines:
+        line = line.rstrip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        if negated:
+            line = line[1:]
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        anchored = "/" in line
+        line = line.lstrip("/")
+        body = _translate(line)
+        regex = re.compile(("^" if anchored else "^(?:.*/)?") + body + "$")
+        patterns.append(_Pattern(path.parent, regex, negated, dir_only))
+    return patterns
+
+
+class GitIgnore:
+    """The .gitignore files from the git root down to a folder, applied in git's order."""
+
+    def __init__(self) -> None:
+        self._by_folder: dict[Path, list[_Pattern]] = {}
+
+    def _patterns(self, folder: Path) -> list[_Pattern]:
+        cached = self._by_folder.get(folder)
+        if cached is None:
+            inherited: list[_Pattern] = []
+            if not (folder / ".git").exists() and folder.parent != folder:
+                inherited = self._patterns(folder.parent)
+            cached = inherited + _parse_gitignore(folder / ".gitignore")
+            self._by_folder[folder] = cached
+        return cached
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        result = False
+        for pattern in self._patterns(path.parent):
+            if pattern.dir_only and not is_dir:
+                continue
+            try:
+                rel = path.relative_to(pattern.base).as_posix()
+            except ValueError:
+                continue
+            if pattern.regex.match(rel):
+                result = not pattern.negated
+        return result
+
+
+def discover(paths: list[Path], settings_for) -> tuple[list[tuple[Path, Path]], list[str]]:
+    """[(file, cli_root)] to lint, sorted and de-duplicated, plus messages for paths that
+    do not exist. `settings_for(folder, cli_root)` gives the Settings for a folder."""
+    gitignore = GitIgnore()
+    found: dict[Path, Path] = {}
+    missing: list[str] = []
+    for given in paths:
+        if given.is_file() or (given.suffix in (".py", ".pyi") and given.is_symlink()):
+            found.setdefault(given.resolve() if given.exists() else given.absolute(), given.parent)
+            continue
+        if not given.is_dir():
+            missing.append(f"{given}: no such file or folder")
+            continue
+        cli_root = given
+        for folder, dirnames, filenames in os.walk(given, followlinks=False):
+            folder_path = Path(folder)
+            settings = settings_for(folder_path, cli_root)
+            keep = []
+            for name in sorted(dirnames):
+                sub = folder_path / name
+                if _excluded(sub, settings) or gitignore.ignored(sub.resolve(), True):
+                    continue
+                keep.append(name)
+            dirnames[:] = keep
+            for name in filenames:
+                if not name.endswith(".py"):
+                    continue
+                file = folder_path / name
+                if not file.is_file():
+                    continue  # broken symlink, or a folder named *.py
+                if _excluded(file, settings) or gitignore.ignored(file.resolve(), False):
+                    continue
+                found.setdefault(file.resolve(), cli_root)
+    return sorted(found.items()), missing
+
+
+def _excluded(path: Path, settings) -> bool:
+    try:
+        rel = path.resolve().relative_to(settings.root).as_posix()
+    except ValueError:
+        rel = path.name
+    if settings.is_excluded(rel):
+        return True
+    return any(fnmatch.fnmatchcase(path.name, p.rstrip("/")) for p in settings.exclude)

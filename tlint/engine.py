@@ -1,0 +1,483 @@
+"""The linting pipeline, one way: discover -> parse once -> views -> rules ->
+project facts (cross-file) -> suppressions -> sorted diagnostics.
+
+`analyse_file` does everything that needs the tree, for one file, and returns a small
+picklable `FileResult` (diagnostics, pending cross-file findings, facts, suppression
+comments), so files can be processed in worker processes and, later, cached.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tokenize
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+
+from tlint.config import ConfigResolver, Settings
+from tlint.diagnostics import Diagnostic, Fix, Position, Range
+from tlint.discovery import GitIgnore, _excluded, discover
+from tlint.positions import node_ranges
+from tlint.project import ImportGraph
+from tlint.rules import ENGINE_CODES, lookup
+from tlint.rules.base import ProjectCondition, Report, Rule
+from tlint.source import FileIndex
+from tlint.suppressions import Suppression, apply_suppressions, parse_suppressions
+
+# Python's own parser refuses more than 200 nested brackets; LibCST's native parser can
+# crash the process on such input, so deeper files are checked by `compile` first.
+_MAX_SAFE_NESTING = 150
+
+
+@dataclass
+class Fact:
+    """A small, serialisable statement about a file, for cross-file rules."""
+
+    kind: str
+    range: Range
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PendingDiagnostic:
+    diagnostic: Diagnostic
+    when: ProjectCondition
+
+
+@dataclass
+class FileResult:
+    path: Path
+    display: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    pending: list[PendingDiagnostic] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+    suppressions: list[Suppression] = field(default_factory=list)
+    parse_error: bool = False
+
+    def fact_kinds(self) -> set[str]:
+        return {fact.kind for fact in self.facts}
+
+
+class FileContext:
+    """What a rule sees of one file: its index, its views, its options, and `report`."""
+
+    def __init__(self, path: Path, text: str, index: FileIndex, settings: Settings) -> None:
+        self.path = path
+        self.text = text
+        self.index = index
+        self.module = index.module
+        self.settings = settings
+        self._rule: Rule | None = None
+        self.reports: list[tuple[Rule, Report]] = []
+
+    def report(self, node: cst.CSTNode, message: str, *, fix: Fix | None = None,
+               when: ProjectCondition | None = None) -> None:
+        """Report a finding at `node`. With `when`, it is kept only if the project facts
+        of related files satisfy the condition (decided after all files are read)."""
+        assert self._rule is not None, "report() called outside a rule's check()"
+        self.reports.append((self._rule, Report(node, message, fix, when)))
+
+    @cached_property
+    def models(self):
+        from tlint.views.model import ModelView
+
+        return ModelView(self.index)
+
+    @cached_property
+    def training(self):
+        from tlint.views.training import TrainingView
+
+        return TrainingView(self.index)
+
+    @cached_property
+    def facts(self) -> list[tuple[str, cst.CSTNode, dict]]:
+        from tlint.views.facts import extract_facts
+
+        return extract_facts(self)
+
+    def has_fact(self, kind: str) -> bool:
+        return any(k == kind for k, _, _ in self.facts)
+
+
+# --- reading and parsing ----------------------------------------------------------------
+
+
+def decode_source(data: bytes) -> str:
+    """Decode like Python does (BOM, PEP 263 cookie, default UTF-8); raises on bad bytes."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _max_nesting(text: str) -> int:
+    depth = best = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+            if depth > best:
+                best = depth
+        elif ch in ")]}" and depth:
+            depth -= 1
+    return best
+
+
+def _parse_error(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    return Diagnostic("TL001", "parse-error", "error", message, display,
+                      Range(Position(line, column), Position(line, column)))
+
+
+def parse_source(text: str, display: str) -> cst.Module | Diagnostic:
+    """The LibCST module, or a TL001 diagnostic saying why the file cannot be parsed."""
+    if ("(" in text or "[" in text or "{" in text) and _max_nesting(text) > _MAX_SAFE_NESTING:
+        try:
+            compile(text, display, "exec", flags=0x400, dont_inherit=True)  # ast only
+        except SyntaxError as exc:
+            return _parse_error(display, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1)
+        except (RecursionError, MemoryError, ValueError) as exc:
+            return _parse_error(display, f"file too deeply nested to parse ({type(exc).__name__})")
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        # LibCST's native parser leaves raw_column at 0 (and raw_line often on the line
+        # before); CPython's own parser gives the real position and a clearer message.
+        try:
+            compile(text, display, "exec", flags=0x400, dont_inherit=True)  # ast only
+        except SyntaxError as py_exc:
+            return _parse_error(display, f"syntax error: {py_exc.msg}", py_exc.lineno or 1, py_exc.offset or 1)
+        except (RecursionError, MemoryError, ValueError):
+            pass
+        message = exc.message.strip().splitlines()[0] if exc.message.strip() else "invalid syntax"
+        return _parse_error(display, f"syntax error: {message}", max(exc.raw_line, 1), exc.raw_column + 1)
+    except RecursionError:
+        return _parse_error(display, "file too deeply nested to parse (recursion limit)")
+    except Exception as exc:  # the native parser reports some failures as other types
+        return _parse_error(display, f"cannot parse: {type(exc).__name__}: {exc}")
+
+
+def read_text(path: Path, display: str) -> str | Diagnostic:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return _parse_error(display, f"cannot read file: {exc.strerror or exc}")
+    try:
+        return decode_source(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        reason = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
+        line = data.count(b"\n", 0, exc.start) + 1 if isinstance(exc, UnicodeDecodeError) else 1
+        return _parse_error(display, f"cannot decode file: {reason}", line)
+
+
+# --- one file ---------------------------------------------------------------------------
+
+
+def _internal_error(rule: Rule, display: str, exc: BaseException) -> Diagnostic:
+    return Diagnostic(
+        "TL003", "internal-error", "error",
+        f"rule {rule.code} ({rule.name}) failed on this file with {type(exc).__name__}: {exc}. "
+        "This is a bug in tlint; please report it (--verbose shows the traceback).",
+        display, Range(Position(1, 1), Position(1, 1)),
+        detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    )
+
+
+def analyse_file(path: Path, display: str, settings: Settings, *, text: str | None = None,
+                 facts_only: bool = False) -> FileResult:
+    """Parse one file once, run the enabled rules over its views, extract its facts."""
+    result = FileResult(path, display)
+    if text is None:
+        loaded = read_text(path, display)
+        if isinstance(loaded, Diagnostic):
+            result.diagnostics.append(loaded)
+            result.parse_error = True
+            return result
+        text = loaded
+    result.suppressions = parse_suppressions(text)
+    module = parse_source(text, display)
+    if isinstance(module, Diagnostic):
+        result.diagnostics.append(module)
+        result.parse_error = True
+        return result
+    try:
+        index = FileIndex(module)
+        ctx = FileContext(path, text, index, settings)
+        facts = ctx.facts
+    except RecursionError:
+        result.diagnostics.append(_parse_error(display, "file too deeply nested to analyse (recursion limit)"))
+        result.parse_error = True
+        return result
+    if not facts_only:
+        ruleset = settings.ruleset()
+        for rule in ruleset.rules:
+            if rule.code in ENGINE_CODES:
+                continue
+            ctx._rule = rule
+            before = len(ctx.reports)
+            try:
+                rule.check(ctx)
+            except Exception as exc:  # isolate the rule: the others' results stand
+                del ctx.reports[before:]
+                result.diagnostics.append(_internal_error(rule, display, exc))
+        ctx._rule = None
+    nodes = [report.node for _, report in ctx.reports] + [node for _, node, _ in facts]
+    try:
+        ranges = node_ranges(module, nodes)
+    except RecursionError:
+        result.diagnostics.append(_parse_error(display, "file too deeply nested to analyse (recursion limit)"))
+        result.parse_error = True
+        return result
+    for kind, node, data in facts:
+        result.facts.append(Fact(kind, ranges.get(node, Range.point(1)), data))
+    if facts_only:
+        return result
+    ruleset = settings.ruleset()
+    for rule, report in ctx.reports:
+        diag = Diagnostic(rule.code, rule.name, ruleset.severity_of(rule.code, rule.severity),
+                          report.message, display, ranges.get(report.node, Range.point(1)), report.fix)
+        if report.when is None:
+            result.diagnostics.append(diag)
+        else:
+            result.pending.append(PendingDiagnostic(diag, report.when))
+    return result
+
+
+def _analyse_task(task):
+    path, display, settings, text = task
+    return analyse_file(path, display, settings, text=text)
+
+
+# --- the run ----------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    diagnostics: list[Diagnostic]
+    files: list[str]
+    parse_errors: int = 0
+    errors: list[str] = field(default_factory=list)  # usage problems (missing paths)
+
+    @property
+    def internal_errors(self) -> int:
+        return sum(1 for d in self.diagnostics if d.code == "TL003")
+
+
+def display_path(path: Path) -> str:
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+class Linter:
+    def __init__(self, resolver: ConfigResolver, *, jobs: int | None = None,
+                 select: list[str] | None = None, extend_select: list[str] | None = None,
+                 ignore: list[str] | None = None) -> None:
+        self.resolver = resolver
+        self.jobs = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
+        self.cli_select, self.cli_extend, self.cli_ignore = select, extend_select or [], ignore or []
+        self._overridden: dict[int, Settings] = {}
+
+    def settings_for(self, folder: Path, cli_root: Path | None = None) -> Settings:
+        base = self.resolver.for_folder(folder, cli_root)
+        if self.cli_select is None and not self.cli_extend and not self.cli_ignore:
+            return base
+        key = id(base)
+        settings = self._overridden.get(key)
+        if settings is None:
+            from dataclasses import replace
+
+            settings = replace(
+                base,
+                select=self.cli_select if self.cli_select is not None else base.select,
+                extend_select=list(base.extend_select) + list(self.cli_extend),
+                ignore=list(base.ignore) + list(self.cli_ignore),
+                _ruleset=None,
+            )
+            self._overridden[key] = settings
+        return settings
+
+    def run(self, paths: list[Path], *, stdin: tuple[Path, str] | None = None) -> RunResult:
+        errors: list[str] = []
+        if stdin is not None:
+            stdin_path = stdin[0].absolute()
+            files = [(stdin_path, stdin_path.parent)]
+        else:
+            files, errors = discover(paths, self.settings_for)
+        tasks = []
+        for file, cli_root in files:
+            settings = self.settings_for(file.parent, cli_root)
+            text = stdin[1] if stdin is not None else None
+            tasks.append((file, display_path(file) if stdin is None else stdin[0].as_posix(), settings, text))
+        results = self._analyse_all(tasks)
+        overrides = {stdin_path: stdin[1]} if stdin is not None else {}
+        self._resolve_projects(results, {t[0]: t[2] for t in tasks}, overrides)
+        diagnostics: list[Diagnostic] = []
+        for result, (_, _, settings, _) in zip(results, tasks):
+            diagnostics.extend(self._finish_file(result, settings))
+        diagnostics.sort(key=Diagnostic.sort_key)
+        return RunResult(diagnostics, [t[1] for t in tasks], sum(r.parse_error for r in results), errors)
+
+    # phase 1: per file, possibly in worker processes
+    def _analyse_all(self, tasks) -> list[FileResult]:
+        if self.jobs <= 1 or len(tasks) < 4:
+            return [_analyse_task(task) for task in tasks]
+        workers = min(self.jobs, len(tasks))
+        chunk = max(1, len(tasks) // (workers * 4))
+        try:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                return list(pool.map(_analyse_task, tasks, chunksize=chunk))
+        except BrokenProcessPool:
+            return [self._isolated(task) for task in tasks]
+
+    @staticmethod
+    def _isolated(task) -> FileResult:
+        """Re-run one file in its own process: a native crash becomes TL001 for that file."""
+        try:
+            with ProcessPoolExecutor(max_workers=1) as pool:
+                return pool.submit(_analyse_task, task).result()
+        except BrokenProcessPool:
+            result = FileResult(task[0], task[1], parse_error=True)
+            result.diagnostics.append(_parse_error(task[1], "the parser crashed on this file"))
+            return result
+
+    # phase 2: cross-file conditions, on the facts of related files
+    def _resolve_projects(self, results: list[FileResult], settings_of: dict[Path, Settings],
+                          overrides: dict[Path, str]) -> None:
+        named = {r.path: r for r in results}
+        projects: dict[Path, _Project] = {}
+        for result in results:
+            if not result.pending:
+                continue
+            own = result.fact_kinds()
+            undecided = []
+            for pending in result.pending:
+                verdict = _decide(pending.when, own, final=False)
+                if verdict is None:
+                    undecided.append(pending)
+                elif verdict:
+                    result.diagnostics.append(pending.diagnostic)
+            result.pending = []
+            if not undecided:
+                continue
+            settings = settings_of[result.path]
+            project = projects.get(settings.root)
+            if project is None:
+                project = projects[settings.root] = _Project(settings.root, self.settings_for, named, overrides)
+            for pending in undecided:
+                kinds = project.related_fact_kinds(result.path, pending.when.scope)
+                if _decide(pending.when, kinds, final=True):
+                    result.diagnostics.append(pending.diagnostic)
+
+    def _finish_file(self, result: FileResult, settings: Settings) -> list[Diagnostic]:
+        try:
+            rel = result.path.relative_to(settings.root).as_posix()
+        except ValueError:
+            rel = result.path.name
+        ignored = settings.ignored_for(rel)
+        enabled = settings.enabled_codes()
+        diagnostics = [d for d in result.diagnostics if d.code not in ignored and (d.code in enabled or d.code == "TL003")]
+        apply_suppressions(diagnostics, result.suppressions)
+        if "TL002" in enabled and "TL002" not in ignored:
+            diagnostics.extend(_unused_suppressions(result, enabled, settings))
+        return diagnostics
+
+
+def _decide(when: ProjectCondition, kinds: set[str], *, final: bool) -> bool | None:
+    """Keep (True), drop (False), or None: the file's own facts cannot decide yet."""
+    if any(kind in kinds for kind in when.none_of):
+        return False
+    if when.any_of and not any(kind in kinds for kind in when.any_of):
+        return False if final else None
+    if when.none_of and not final:
+        return None
+    return True
+
+
+class _Project:
+    """The files of one project root, their import graph, and their facts on demand."""
+
+    def __init__(self, root: Path, settings_for, named: dict[Path, FileResult], overrides: dict[Path, str]) -> None:
+        self.root = root
+        self.settings_for = settings_for
+        self.named = named
+        self.texts: dict[Path, str] = {}
+        gitignore = GitIgnore()
+        for folder, dirnames, filenames in os.walk(root):
+            folder_path = Path(folder)
+            settings = settings_for(folder_path, root)
+            dirnames[:] = sorted(
+                d for d in dirnames
+                if not _excluded(folder_path / d, settings) and not gitignore.ignored((folder_path / d).resolve(), True)
+                and not self._other_project(folder_path / d)
+            )
+            for name in filenames:
+                file = (folder_path / name).resolve()
+                if name.endswith(".py") and file.is_file() and not gitignore.ignored(file, False):
+                    try:
+                        self.texts[file] = file.read_bytes().decode("utf-8", errors="replace")
+                    except OSError:
+                        continue
+        for path, text in overrides.items():
+            self.texts[path] = text
+        for path in named:
+            if path not in self.texts and path.is_file():
+                try:
+                    self.texts[path] = path.read_bytes().decode("utf-8", errors="replace")
+                except OSError:
+                    pass
+        self.graph = ImportGraph(root, self.texts)
+        self._kinds: dict[Path, set[str]] = {}
+
+    def _other_project(self, folder: Path) -> bool:
+        return self.settings_for(folder, self.root).root != self.root
+
+    def kinds_of(self, path: Path) -> set[str]:
+        kinds = self._kinds.get(path)
+        if kinds is None:
+            result = self.named.get(path)
+            if result is None:
+                settings = self.settings_for(path.parent, self.root)
+                result = analyse_file(path, display_path(path), settings, text=self.texts.get(path), facts_only=True)
+            kinds = self._kinds[path] = result.fact_kinds()
+        return kinds
+
+    def related_fact_kinds(self, path: Path, scope: str) -> set[str]:
+        if path not in self.graph.edges:
+            related = {path}
+        elif scope == "imports":
+            related = self.graph.import_connected(path)
+        else:
+            related = self.graph.related(path)
+        kinds: set[str] = set()
+        for other in sorted(related):
+            kinds |= self.kinds_of(other)
+        return kinds
+
+
+def _unused_suppressions(result: FileResult, enabled: set[str], settings: Settings) -> list[Diagnostic]:
+    out = []
+    for sup in result.suppressions:
+        if sup.kind != "tlint":
+            continue
+        where = Range(Position(sup.line, sup.column), Position(sup.line, sup.end_column))
+        if not sup.selectors:
+            if not sup.used:
+                out.append(Diagnostic("TL002", "unused-suppression", settings.ruleset().severity_of("TL002", "info"),
+                                      "suppression comment suppresses nothing", result.display, where))
+            continue
+        unknown = [s for s in sup.selectors if lookup(s) is None]
+        unused = [s for s in sup.selectors if lookup(s) is not None and lookup(s).code in enabled
+                  and lookup(s).code not in sup.used]
+        if unknown:
+            out.append(Diagnostic("TL002", "unused-suppression", settings.ruleset().severity_of("TL002", "info"),
+                                  f"suppression names unknown rule(s): {', '.join(unknown)}", result.display, where))
+        if unused:
+            out.append(Diagnostic("TL002", "unused-suppression", settings.ruleset().severity_of("TL002", "info"),
+                                  f"unused suppression of {', '.join(unused)}", result.display, where))
+    return out

@@ -1,0 +1,71 @@
+"""What a rule is, and the one call through which it reports (Fixit-style)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import libcst as cst
+
+from tlint.diagnostics import Fix
+
+
+@dataclass(frozen=True)
+class ProjectCondition:
+    """Keep a finding only if the project facts of related files say so.
+
+    `any_of`: at least one related file (the file itself included) has a fact of one of
+    these kinds. `none_of`: no related file has a fact of these kinds. `scope` is
+    "related" (same folder or import-connected, as rules.md defines) or "imports"
+    (import-connected only, the file itself included).
+    """
+
+    any_of: tuple[str, ...] = ()
+    none_of: tuple[str, ...] = ()
+    scope: str = "related"
+
+
+@dataclass
+class Report:
+    node: cst.CSTNode
+    message: str
+    fix: Fix | None = None
+    when: ProjectCondition | None = None
+
+
+class Rule:
+    """A rule: a code, a kebab-case name, a severity, and a `check` over one file.
+
+    Subclasses set the class attributes and implement `check(ctx)`, calling
+    `ctx.report(node, message)` for each finding. Options declared in `options` (with
+    their defaults) arrive, validated, in `self.options`.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[str]
+    summary: ClassVar[str]
+    default_enabled: ClassVar[bool] = True
+    options: ClassVar[dict[str, Any]] = {}
+    # Identifiers or words that must appear in a file's text for the rule to find
+    # anything there (an empty tuple: always run). Used to skip work, never to decide.
+    tokens: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        merged = dict(type(self).options)
+        merged.update(options or {})
+        self.options = merged
+
+    def check(self, ctx: "FileContext") -> None:  # noqa: F821 - see tlint.engine
+        raise NotImplementedError
+
+
+@dataclass
+class RuleSet:
+    """The enabled rules of one configuration, with their effective severities."""
+
+    rules: list[Rule]
+    severities: dict[str, str] = field(default_factory=dict)
+
+    def severity_of(self, code: str, default: str) -> str:
+        return self.severities.get(code, default)

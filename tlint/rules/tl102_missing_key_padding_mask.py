@@ -1,0 +1,63 @@
+"""TL102 missing-key-padding-mask: a torch.nn attention/transformer module called without
+its padding-mask argument inside a forward that has a padding mask (or a padded project)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.cst import get_arg, positional_count, has_star_kwargs, snake_parts
+from tlint.rules.base import ProjectCondition, Rule
+
+# ctor -> (padding-mask keywords, positional index of the first of them)
+PADDING_MASK_ARGS = {
+    "torch.nn.MultiheadAttention": (("key_padding_mask",), 3),
+    "torch.nn.TransformerEncoder": (("src_key_padding_mask",), 2),
+    "torch.nn.TransformerEncoderLayer": (("src_key_padding_mask",), 2),
+    "torch.nn.TransformerDecoder": (("tgt_key_padding_mask", "memory_key_padding_mask"), 4),
+    "torch.nn.TransformerDecoderLayer": (("tgt_key_padding_mask", "memory_key_padding_mask"), 4),
+    "torch.nn.Transformer": (("src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask"), 5),
+}
+_PADDING_PARAM_NAMES = {"attention_mask", "key_padding_mask", "src_key_padding_mask", "padding_mask",
+                        "pad_mask", "tgt_key_padding_mask", "memory_key_padding_mask", "attn_mask_pad"}
+
+
+def is_padding_mask_name(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in _PADDING_PARAM_NAMES or "pad" in snake_parts(lowered) or "padding" in lowered
+
+
+class MissingKeyPaddingMask(Rule):
+    code = "TL102"
+    name = "missing-key-padding-mask"
+    severity = "error"
+    summary = "A torch.nn attention/transformer module is called without its padding mask."
+
+    def check(self, ctx) -> None:
+        for module_class in ctx.models.classes.values():
+            forward = module_class.forward
+            if forward is None:
+                continue
+            params = [p.name.value for p in module_class.forward_params()]
+            padding_params = [p for p in params if is_padding_mask_name(p)]
+            mask_params = [p for p in params if "mask" in p.lower()]
+            if not padding_params and mask_params:
+                continue  # only a causal/attention mask: not this rule's business
+            when = None if padding_params else ProjectCondition(any_of=("pads",))
+            for call in module_class.calls_of(forward):
+                sub = module_class.attribute_of(call.func)
+                if sub is None or sub.ctor not in PADDING_MASK_ARGS:
+                    continue
+                keywords, position = PADDING_MASK_ARGS[sub.ctor]
+                if has_star_kwargs(call) or any(get_arg(call, kw) for kw in keywords):
+                    continue
+                if positional_count(call) > position:
+                    continue
+                short = sub.ctor.rsplit(".", 1)[1]
+                if padding_params:
+                    message = (f"`self.{sub.name}` ({short}) is called without `{keywords[0]}=` although "
+                               f"forward receives the padding mask `{padding_params[0]}`: padded positions "
+                               "are attended to as if they were real tokens")
+                else:
+                    message = (f"`self.{sub.name}` ({short}) is called without `{keywords[0]}=` in a project "
+                               "that pads its sequences: padded positions are attended to")
+                ctx.report(call, message, when=when)

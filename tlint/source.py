@@ -1,0 +1,150 @@
+"""One parsed file and the index built by tlint's single traversal of it.
+
+Every view (facts, model structure, training steps) and every rule reads this index
+instead of walking the tree again.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from tlint.cst import children, dotted_name
+from tlint.names import ImportTable
+
+_LOOPS = (cst.For, cst.While)
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module)
+
+
+class FileIndex:
+    """Everything a rule asks about often, collected in one pass over the tree."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.imports = ImportTable()
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.calls: list[cst.Call] = []
+        self.functions: list[cst.FunctionDef] = []
+        self.classes: list[cst.ClassDef] = []
+        self.loops: list[cst.For | cst.While] = []
+        self.assignments: list[cst.Assign | cst.AnnAssign | cst.AugAssign] = []
+        self.identifiers: set[str] = set()
+        self._build()
+
+    def _build(self) -> None:
+        parents = self.parents
+        calls, functions, classes = self.calls, self.functions, self.classes
+        loops, assignments, identifiers = self.loops, self.assignments, self.identifiers
+        imports = self.imports
+        stack: list[cst.CSTNode] = [self.module]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is cst.Name:
+                identifiers.add(node.value)
+                continue
+            if kind is cst.Call:
+                calls.append(node)
+            elif kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
+                assignments.append(node)
+            elif kind is cst.FunctionDef:
+                functions.append(node)
+            elif kind is cst.ClassDef:
+                classes.append(node)
+            elif kind is cst.For or kind is cst.While:
+                loops.append(node)
+            elif kind is cst.Import:
+                imports.add_import(node)
+                continue
+            elif kind is cst.ImportFrom:
+                imports.add_import_from(node)
+                continue
+            kids = list(children(node))
+            for kid in kids:
+                parents[kid] = node
+            kids.reverse()
+            stack.extend(kids)
+        self._module_aliases()
+
+    def _module_aliases(self) -> None:
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if (
+                        isinstance(small, cst.Assign)
+                        and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)
+                        and dotted_name(small.value) is not None
+                    ):
+                        self.imports.add_assignment_alias(small.targets[0].target.value, small.value)
+
+    # --- navigation -------------------------------------------------------------------
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode):
+        parent = self.parents.get(node)
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(parent)
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        for anc in self.ancestors(node):
+            if isinstance(anc, cst.FunctionDef):
+                return anc
+            if isinstance(anc, (cst.ClassDef, cst.Lambda)):
+                return None
+        return None
+
+    def enclosing_scope(self, node: cst.CSTNode) -> cst.CSTNode:
+        for anc in self.ancestors(node):
+            if isinstance(anc, _SCOPES):
+                return anc
+        return self.module
+
+    def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        for anc in self.ancestors(node):
+            if isinstance(anc, cst.ClassDef):
+                return anc
+        return None
+
+    def enclosing_loops(self, node: cst.CSTNode) -> list[cst.For | cst.While]:
+        """Loops around `node` within its own function, innermost first."""
+        out = []
+        for anc in self.ancestors(node):
+            if isinstance(anc, _LOOPS):
+                out.append(anc)
+            elif isinstance(anc, _SCOPES):
+                break
+        return out
+
+    def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+        return any(anc is container for anc in self.ancestors(node))
+
+    def qualify(self, expr: cst.BaseExpression | None) -> str | None:
+        return self.imports.qualify(expr)
+
+    def call_name(self, call: cst.Call) -> str | None:
+        """Qualified name of the callee if it resolves through imports, else its dotted text."""
+        return self.imports.qualify(call.func) or dotted_name(call.func)
+
+    @cached_property
+    def functions_by_name(self) -> dict[str, list[cst.FunctionDef]]:
+        out: dict[str, list[cst.FunctionDef]] = {}
+        for fn in self.functions:
+            out.setdefault(fn.name.value, []).append(fn)
+        return out
+
+    @cached_property
+    def classes_by_name(self) -> dict[str, cst.ClassDef]:
+        return {cls.name.value: cls for cls in self.classes}
+
+    @cached_property
+    def statement_calls(self) -> dict[cst.CSTNode, list[cst.Call]]:
+        """Calls grouped by their enclosing function (or the module)."""
+        out: dict[cst.CSTNode, list[cst.Call]] = {}
+        for call in self.calls:
+            out.setdefault(self.enclosing_function(call) or self.module, []).append(call)
+        return out

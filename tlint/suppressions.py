@@ -1,0 +1,83 @@
+"""Inline and file-level suppression comments, and TL002 for the ones that did nothing.
+
+Forms: `# tlint: ignore[TL101]`, `# tlint: ignore[missing-attention-mask]`, bare
+`# tlint: ignore`, `# noqa: TL101`, and file-level `# tlint: ignore-file[TL301]` /
+`# tlint: ignore-file`. A line comment applies to findings that start or end on its
+line, or that start on the line below when the comment stands alone on its line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_TLINT = re.compile(r"#\s*tlint:\s*(ignore-file|ignore)\b(?:\[([^\]]*)\])?", re.IGNORECASE)
+_NOQA = re.compile(r"#\s*noqa(?::\s*([A-Za-z0-9_\-]+(?:\s*,\s*[A-Za-z0-9_\-]+)*))?", re.IGNORECASE)
+NEVER_SUPPRESSED = frozenset({"TL003"})
+
+
+@dataclass
+class Suppression:
+    line: int
+    column: int  # 1-based column of the `#`
+    end_column: int
+    selectors: tuple[str, ...]  # empty: all codes
+    file_level: bool
+    standalone: bool  # the comment is alone on its line
+    kind: str  # "tlint" or "noqa"
+    used: set[str] = field(default_factory=set)
+
+    def matches(self, code: str, name: str) -> bool:
+        return not self.selectors or code in self.selectors or name in self.selectors
+
+
+def parse_suppressions(text: str) -> list[Suppression]:
+    out: list[Suppression] = []
+    if "tlint" not in text and "noqa" not in text and "NOQA" not in text:
+        return out
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if "#" not in line:
+            continue
+        standalone = line.lstrip().startswith("#")
+        match = _TLINT.search(line)
+        if match:
+            selectors = tuple(s.strip() for s in (match.group(2) or "").split(",") if s.strip())
+            out.append(
+                Suppression(lineno, match.start() + 1, match.end() + 1, selectors,
+                            match.group(1).lower() == "ignore-file", standalone, "tlint")
+            )
+            continue
+        match = _NOQA.search(line)
+        if match:
+            codes = tuple(s.strip().upper() for s in (match.group(1) or "").split(",") if s.strip())
+            if codes and not any(c.startswith("TL") for c in codes):
+                continue  # a noqa for another tool
+            out.append(Suppression(lineno, match.start() + 1, match.end() + 1, codes, False, standalone, "noqa"))
+    return out
+
+
+def apply_suppressions(diagnostics, suppressions: list[Suppression]) -> None:
+    """Mark suppressed diagnostics (in place) and record which comments were used."""
+    if not suppressions:
+        return
+    by_line: dict[int, list[Suppression]] = {}
+    file_level = []
+    for sup in suppressions:
+        if sup.file_level:
+            file_level.append(sup)
+        else:
+            by_line.setdefault(sup.line, []).append(sup)
+    for diag in diagnostics:
+        if diag.code in NEVER_SUPPRESSED:
+            continue
+        start, end = diag.range.start.line, diag.range.end.line
+        candidates = list(file_level)
+        candidates += by_line.get(start, [])
+        if end != start:
+            candidates += by_line.get(end, [])
+        candidates += [s for s in by_line.get(start - 1, []) if s.standalone]
+        for sup in candidates:
+            if sup.matches(diag.code, diag.name):
+                diag.suppressed = True
+                sup.used.add(diag.code)
+                break

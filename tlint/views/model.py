@@ -1,0 +1,387 @@
+"""Model structure: per `nn.Module` subclass, its declared sub-modules and how `forward`
+uses them (which sub-layer calls happen, which residual additions, which norms).
+
+Rules ask questions here instead of walking the tree: `ModelView(index).classes`,
+`ModuleClass.attributes`, `ModuleClass.residuals()`, `ModelView.groups()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import libcst as cst
+
+from tlint.cst import dotted_name, get_arg, last_name, literal_value, snake_parts, walk
+
+NORM_CLASSES = frozenset(
+    {"torch.nn.LayerNorm", "torch.nn.RMSNorm", "torch.nn.GroupNorm", "torch.nn.BatchNorm1d",
+     "torch.nn.LocalResponseNorm"}
+)
+NORM_FUNCTIONS = frozenset(
+    {"torch.nn.functional.layer_norm", "torch.nn.functional.rms_norm", "torch.nn.functional.group_norm",
+     "torch.layer_norm", "torch.rms_norm"}
+)
+TORCH_ATTENTION = frozenset(
+    {"torch.nn.MultiheadAttention", "torch.nn.TransformerEncoder", "torch.nn.TransformerEncoderLayer",
+     "torch.nn.TransformerDecoder", "torch.nn.TransformerDecoderLayer", "torch.nn.Transformer"}
+)
+_NOT_SUBLAYERS = frozenset(
+    {"torch.nn.Dropout", "torch.nn.Embedding", "torch.nn.GELU", "torch.nn.ReLU", "torch.nn.SiLU",
+     "torch.nn.Tanh", "torch.nn.Identity", "torch.nn.Softmax"}
+)
+_MODULE_BASE_SUFFIXES = ("PreTrainedModel", "LightningModule")
+_NORM_NAME_PARTS = {"ln", "norm", "layernorm", "rmsnorm", "layer_norm", "rms_norm", "lnf"}
+_NON_SUBLAYER_PARTS = {"drop", "dropout", "act", "activation", "emb", "embed", "embedding",
+                       "embeddings", "wte", "wpe", "pos", "pe"}
+_LIST_CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.ModuleDict"})
+
+
+@dataclass
+class SubModule:
+    """`self.<name> = <ctor>(...)` in a module's methods (first assignment wins)."""
+
+    name: str
+    ctor: str | None  # qualified torch name, or a local class name, or None
+    call: cst.Call | None
+    is_list: bool = False  # held in a ModuleList/Sequential/list comprehension
+
+
+@dataclass
+class Residual:
+    """An addition of a sub-layer's output back onto the stream, and its norm style."""
+
+    node: cst.CSTNode  # the statement (Assign/AugAssign) that writes the stream
+    style: str  # "pre", "post" or "plain"
+
+
+@dataclass
+class ModuleClass:
+    node: cst.ClassDef
+    view: "ModelView"
+    attributes: dict[str, SubModule] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.node.name.value
+
+    @cached_property
+    def methods(self) -> dict[str, cst.FunctionDef]:
+        out = {}
+        body = self.node.body.body if isinstance(self.node.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if isinstance(stmt, cst.FunctionDef):
+                out[stmt.name.value] = stmt
+        return out
+
+    @property
+    def forward(self) -> cst.FunctionDef | None:
+        return self.methods.get("forward")
+
+    def forward_params(self) -> list[cst.Param]:
+        fn = self.forward
+        return [] if fn is None else [p for p in _all_params(fn) if p.name.value != "self"]
+
+    def attribute_of(self, expr: cst.BaseExpression) -> SubModule | None:
+        """The sub-module that `self.x`, `self.x[i]` or a loop variable over `self.x` names."""
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            return self.attributes.get(expr.attr.value)
+        if isinstance(expr, cst.Name):
+            loop_source = self._loop_sources().get(expr.value)
+            if loop_source is not None:
+                return loop_source
+        return None
+
+    def _loop_sources(self) -> dict[str, SubModule]:
+        """`for layer in self.layers:` -> {"layer": SubModule(layers)} inside forward."""
+        cached = self.__dict__.get("_loops")
+        if cached is None:
+            cached = {}
+            fn = self.forward
+            if fn is not None:
+                for node in walk(fn.body):
+                    if isinstance(node, cst.For) and isinstance(node.target, cst.Name):
+                        iterable = node.iter
+                        if isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip"):
+                            continue
+                        sub = self.attribute_of(iterable) if not isinstance(iterable, cst.Name) else None
+                        if sub is not None:
+                            cached[node.target.value] = sub
+            self.__dict__["_loops"] = cached
+        return cached
+
+    # --- classification of calls ----------------------------------------------------
+
+    def is_norm_call(self, call: cst.Call) -> bool:
+        qualified = self.view.index.qualify(call.func)
+        if qualified in NORM_FUNCTIONS or qualified in NORM_CLASSES:
+            return True
+        sub = self.attribute_of(call.func)
+        if sub is not None:
+            return self.view.is_norm_ctor(sub.ctor) or (sub.ctor is None and _norm_name(sub.name))
+        func = call.func.value if isinstance(call.func, cst.Subscript) else call.func
+        name = dotted_name(func)
+        return bool(name and name.startswith("self.") and _norm_name(name.rsplit(".", 1)[1]))
+
+    def is_sublayer_call(self, call: cst.Call) -> bool:
+        """A call to a learned sub-layer (attention, MLP, projection), not a norm/dropout."""
+        if self.is_norm_call(call):
+            return False
+        sub = self.attribute_of(call.func)
+        if sub is None:
+            return False
+        if sub.ctor in _NOT_SUBLAYERS or (sub.ctor or "").startswith("torch.nn.functional"):
+            return False
+        parts = set(snake_parts(sub.name))
+        if parts & _NON_SUBLAYER_PARTS and sub.ctor not in TORCH_ATTENTION:
+            return False
+        return True
+
+    def calls_of(self, fn: cst.FunctionDef | None) -> list[cst.Call]:
+        return [] if fn is None else self.view.index.statement_calls.get(fn, [])
+
+    # --- residual structure ---------------------------------------------------------
+
+    def residuals(self) -> list[Residual]:
+        """Residual writes in forward, each classified pre-norm / post-norm / plain."""
+        cached = self.__dict__.get("_residuals")
+        if cached is not None:
+            return cached
+        out: list[Residual] = []
+        fn = self.forward
+        if fn is not None:
+            flags: dict[str, tuple[bool, bool]] = {}
+            statements = [n for n in walk(fn.body, into_functions=False)
+                          if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))]
+            last_plain: dict[str, Residual] = {}
+            for stmt in statements:
+                target = _single_target(stmt)
+                value = stmt.value
+                if value is None:
+                    continue
+                if target is None:  # `a, _ = self.attn(...)`: every unpacked name carries the flags
+                    value_flags = self._flags(value, flags)
+                    for name in _unpacked_names(stmt):
+                        flags[name] = value_flags
+                    continue
+                residual = self._classify(stmt, target, value, flags)
+                if residual is not None:
+                    out.append(residual)
+                    if residual.style == "plain":
+                        last_plain[target] = residual
+                    else:
+                        last_plain.pop(target, None)
+                    flags[target] = (False, False)
+                    continue
+                # `x = norm(x)` right after a plain residual write to x: post-norm, two lines.
+                if (isinstance(value, cst.Call) and self.is_norm_call(value) and value.args
+                        and isinstance(value.args[0].value, cst.Name) and value.args[0].value.value == target
+                        and target in last_plain):
+                    last_plain.pop(target).style = "post"
+                    flags[target] = (False, False)
+                    continue
+                last_plain.pop(target, None)
+                flags[target] = self._flags(value, flags)
+        self.__dict__["_residuals"] = out
+        return out
+
+    def _flags(self, expr: cst.CSTNode, flags) -> tuple[bool, bool]:
+        """(has a norm, has a sub-layer) in the computation of `expr`."""
+        has_norm = has_sub = False
+        for node in walk(expr):
+            if isinstance(node, cst.Call):
+                if self.is_norm_call(node):
+                    has_norm = True
+                elif self.is_sublayer_call(node):
+                    has_sub = True
+            elif isinstance(node, cst.Name) and node.value in flags:
+                n, s = flags[node.value]
+                has_norm, has_sub = has_norm or n, has_sub or s
+        return has_norm, has_sub
+
+    def _classify(self, stmt, target: str, value, flags) -> Residual | None:
+        if isinstance(stmt, cst.AugAssign):
+            if not isinstance(stmt.operator, cst.AddAssign):
+                return None
+            has_norm, has_sub = self._flags(value, flags)
+            if not has_sub:
+                return None
+            return Residual(stmt, "pre" if has_norm else "plain")
+        if isinstance(value, cst.Call) and self.is_norm_call(value) and value.args:
+            inner = value.args[0].value
+            operands = _sum_operands(inner)
+            if operands and self._is_residual_sum(operands, flags):
+                return Residual(stmt, "post")
+            return None
+        operands = _sum_operands(value)
+        if not operands or not self._is_residual_sum(operands, flags, target):
+            return None
+        branches = [op for op in operands if not _is_stream(op, flags)]
+        has_norm = any(self._flags(op, flags)[0] for op in branches)
+        return Residual(stmt, "pre" if has_norm else "plain")
+
+    def _is_residual_sum(self, operands, flags, target: str | None = None) -> bool:
+        streams = [op for op in operands if _is_stream(op, flags)]
+        branches = [op for op in operands if not _is_stream(op, flags)]
+        return bool(streams) and any(self._flags(op, flags)[1] for op in branches)
+
+
+def _is_stream(expr, flags) -> bool:
+    """A plain name that is not itself a sub-layer output (the residual stream)."""
+    return isinstance(expr, cst.Name) and not any(flags.get(expr.value, (False, False)))
+
+
+def _sum_operands(expr) -> list[cst.BaseExpression]:
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        return _sum_operands(expr.left) + _sum_operands(expr.right)
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) in ("torch.add",) and len(expr.args) >= 2:
+        return [expr.args[0].value, expr.args[1].value]
+    return [expr] if expr is not None else []
+
+
+def _single_target(stmt) -> str | None:
+    if isinstance(stmt, cst.Assign):
+        if len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
+            return stmt.targets[0].target.value
+        return None
+    target = stmt.target
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _unpacked_names(stmt) -> list[str]:
+    if not isinstance(stmt, cst.Assign):
+        return []
+    out = []
+    for target in stmt.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            out += [el.value.value for el in target.target.elements if isinstance(el.value, cst.Name)]
+    return out
+
+
+def _norm_name(name: str) -> bool:
+    parts = snake_parts(name)
+    return any(p in _NORM_NAME_PARTS or p.startswith("ln") and p[2:].isdigit() or p.endswith("norm") for p in parts)
+
+
+def _all_params(fn: cst.FunctionDef) -> list[cst.Param]:
+    params = fn.params
+    out = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    return out
+
+
+class ModelView:
+    """All module classes of a file and how they compose."""
+
+    def __init__(self, index) -> None:
+        self.index = index
+        self.classes: dict[str, ModuleClass] = {}
+        local = index.classes_by_name
+        pending = list(index.classes)
+        # a class is a module if a base resolves to torch.nn.Module (or a torch.nn/HF/Lightning
+        # module class), to a local module class, or if it defines `forward`.
+        changed = True
+        while changed:
+            changed = False
+            for cls in list(pending):
+                if self._is_module_class(cls, local):
+                    self.classes[cls.name.value] = ModuleClass(cls, self)
+                    pending.remove(cls)
+                    changed = True
+        for module_class in self.classes.values():
+            self._collect_attributes(module_class)
+
+    def _is_module_class(self, cls: cst.ClassDef, local) -> bool:
+        for base in cls.bases:
+            qualified = self.index.qualify(base.value)
+            if qualified and (qualified.startswith("torch.nn.") or qualified.endswith(_MODULE_BASE_SUFFIXES)):
+                return True
+            name = dotted_name(base.value)
+            if name in self.classes:
+                return True
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        return any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in body)
+
+    def _collect_attributes(self, module_class: ModuleClass) -> None:
+        for fn in module_class.methods.values():
+            for node in walk(fn.body, into_functions=False):
+                if not isinstance(node, (cst.Assign, cst.AnnAssign)) or node.value is None:
+                    continue
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                            and target.value.value == "self"):
+                        name = target.attr.value
+                        if name not in module_class.attributes:
+                            module_class.attributes[name] = self._describe(name, node.value)
+
+    def _describe(self, name: str, value: cst.BaseExpression) -> SubModule:
+        if isinstance(value, cst.Call):
+            ctor = self.ctor_name(value)
+            if ctor in _LIST_CONTAINERS and value.args:
+                inner = value.args[0].value
+                element = _element_call(inner)
+                if element is not None:
+                    return SubModule(name, self.ctor_name(element), element, is_list=True)
+            return SubModule(name, ctor, value)
+        element = _element_call(value)
+        if element is not None:
+            return SubModule(name, self.ctor_name(element), element, is_list=True)
+        return SubModule(name, None, None)
+
+    def ctor_name(self, call: cst.Call) -> str | None:
+        qualified = self.index.qualify(call.func)
+        if qualified:
+            return qualified
+        name = dotted_name(call.func)
+        return name if name in self.index.classes_by_name else None
+
+    def is_norm_ctor(self, ctor: str | None) -> bool:
+        if ctor is None:
+            return False
+        if ctor in NORM_CLASSES:
+            return True
+        last = ctor.rsplit(".", 1)[-1]
+        return last.endswith(("LayerNorm", "RMSNorm", "Norm"))
+
+    def groups(self) -> list[list[ModuleClass]]:
+        """Module classes grouped into models: connected by composition (a class declaring
+        another local class as a sub-module), in source order."""
+        parent = {name: name for name in self.classes}
+
+        def find(name):
+            while parent[name] != name:
+                parent[name] = parent[parent[name]]
+                name = parent[name]
+            return name
+
+        for module_class in self.classes.values():
+            for sub in module_class.attributes.values():
+                if sub.ctor in self.classes:
+                    parent[find(sub.ctor)] = find(module_class.name)
+        grouped: dict[str, list[ModuleClass]] = {}
+        for name, module_class in self.classes.items():
+            grouped.setdefault(find(name), []).append(module_class)
+        return list(grouped.values())
+
+
+def _element_call(expr) -> cst.Call | None:
+    """The element constructor of `[Ctor(...) for _ in range(n)]` or `[Ctor(...)] * n`."""
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and isinstance(expr.elt, cst.Call):
+        return expr.elt
+    if isinstance(expr, cst.List) and expr.elements and isinstance(expr.elements[0].value, cst.Call):
+        return expr.elements[0].value
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return _element_call(expr.left)
+    return None
+
+
+def norm_first_value(call: cst.Call):
+    """`norm_first=` of a TransformerEncoderLayer/DecoderLayer/Transformer call: True/False,
+    False by default, None when not a literal."""
+    arg = get_arg(call, "norm_first")
+    if arg is None:
+        return False
+    value = literal_value(arg.value, default=None)
+    return value if isinstance(value, bool) else None
