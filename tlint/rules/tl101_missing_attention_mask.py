@@ -32,11 +32,14 @@ class MissingAttentionMask(Rule):
     name = "missing-attention-mask"
     severity = "error"
     summary = "A model is called with padded input ids but no attention_mask."
+    # Extra identifier parts that name a model variable in this project (e.g. "policy").
+    options = {"model-names": []}
 
     def check(self, ctx) -> None:
         index = ctx.index
         model_vars, maskless = self._model_variables(ctx)
         ids_names = self._ids_variables(index)
+        model_words = _MODEL_WORDS | {name.lower() for name in self.options["model-names"]}
         for call in index.calls:
             func = call.func
             receiver = func
@@ -45,7 +48,7 @@ class MissingAttentionMask(Rule):
             name = last_name(receiver)
             if name is None or name in maskless:
                 continue
-            if name not in model_vars and not (set(snake_parts(name)) & _MODEL_WORDS):
+            if name not in model_vars and not (set(snake_parts(name)) & model_words):
                 continue
             if isinstance(func, cst.Attribute) and func is not receiver and func.attr.value not in _MODEL_METHODS:
                 continue
