@@ -121,7 +121,10 @@ def test_tl003_is_not_suppressible(tmp_path, monkeypatch):
     assert [(d.code, d.suppressed) for d in diags if d.code == "TL003"] == [("TL003", False)]
 
 
-def test_output_is_deterministic_across_jobs(tmp_path):
+def test_output_is_deterministic_across_jobs(tmp_path, monkeypatch):
+    import tlint.engine
+
+    monkeypatch.setattr(tlint.engine, "_PARALLEL_MIN_BYTES", 0)  # use worker processes
     files = {f"pkg{i}/model.py": UNUSED_MASK for i in range(6)}
     files.update({f"pkg{i}/bad.py": "def (\n" for i in range(3)})
     write_tree(tmp_path, files)
@@ -275,3 +278,56 @@ def test_check_run_does_not_import_torch(tmp_path):
             "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip().endswith("NO-TORCH"), proc.stdout + proc.stderr
+
+
+# --- the cross-file rule hook (check_project) -------------------------------------------
+
+
+def _seq_len_sites(ctx):
+    import libcst as cst
+
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign):
+            assign = stmt.body[0]
+            target = assign.targets[0].target
+            if isinstance(target, cst.Name) and target.value == "SEQ_LEN" and isinstance(assign.value, cst.Integer):
+                yield assign.value, {"value": assign.value.evaluated_value}
+
+
+@pytest.fixture
+def seq_len_rule(monkeypatch):
+    import tlint.config
+    import tlint.views.facts as facts
+    from tlint.rules.base import Rule
+
+    class SeqLenMismatch(Rule):
+        code, name, severity, summary = "TL199", "seq-len-mismatch", "error", "test rule"
+
+        def check_project(self, path, related):
+            mine = [f for f in related[path] if f.kind == "seq-len"]
+            for fact in mine:
+                others = sorted({f.data["value"] for p, fs in related.items() if p != path
+                                 for f in fs if f.kind == "seq-len"} - {fact.data["value"]})
+                if others:
+                    yield fact.range, f"SEQ_LEN {fact.data['value']} differs from {others}"
+
+    monkeypatch.setattr(tlint.config, "ALL_RULES", (*tlint.config.ALL_RULES, SeqLenMismatch))
+    monkeypatch.setattr(facts, "EXTRACTORS", (*facts.EXTRACTORS, ("seq-len", _seq_len_sites)))
+    monkeypatch.setattr(facts, "POSITIONED", frozenset({"seq-len"}))
+
+
+def test_check_project_compares_facts_of_related_files(tmp_path, seq_len_rule):
+    (tmp_path / ".git").mkdir()
+    write_tree(tmp_path, {
+        "proj/data.py": "SEQ_LEN = 512\n",
+        "proj/model.py": "import os\n\nSEQ_LEN = 256\n",
+        "other/cfg.py": "SEQ_LEN = 128\n",
+    })
+    expected = {("proj/data.py", 1, "TL199"), ("proj/model.py", 3, "TL199")}
+    assert {f for f in found(lint_paths([tmp_path]).diagnostics, tmp_path) if f[2] == "TL199"} == expected
+    alone = found(lint_paths([tmp_path / "proj" / "model.py"]).diagnostics, tmp_path)
+    assert alone == {("proj/model.py", 3, "TL199")}
+    reversed_order = lint_paths([tmp_path / "proj" / "model.py", tmp_path / "proj" / "data.py"], jobs=2)
+    assert {f for f in found(reversed_order.diagnostics, tmp_path)} == expected
+    message = next(d.message for d in lint_paths([tmp_path / "proj" / "model.py"]).diagnostics)
+    assert message == "SEQ_LEN 256 differs from [512]"

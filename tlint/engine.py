@@ -34,14 +34,18 @@ from tlint.suppressions import Suppression, apply_suppressions, parse_suppressio
 # Python's own parser refuses more than 200 nested brackets; LibCST's native parser can
 # crash the process on such input, so deeper files are checked by `compile` first.
 _MAX_SAFE_NESTING = 150
+# Below this much source, starting worker processes costs more than it saves.
+_PARALLEL_MIN_BYTES = 256 * 1024
 
 
 @dataclass
 class Fact:
-    """A small, serialisable statement about a file, for cross-file rules."""
+    """A small, serialisable statement about a file, for cross-file rules. `range` is
+    only computed for kinds listed in `tlint.views.facts.POSITIONED` (the ones a
+    cross-file rule reports at); positions cost a code-generation pass."""
 
     kind: str
-    range: Range
+    range: Range | None
     data: dict[str, Any] = field(default_factory=dict)
 
 
@@ -225,7 +229,9 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
                 del ctx.reports[before:]
                 result.diagnostics.append(_internal_error(rule, display, exc))
         ctx._rule = None
-    nodes = [report.node for _, report in ctx.reports] + [node for _, node, _ in facts]
+    from tlint.views.facts import POSITIONED
+
+    nodes = [report.node for _, report in ctx.reports] + [node for kind, node, _ in facts if kind in POSITIONED]
     try:
         ranges = node_ranges(module, nodes)
     except RecursionError:
@@ -233,7 +239,7 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
         result.parse_error = True
         return result
     for kind, node, data in facts:
-        result.facts.append(Fact(kind, ranges.get(node, Range.point(1)), data))
+        result.facts.append(Fact(kind, ranges.get(node, Range.point(1)) if kind in POSITIONED else None, data))
     if facts_only:
         return result
     ruleset = settings.ruleset()
@@ -265,6 +271,19 @@ class RunResult:
     @property
     def internal_errors(self) -> int:
         return sum(1 for d in self.diagnostics if d.code == "TL003")
+
+
+def _total_size(tasks) -> int:
+    total = 0
+    for path, _, _, text in tasks:
+        if text is not None:
+            total += len(text)
+            continue
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass
+    return total
 
 
 def display_path(path: Path) -> str:
@@ -325,7 +344,7 @@ class Linter:
 
     # phase 1: per file, possibly in worker processes
     def _analyse_all(self, tasks) -> list[FileResult]:
-        if self.jobs <= 1 or len(tasks) < 4:
+        if self.jobs <= 1 or len(tasks) < 2 or _total_size(tasks) < _PARALLEL_MIN_BYTES:
             return [_analyse_task(task) for task in tasks]
         workers = min(self.jobs, len(tasks))
         chunk = max(1, len(tasks) // (workers * 4))
@@ -346,16 +365,23 @@ class Linter:
             result.diagnostics.append(_parse_error(task[1], "the parser crashed on this file"))
             return result
 
-    # phase 2: cross-file conditions, on the facts of related files
+    # phase 2: cross-file conditions and cross-file rules, on the facts of related files
     def _resolve_projects(self, results: list[FileResult], settings_of: dict[Path, Settings],
                           overrides: dict[Path, str]) -> None:
         named = {r.path: r for r in results}
         projects: dict[Path, _Project] = {}
+
+        def project_of(result: FileResult) -> _Project:
+            root = settings_of[result.path].root
+            if root not in projects:
+                projects[root] = _Project(root, self.settings_for, named, overrides)
+            return projects[root]
+
         for result in results:
-            if not result.pending:
+            if result.parse_error:
                 continue
-            own = result.fact_kinds()
             undecided = []
+            own = result.fact_kinds()
             for pending in result.pending:
                 verdict = _decide(pending.when, own, final=False)
                 if verdict is None:
@@ -363,16 +389,25 @@ class Linter:
                 elif verdict:
                     result.diagnostics.append(pending.diagnostic)
             result.pending = []
-            if not undecided:
-                continue
-            settings = settings_of[result.path]
-            project = projects.get(settings.root)
-            if project is None:
-                project = projects[settings.root] = _Project(settings.root, self.settings_for, named, overrides)
             for pending in undecided:
-                kinds = project.related_fact_kinds(result.path, pending.when.scope)
+                kinds = project_of(result).related_fact_kinds(result.path, pending.when.scope)
                 if _decide(pending.when, kinds, final=True):
                     result.diagnostics.append(pending.diagnostic)
+            settings = settings_of[result.path]
+            for rule in settings.ruleset().rules:
+                if type(rule).check_project is Rule.check_project:
+                    continue
+                project = project_of(result)
+                related = {p: project.facts_of(p) for p in sorted(project.related(result.path, rule.project_scope))}
+                try:
+                    found = list(rule.check_project(result.path, related))
+                except Exception as exc:  # isolate the rule, as in phase 1
+                    result.diagnostics.append(_internal_error(rule, result.display, exc))
+                    continue
+                severity = settings.ruleset().severity_of(rule.code, rule.severity)
+                for where, message in found:
+                    result.diagnostics.append(
+                        Diagnostic(rule.code, rule.name, severity, message, result.display, where))
 
     def _finish_file(self, result: FileResult, settings: Settings) -> list[Diagnostic]:
         try:
@@ -432,31 +467,32 @@ class _Project:
                 except OSError:
                     pass
         self.graph = ImportGraph(root, self.texts)
-        self._kinds: dict[Path, set[str]] = {}
+        self._facts: dict[Path, list[Fact]] = {}
 
     def _other_project(self, folder: Path) -> bool:
         return self.settings_for(folder, self.root).root != self.root
 
-    def kinds_of(self, path: Path) -> set[str]:
-        kinds = self._kinds.get(path)
-        if kinds is None:
+    def facts_of(self, path: Path) -> list[Fact]:
+        facts = self._facts.get(path)
+        if facts is None:
             result = self.named.get(path)
             if result is None:
                 settings = self.settings_for(path.parent, self.root)
                 result = analyse_file(path, display_path(path), settings, text=self.texts.get(path), facts_only=True)
-            kinds = self._kinds[path] = result.fact_kinds()
-        return kinds
+            facts = self._facts[path] = result.facts
+        return facts
+
+    def related(self, path: Path, scope: str) -> set[Path]:
+        if path not in self.graph.edges:
+            return {path}
+        if scope == "imports":
+            return self.graph.import_connected(path)
+        return self.graph.related(path)
 
     def related_fact_kinds(self, path: Path, scope: str) -> set[str]:
-        if path not in self.graph.edges:
-            related = {path}
-        elif scope == "imports":
-            related = self.graph.import_connected(path)
-        else:
-            related = self.graph.related(path)
         kinds: set[str] = set()
-        for other in sorted(related):
-            kinds |= self.kinds_of(other)
+        for other in sorted(self.related(path, scope)):
+            kinds |= {fact.kind for fact in self.facts_of(other)}
         return kinds
 
 

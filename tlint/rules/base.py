@@ -56,8 +56,17 @@ class Rule:
         merged.update(options or {})
         self.options = merged
 
+    # Cross-file rules compare facts: `check_project(path, related)` gets the file's path
+    # and {path: [Fact]} of every related file (itself included, `project_scope` decides
+    # which) and yields (Range, message) findings for `path`. Facts a rule reports at must
+    # be listed in `tlint.views.facts.POSITIONED` so they carry a range.
+    project_scope: ClassVar[str] = "related"
+
     def check(self, ctx: "FileContext") -> None:  # noqa: F821 - see tlint.engine
-        raise NotImplementedError
+        """Per-file analysis; report through `ctx.report`."""
+
+    def check_project(self, path, related):
+        return ()
 
 
 @dataclass

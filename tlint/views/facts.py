@@ -123,11 +123,16 @@ def _warmup_sites(ctx):
 
 
 EXTRACTORS = (("pads", padding_sites), ("transformer", transformer_sites), ("warmup", _warmup_sites))
+# Fact kinds that cross-file rules report at: only these get a (costly) source range.
+POSITIONED: frozenset[str] = frozenset()
 
 
 def extract_facts(ctx) -> list[tuple[str, cst.CSTNode, dict]]:
+    """(kind, node, data) for every fact of the file; an extractor yields a node, or a
+    (node, data) pair when the fact carries values (e.g. a tokenizer's arguments)."""
     facts = []
     for kind, extractor in EXTRACTORS:
-        for node in extractor(ctx):
-            facts.append((kind, node, {}))
+        for item in extractor(ctx):
+            node, data = item if isinstance(item, tuple) else (item, {})
+            facts.append((kind, node, data))
     return facts
