@@ -331,3 +331,23 @@ def test_check_project_compares_facts_of_related_files(tmp_path, seq_len_rule):
     assert {f for f in found(reversed_order.diagnostics, tmp_path)} == expected
     message = next(d.message for d in lint_paths([tmp_path / "proj" / "model.py"]).diagnostics)
     assert message == "SEQ_LEN 256 differs from [512]"
+
+
+def test_a_parser_crash_in_a_worker_becomes_tl001(tmp_path, monkeypatch):
+    import os
+
+    import tlint.engine
+
+    real_parse = tlint.engine.parse_source
+
+    def crashing_parse(text, display):
+        if "CRASH_ME" in text:
+            os._exit(139)  # what a segfault in the native parser looks like to the pool
+        return real_parse(text, display)
+
+    monkeypatch.setattr(tlint.engine, "parse_source", crashing_parse)
+    monkeypatch.setattr(tlint.engine, "_PARALLEL_MIN_BYTES", 0)
+    write_tree(tmp_path, {"a/m.py": UNUSED_MASK, "b/m.py": UNUSED_MASK, "c/crash.py": "CRASH_ME = 1\n"})
+    diags = lint_paths([tmp_path], jobs=2).diagnostics
+    assert found(diags, tmp_path) == {("a/m.py", 5, "TL103"), ("b/m.py", 5, "TL103"), ("c/crash.py", 1, "TL001")}
+    assert "crashed" in next(d.message for d in diags if d.code == "TL001")
