@@ -103,6 +103,9 @@ class _Renamer(cst.CSTTransformer):
     def visit_ImportAlias(self, node):
         return False
 
+    def visit_ImportFrom(self, node):  # `from torch import nn` names a module, not the alias
+        return False
+
     def leave_Name(self, original, updated):
         if id(original) in self.skip or original.value not in self.renames:
             return updated

@@ -23,7 +23,7 @@ _PADDING_PARAM_NAMES = {"attention_mask", "key_padding_mask", "src_key_padding_m
 
 def is_padding_mask_name(name: str) -> bool:
     lowered = name.lower()
-    return lowered in _PADDING_PARAM_NAMES or "pad" in snake_parts(lowered) or "padding" in lowered
+    return lowered in _PADDING_PARAM_NAMES or "pad" in snake_parts(name) or "padding" in lowered
 
 
 class MissingKeyPaddingMask(Rule):

@@ -3,6 +3,8 @@ or builds torch.nn transformer layers with different `norm_first`."""
 
 from __future__ import annotations
 
+import libcst as cst
+
 from tlint.rules.base import Rule
 from tlint.views.model import norm_first_value
 
@@ -12,15 +14,47 @@ _LAYERS_WITH_NORM_FIRST = frozenset(
 _STYLE_TEXT = {"pre": "pre-norm (`x = x + f(norm(x))`)", "post": "post-norm (`x = norm(x + f(x))`)"}
 
 
-def _minority(items: list[tuple[object, str]]) -> tuple[str, list[object]] | None:
-    """(majority style, nodes of the other style); ties go to the style seen first."""
+_EMPTY = cst.Module([])
+
+
+def _branches(index, node: cst.CSTNode) -> dict[str, bool]:
+    """The `if`/`else` (and `a if c else b`) branches `node` sits in: the condition's code
+    -> True for the body, False for the `else`/`elif` side. Keyed by the condition's text,
+    so `if self.pre_norm:` tested again in another block of the model is the same choice."""
+    out: dict[str, bool] = {}
+    child = node
+    for anc in index.ancestors(node):
+        if isinstance(anc, (cst.If, cst.IfExp)) and (child is anc.body or child is anc.orelse):
+            test, side = anc.test, child is anc.body
+            while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, side = test.expression, not side  # `if not self.pre_norm:`
+            out.setdefault(_EMPTY.code_for_node(test).strip(), side)
+        child = anc
+    return out
+
+
+def _exclusive(a: dict[str, bool], b: dict[str, bool]) -> bool:
+    """Do two nodes sit on different branches of one conditional (never both run)?"""
+    return any(key in b and b[key] != side for key, side in a.items())
+
+
+def _minority(index, items: list[tuple[cst.CSTNode, str]]) -> tuple[str, list[cst.CSTNode]] | None:
+    """(majority style, nodes of the other style); ties go to the style seen first. A node
+    is kept only if some node of the majority style can run together with it: the two
+    branches of `if self.pre_norm: ... else: ...` are a configurable choice, not a mix."""
     styles = [style for _, style in items]
     if len(set(styles)) < 2:
         return None
     first = styles[0]
     other = next(s for s in styles if s != first)
     majority = other if styles.count(other) > styles.count(first) else first
-    return majority, [node for node, style in items if style != majority]
+    branches = {id(node): _branches(index, node) for node, _ in items}
+    majority_nodes = [node for node, style in items if style == majority]
+    minority = [
+        node for node, style in items
+        if style != majority and any(not _exclusive(branches[id(node)], branches[id(m)]) for m in majority_nodes)
+    ]
+    return majority, minority
 
 
 class InconsistentNormPlacement(Rule):
@@ -31,6 +65,7 @@ class InconsistentNormPlacement(Rule):
 
     def check(self, ctx) -> None:
         view = ctx.models
+        index = ctx.index
         for group in view.groups():
             items = [
                 (residual.node, residual.style)
@@ -38,7 +73,7 @@ class InconsistentNormPlacement(Rule):
                 for residual in module_class.residuals()
                 if residual.style in ("pre", "post")
             ]
-            verdict = _minority(items)
+            verdict = _minority(index, items)
             if verdict is None:
                 continue
             majority, nodes = verdict
@@ -47,16 +82,36 @@ class InconsistentNormPlacement(Rule):
                 ctx.report(node, f"{_STYLE_TEXT[style]} residual in a model whose other residuals are "
                                  f"{_STYLE_TEXT[majority]}: mixed norm placement changes how the residual "
                                  "stream grows with depth; pick one style")
-        layers = []
-        for call in ctx.index.calls:
-            if ctx.index.qualify(call.func) in _LAYERS_WITH_NORM_FIRST:
-                value = norm_first_value(call)
-                if value is not None:
-                    layers.append((call, "pre" if value else "post"))
-        verdict = _minority(layers)
-        if verdict is not None:
+        self._check_layers(ctx)
+
+    @staticmethod
+    def _check_layers(ctx) -> None:
+        """torch.nn layers built with different `norm_first` in one model: the layers built
+        inside the module classes of one composition group, or, outside module classes, in
+        one function (or at module level)."""
+        index = ctx.index
+        view = ctx.models
+        group_of = {module_class.name: number
+                    for number, group in enumerate(view.groups()) for module_class in group}
+        layers: dict[object, list[tuple[cst.CSTNode, str]]] = {}
+        for call in index.calls:
+            if index.qualify(call.func) not in _LAYERS_WITH_NORM_FIRST:
+                continue
+            value = norm_first_value(call)
+            if value is None:
+                continue
+            owner = index.enclosing_class(call)
+            if owner is not None and owner.name.value in group_of:
+                key: object = ("model", group_of[owner.name.value])
+            else:
+                key = ("scope", id(index.enclosing_function(call) or index.module))
+            layers.setdefault(key, []).append((call, "pre" if value else "post"))
+        for items in layers.values():
+            verdict = _minority(index, items)
+            if verdict is None:
+                continue
             majority, nodes = verdict
             for node in nodes:
                 ctx.report(node, f"layer built with norm_first={majority != 'pre'} while the other layers of "
-                                 f"this file use norm_first={majority == 'pre'}: one model mixes pre-norm and "
+                                 f"this model use norm_first={majority == 'pre'}: one model mixes pre-norm and "
                                  "post-norm layers")

@@ -98,18 +98,17 @@ class ModuleClass:
         """`for layer in self.layers:` -> {"layer": SubModule(layers)} inside forward."""
         cached = self.__dict__.get("_loops")
         if cached is None:
-            cached = {}
+            # Stored before it is filled: resolving a loop's iterable reads the loops seen so
+            # far (outer loops come first in source order), never re-enters this method.
+            cached = self.__dict__["_loops"] = {}
             fn = self.forward
             if fn is not None:
                 for node in walk(fn.body):
-                    if isinstance(node, cst.For) and isinstance(node.target, cst.Name):
-                        iterable = node.iter
-                        if isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip"):
-                            continue
-                        sub = self.attribute_of(iterable) if not isinstance(iterable, cst.Name) else None
-                        if sub is not None:
-                            cached[node.target.value] = sub
-            self.__dict__["_loops"] = cached
+                    if isinstance(node, cst.For):
+                        for name, iterable in _loop_bindings(node.target, node.iter):
+                            sub = self.attribute_of(iterable) if not isinstance(iterable, cst.Name) else None
+                            if sub is not None:
+                                cached[name] = sub
         return cached
 
     # --- classification of calls ----------------------------------------------------
@@ -233,6 +232,38 @@ def _is_stream(expr, flags) -> bool:
     return isinstance(expr, cst.Name) and not any(flags.get(expr.value, (False, False)))
 
 
+def _paired_targets(targets, value) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(target, value) pairs of an assignment, unpacking `self.a, self.b = A(), B()`."""
+    out = []
+    for target in targets:
+        if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
+                and len(target.elements) == len(value.elements)
+                and not any(isinstance(el, (cst.StarredElement,)) for el in (*target.elements, *value.elements))):
+            out += [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+        else:
+            out.append((target, value))
+    return out
+
+
+def _loop_bindings(target, iterable) -> list[tuple[str, cst.BaseExpression]]:
+    """Loop variables and the container each one walks: `for layer in self.layers`,
+    `for i, layer in enumerate(self.layers)`, `for layer, norm in zip(self.layers, self.norms)`."""
+    if isinstance(target, cst.Name):
+        if isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip"):
+            return []
+        return [(target.value, iterable)]
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(iterable, cst.Call):
+        return []
+    func = dotted_name(iterable.func)
+    names = [el.value for el in target.elements]
+    args = [arg.value for arg in iterable.args if arg.keyword is None and not arg.star]
+    if func == "enumerate" and len(names) == 2 and args:
+        names, args = names[1:], args[:1]
+    elif func != "zip":
+        return []
+    return [(name.value, arg) for name, arg in zip(names, args) if isinstance(name, cst.Name)]
+
+
 def _sum_operands(expr) -> list[cst.BaseExpression]:
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
         return _sum_operands(expr.left) + _sum_operands(expr.right)
@@ -261,8 +292,9 @@ def _unpacked_names(stmt) -> list[str]:
 
 
 def _norm_name(name: str) -> bool:
-    parts = snake_parts(name)
-    return any(p in _NORM_NAME_PARTS or p.startswith("ln") and p[2:].isdigit() or p.endswith("norm") for p in parts)
+    """`ln_1`, `ln1`, `norm`, `norm1` (timm/PyTorch), `attn_layer_norm`, `LayerNorm`, `lnf`."""
+    parts = [p.rstrip("0123456789") for p in snake_parts(name)]
+    return any(p in _NORM_NAME_PARTS or p.endswith("norm") for p in parts)
 
 
 def _all_params(fn: cst.FunctionDef) -> list[cst.Param]:
@@ -309,12 +341,12 @@ class ModelView:
                 if not isinstance(node, (cst.Assign, cst.AnnAssign)) or node.value is None:
                     continue
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                for target in targets:
+                for target, value in _paired_targets(targets, node.value):
                     if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
                             and target.value.value == "self"):
                         name = target.attr.value
                         if name not in module_class.attributes:
-                            module_class.attributes[name] = self._describe(name, node.value)
+                            module_class.attributes[name] = self._describe(name, value)
 
     def _describe(self, name: str, value: cst.BaseExpression) -> SubModule:
         if isinstance(value, cst.Call):

@@ -1,0 +1,405 @@
+"""TL101 missing-attention-mask: precision guards beyond the rule document.
+
+The rule reports a model call that gets input ids but no attention mask, only when the
+file or a *related* file (same folder, or import-connected) pads its sequences.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tests.lintutil import found, lint_paths, lint_tree, write_tree
+
+CODE = "TL101"
+
+
+def _src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def lint(tmp_path, files):
+    files = {name: _src(text) for name, text in files.items()}
+    # TL003 is kept: a rule that crashes must not pass a "no finding" test
+    return {f for f in found(lint_tree(tmp_path, files, select=[CODE]), tmp_path) if f[2] in (CODE, "TL003")}
+
+
+PADDING_COLLATOR = """
+    from torch.utils.data import DataLoader
+    from transformers import DataCollatorWithPadding
+
+
+    def make_loader(dataset, tokenizer):
+        return DataLoader(dataset, batch_size=8, collate_fn=DataCollatorWithPadding(tokenizer))
+"""
+
+# An inference script that passes only the ids. It imports nothing from the project.
+PREDICT = """
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+
+
+    @torch.no_grad()
+    def predict(batch):
+        return model(input_ids=batch["input_ids"]).logits
+"""
+PREDICT_LINE = 9
+
+
+# --- cross-file: where the padding happens -----------------------------------------------
+
+
+def test_padding_in_an_imported_module_in_another_folder_is_seen(tmp_path):
+    got = lint(tmp_path, {
+        "data/loading.py": PADDING_COLLATOR,
+        "train.py": """
+            from data.loading import make_loader
+
+
+            def train(model, dataset, tokenizer):
+                for batch in make_loader(dataset, tokenizer):
+                    loss = model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+                    loss.backward()
+        """,
+    })
+    assert got == {("train.py", 6, CODE)}
+
+
+def test_padding_reached_through_a_chain_of_imports(tmp_path):
+    got = lint(tmp_path, {
+        "pipeline/data.py": PADDING_COLLATOR,
+        "pipeline/loop.py": """
+            from pipeline.data import make_loader
+
+
+            def batches(dataset, tokenizer):
+                yield from make_loader(dataset, tokenizer)
+        """,
+        "scripts/train.py": """
+            from pipeline.loop import batches
+
+
+            def train(model, dataset, tokenizer):
+                for batch in batches(dataset, tokenizer):
+                    model(batch["input_ids"]).loss.backward()
+        """,
+    })
+    assert got == {("scripts/train.py", 6, CODE)}
+
+
+def test_padding_in_the_same_folder_without_an_import_is_seen(tmp_path):
+    got = lint(tmp_path, {"src/data.py": PADDING_COLLATOR, "src/predict.py": PREDICT})
+    assert got == {("src/predict.py", PREDICT_LINE, CODE)}
+
+
+def test_padding_only_in_an_unrelated_folder_is_not_seen(tmp_path):
+    got = lint(tmp_path, {"experiments/glue/data.py": PADDING_COLLATOR, "serving/predict.py": PREDICT})
+    assert got == set()
+
+
+def test_an_unpadded_project_is_not_flagged(tmp_path):
+    assert lint(tmp_path, {"predict.py": PREDICT}) == set()
+
+
+@pytest.mark.parametrize("layout", ["imported", "same-folder", "unrelated"])
+def test_linting_one_file_gives_the_same_findings_as_the_whole_tree(tmp_path, layout):
+    files = {"tlint.toml": "", "serving/predict.py": _src(PREDICT)}
+    if layout == "imported":
+        files["data/loading.py"] = _src(PADDING_COLLATOR)
+        files["serving/predict.py"] = "from data.loading import make_loader\n" + _src(PREDICT)
+    elif layout == "same-folder":
+        files["serving/data.py"] = _src(PADDING_COLLATOR)
+    else:
+        files["experiments/data.py"] = _src(PADDING_COLLATOR)
+    write_tree(tmp_path, files)
+    whole = {f for f in found(lint_paths([tmp_path], select=[CODE]).diagnostics, tmp_path)}
+    alone = found(lint_paths([tmp_path / "serving" / "predict.py"], select=[CODE]).diagnostics, tmp_path)
+    assert alone == whole
+    expected = set() if layout == "unrelated" else {("serving/predict.py", PREDICT_LINE + (layout == "imported"), CODE)}
+    assert whole == expected
+
+
+# --- what counts as padding ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pads", [
+    'tokenizer(texts, padding=True, return_tensors="pt")',
+    'tokenizer(texts, padding="longest", return_tensors="pt")',
+    'tokenizer(texts, padding="max_length", max_length=128, truncation=True)',
+    'tokenizer.pad(features, return_tensors="pt")',
+])
+def test_tokenizer_padding_spellings(tmp_path, pads):
+    got = lint(tmp_path, {"infer.py": f"""
+        from transformers import AutoModel, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+        model = AutoModel.from_pretrained("bert-base-uncased")
+
+
+        def embed(texts, features):
+            enc = {pads}
+            return model(input_ids=enc["input_ids"])
+    """})
+    assert got == {("infer.py", 9, CODE)}
+
+
+@pytest.mark.parametrize("no_pad", ["padding=False", 'padding="do_not_pad"', "truncation=True"])
+def test_tokenizer_calls_that_do_not_pad(tmp_path, no_pad):
+    got = lint(tmp_path, {"infer.py": f"""
+        from transformers import AutoModel, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+        model = AutoModel.from_pretrained("bert-base-uncased")
+
+
+        def embed(text):
+            enc = tokenizer(text, {no_pad}, return_tensors="pt")
+            return model(input_ids=enc["input_ids"])
+    """})
+    assert got == set()
+
+
+def test_aliased_pad_sequence_counts_as_padding(tmp_path):
+    got = lint(tmp_path, {"train.py": """
+        import torch as th
+        from torch.nn.utils.rnn import pad_sequence as pad_batch
+
+
+        def collate(rows):
+            return {"input_ids": pad_batch([th.tensor(r) for r in rows], batch_first=True)}
+
+
+        def step(model, rows):
+            batch = collate(rows)
+            return model(batch["input_ids"])
+    """})
+    assert got == {("train.py", 11, CODE)}
+
+
+def test_functional_pad_on_ids_counts_but_not_on_images(tmp_path):
+    call = """
+        def step(model, input_ids):
+            return model(input_ids)
+    """
+    ids = lint(tmp_path / "a", {"train.py": """
+        import torch.nn.functional as F
+
+
+        def pad_to(token_ids, n):
+            return F.pad(token_ids, (0, n - token_ids.size(1)), value=0)
+    """ + call})
+    images = lint(tmp_path / "b", {"train.py": """
+        from torch.nn import functional as F
+
+
+        def pad_to(image, n):
+            return F.pad(image, (1, 1, 1, 1))
+    """ + call})
+    assert ids == {("train.py", 8, CODE)}
+    assert images == set()
+
+
+# --- what counts as a model call with input ids ------------------------------------------
+
+
+HEADER = """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained("gpt2")
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    clf = AutoModelForCausalLM.from_pretrained("gpt2")
+    enc = tokenizer(["a", "b c"], padding=True, return_tensors="pt")
+"""
+
+
+@pytest.mark.parametrize("call", [
+    'model(enc["input_ids"])',
+    "model(enc.input_ids)",
+    'model(enc["input_ids"].to("cuda"))',
+    "model(input_ids=enc.input_ids, labels=enc.input_ids)",
+    'model.forward(enc["input_ids"])',
+    'model.generate(enc["input_ids"], max_new_tokens=5)',
+    'clf(enc["input_ids"])',  # a model by its `from_pretrained`, whatever its name
+])
+def test_model_call_spellings_are_flagged(tmp_path, call):
+    got = lint(tmp_path, {"gen.py": HEADER + f"    out = {call}\n"})
+    assert got == {("gen.py", 7, CODE)}
+
+
+def test_ids_held_in_a_variable_are_followed(tmp_path):
+    got = lint(tmp_path, {"gen.py": HEADER + '    ids = enc["input_ids"]\n    out = model(ids)\n'})
+    assert got == {("gen.py", 8, CODE)}
+
+
+def test_aliased_transformers_module(tmp_path):
+    got = lint(tmp_path, {"gen.py": """
+        import transformers as hf
+
+        tok = hf.AutoTokenizer.from_pretrained("gpt2")
+        policy = hf.AutoModelForCausalLM.from_pretrained("gpt2")
+        enc = tok(["a", "b c"], padding=True, return_tensors="pt")
+        out = policy(input_ids=enc["input_ids"])
+    """})
+    assert got == {("gen.py", 6, CODE)}
+
+
+def test_self_model_in_a_method_is_flagged(tmp_path):
+    got = lint(tmp_path, {"wrapper.py": """
+        from torch import nn
+        from transformers import AutoModel, AutoTokenizer
+
+
+        class Embedder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+                self.backbone = AutoModel.from_pretrained("bert-base-uncased")
+
+            def forward(self, texts):
+                enc = self.tokenizer(texts, padding=True, return_tensors="pt")
+                return self.backbone(
+                    input_ids=enc["input_ids"],
+                ).last_hidden_state[:, 0]
+    """})
+    assert got == {("wrapper.py", 13, CODE)}
+
+
+@pytest.mark.parametrize("call", [
+    "model(**enc)",
+    "model.generate(**enc, max_new_tokens=5)",
+    'model(enc["input_ids"], enc["attention_mask"])',
+    "model(input_ids=enc.input_ids, attention_mask=enc.attention_mask)",
+    'model.generate(enc["input_ids"], attention_mask=enc["attention_mask"])',
+    'tokenizer.batch_decode(enc["input_ids"])',
+    'len(enc["input_ids"])',
+    'model.resize_token_embeddings(len(tokenizer))',
+])
+def test_calls_with_a_mask_or_that_are_not_model_calls_are_clean(tmp_path, call):
+    assert lint(tmp_path, {"gen.py": HEADER + f"    out = {call}\n"}) == set()
+
+
+def test_single_string_inference_is_clean(tmp_path):
+    got = lint(tmp_path, {"chat.py": """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("gpt2")
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        prompt = "Once upon a time"
+        input_ids = tokenizer(prompt, return_tensors="pt").input_ids
+        out = model.generate(input_ids, max_new_tokens=40, do_sample=True)
+    """})
+    assert got == set()
+
+
+def test_local_model_whose_forward_takes_no_mask_is_left_to_other_rules(tmp_path):
+    # nanoGPT-style model: `forward(idx, targets)` cannot take a mask; TL101 stays quiet
+    # even in a padded project (TL102/TL103 look inside the model).
+    got = lint(tmp_path, {"train.py": """
+        import torch
+        from torch import nn
+        from torch.nn.utils.rnn import pad_sequence
+
+
+        class GPT(nn.Module):
+            def __init__(self, vocab_size, d=64):
+                super().__init__()
+                self.wte = nn.Embedding(vocab_size, d)
+                self.lm_head = nn.Linear(d, vocab_size)
+
+            def forward(self, idx, targets=None):
+                return self.lm_head(self.wte(idx))
+
+
+        model = GPT(100)
+        input_ids = pad_sequence([torch.tensor([1, 2, 3]), torch.tensor([4])], batch_first=True)
+        logits = model(input_ids)
+    """})
+    assert got == set()
+
+
+def test_local_model_whose_forward_takes_a_mask_is_flagged(tmp_path):
+    got = lint(tmp_path, {"train.py": """
+        import torch
+        from torch import nn
+        from torch.nn.utils.rnn import pad_sequence
+
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab_size, d=64):
+                super().__init__()
+                self.embed = nn.Embedding(vocab_size, d)
+                self.out = nn.Linear(d, 5)
+
+            def forward(self, input_ids, attention_mask=None):
+                h = self.embed(input_ids)
+                if attention_mask is not None:
+                    h = h * attention_mask.unsqueeze(-1)
+                return self.out(h)
+
+
+        tagger = Tagger(100)
+        input_ids = pad_sequence([torch.tensor([1, 2, 3]), torch.tensor([4])], batch_first=True)
+        logits = tagger(input_ids)
+    """})
+    assert got == {("train.py", 21, CODE)}
+
+
+# --- ids that provably hold no padding, in a project that pads ---------------------------
+
+
+PADDED_PROJECT = """
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorWithPadding
+
+    tokenizer = AutoTokenizer.from_pretrained("gpt2")
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    collator = DataCollatorWithPadding(tokenizer)
+"""
+
+
+@pytest.mark.parametrize("lines", [
+    ['ids = tokenizer.encode("Once upon a time", return_tensors="pt")', "out = model.generate(ids.to('cuda'))"],
+    ['enc = tokenizer("Once upon a time", return_tensors="pt")', 'out = model.generate(input_ids=enc["input_ids"])'],
+    ['out = model.generate(tokenizer("Hi", return_tensors="pt").input_ids)'],
+    ['enc = tokenizer(["a b", "c d"], padding=False, return_tensors="pt")', "out = model(input_ids=enc.input_ids)"],
+    ["ids = torch.randint(0, 50257, (2, 16))", "out = model(input_ids=ids)"],
+    ["ids = torch.tensor([[0, 2, 3, 1]])", "out = model.generate(input_ids=ids)"],
+    ["out = model.generate(input_ids=torch.LongTensor([[0, 2, 3, 1]]).to(model.device))"],
+])
+def test_ids_that_provably_hold_no_padding_are_clean(tmp_path, lines):
+    body = "\n".join("    " + line for line in lines)
+    src = "import torch\n" + _src(PADDED_PROJECT) + f"\n\ndef sample():\n{body}\n"
+    assert lint(tmp_path, {"sample.py": src}) == set()
+
+
+@pytest.mark.parametrize("lines", [
+    ['enc = tokenizer(texts, padding=True, return_tensors="pt")', 'out = model.generate(enc["input_ids"])'],
+    ['enc = tokenizer(texts, padding=args.padding, return_tensors="pt")', 'out = model.generate(enc["input_ids"])'],
+    ['enc = tokenizer("one", return_tensors="pt")', 'enc = collator([enc])', 'out = model(input_ids=enc["input_ids"])'],
+    ['input_ids = tokenizer("one").input_ids', "input_ids += [0] * 8", "out = model(input_ids=input_ids)"],
+    ["ids = torch.tensor(rows)", "out = model(input_ids=ids)"],
+    ['for batch in loader:', '    out = model(input_ids=batch["input_ids"])'],
+])
+def test_ids_of_unknown_or_padded_origin_are_flagged(tmp_path, lines):
+    body = "\n".join("    " + line for line in lines)
+    src = "import torch\n" + _src(PADDED_PROJECT) + f"\n\ndef sample(texts, rows, loader, args):\n{body}\n"
+    line = len(src.splitlines())
+    assert lint(tmp_path, {"sample.py": src}) == {("sample.py", line, CODE)}
+
+
+def test_a_parameter_named_like_the_ids_is_of_unknown_origin(tmp_path):
+    src = _src(PADDED_PROJECT) + "\n\ndef step(input_ids):\n    return model(input_ids)\n"
+    assert lint(tmp_path, {"step.py": src}) == {("step.py", 9, CODE)}
+
+
+def test_tokenizers_library_enable_padding_makes_encodes_padded(tmp_path):
+    src = _src(PADDED_PROJECT) + _src("""
+        def sample(tok):
+            tok.enable_padding(length=64)
+            ids = tok.encode("one prompt", return_tensors="pt")
+            return model(input_ids=ids)
+    """)
+    line = len(src.splitlines())
+    assert lint(tmp_path, {"s.py": src}) == {("s.py", line, CODE)}

@@ -1,0 +1,292 @@
+"""TL102 missing-key-padding-mask: precision guards beyond the rule document."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tests.lintutil import found, lint_tree
+
+CODE = "TL102"
+
+
+def _src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def lint(tmp_path, files):
+    files = {name: _src(text) for name, text in files.items()}
+    # TL003 is kept: a rule that crashes must not pass a "no finding" test
+    return {f for f in found(lint_tree(tmp_path, files, select=[CODE]), tmp_path) if f[2] in (CODE, "TL003")}
+
+
+def encoder_module(imports: str, ctor: str, signature: str, call: str) -> str:
+    """A module whose forward (`signature`) makes one sub-module call (`call`, line 10);
+    `imports` holds at most three lines."""
+    imports = _src(imports).rstrip("\n")
+    imports += "\n" * (3 - imports.count("\n"))  # the class starts on line 4
+    return imports + _src(f"""
+        class Model(nn.Module):
+            def __init__(self, d=64):
+                super().__init__()
+                self.sub = {ctor}
+
+            def forward(self, {signature}):
+                out = {call}
+                return out
+    """)
+
+
+ENCODER = "nn.TransformerEncoder(nn.TransformerEncoderLayer(d, 4, batch_first=True), 2)"
+
+
+# --- names resolve through imports and aliases --------------------------------------------
+
+
+@pytest.mark.parametrize(("imports", "ctor"), [
+    ("from torch.nn import MultiheadAttention as MHA\nimport torch.nn as nn", "MHA(d, 4, batch_first=True)"),
+    ("import torch.nn as tnn\nimport torch.nn as nn", "tnn.MultiheadAttention(d, 4)"),
+    ("import torch\nfrom torch import nn", "torch.nn.MultiheadAttention(d, 4)"),
+    ("from torch import nn", "nn.modules.activation.MultiheadAttention(d, 4)"),
+])
+def test_multihead_attention_spellings(tmp_path, imports, ctor):
+    src = encoder_module(imports, ctor, "x, attention_mask", "self.sub(x, x, x)[0]")
+    line = src.splitlines().index("        out = self.sub(x, x, x)[0]") + 1
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", line, CODE)}
+
+
+def test_a_local_class_named_like_a_torch_module_is_not_checked(tmp_path):
+    src = """
+        import torch.nn as nn
+
+
+        class MultiheadAttention(nn.Module):
+            def forward(self, q, k, v):
+                return q
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = MultiheadAttention()
+
+            def forward(self, x, key_padding_mask):
+                return self.attn(x, x, x) * key_padding_mask
+    """
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+@pytest.mark.parametrize("param", [
+    "attention_mask", "key_padding_mask", "src_key_padding_mask", "padding_mask", "pad_mask",
+    "src_pad_mask", "padMask",
+])
+def test_padding_mask_parameter_names(tmp_path, param):
+    src = encoder_module("import torch.nn as nn", ENCODER, f"x, {param}=None", "self.sub(x)")
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 10, CODE)}
+
+
+# --- stacks -----------------------------------------------------------------------------
+
+
+STACK = """
+    import torch.nn as nn
+
+
+    class Encoder(nn.Module):
+        def __init__(self, d=64, n=4):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.TransformerEncoderLayer(d, 4, batch_first=True) for _ in range(n)])
+            self.norms = nn.ModuleList([nn.LayerNorm(d) for _ in range(n)])
+
+        def forward(self, x, padding_mask):
+            {loop}
+                x = {call}
+            return x
+"""
+
+
+@pytest.mark.parametrize(("loop", "call"), [
+    ("for layer in self.layers:", "layer(x)"),
+    ("for i, layer in enumerate(self.layers):", "layer(x)"),
+    ("for layer, norm in zip(self.layers, self.norms):", "layer(norm(x))"),
+    ("for i in range(len(self.layers)):", "self.layers[i](x)"),
+])
+def test_module_list_of_encoder_layers_iterated_in_forward(tmp_path, loop, call):
+    src = STACK.replace("{loop}", loop).replace("{call}", call)
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 12, CODE)}
+
+
+@pytest.mark.parametrize("call", [
+    "layer(x, src_key_padding_mask=padding_mask)",
+    "layer(x, None, padding_mask)",
+    "layer(x, **kwargs)",
+])
+def test_stack_that_passes_the_mask_is_clean(tmp_path, call):
+    src = STACK.replace("{loop}", "for layer in self.layers:").replace("{call}", call)
+    src = src.replace("def forward(self, x, padding_mask):", "def forward(self, x, padding_mask, **kwargs):")
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+# --- positional slots ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("ctor", "call"), [
+    ("nn.MultiheadAttention(d, 4)", "self.sub(x, x, x, pad_mask)"),
+    ("nn.MultiheadAttention(d, 4)", "self.sub(x, x, x, key_padding_mask=pad_mask)"),
+    (ENCODER, "self.sub(x, None, pad_mask)"),
+    ("nn.TransformerEncoderLayer(d, 4)", "self.sub(x, None, pad_mask)"),
+    ("nn.TransformerDecoder(nn.TransformerDecoderLayer(d, 4), 2)", "self.sub(x, x, None, None, pad_mask)"),
+    ("nn.TransformerDecoder(nn.TransformerDecoderLayer(d, 4), 2)", "self.sub(x, x, memory_key_padding_mask=pad_mask)"),
+    ("nn.Transformer(d, 4)", "self.sub(x, x, None, None, None, pad_mask)"),
+    ("nn.Transformer(d, 4)", "self.sub(x, x, src_key_padding_mask=pad_mask)"),
+])
+def test_mask_passed_by_keyword_or_in_its_slot(tmp_path, ctor, call):
+    src = encoder_module("import torch.nn as nn", ctor, "x, pad_mask", call)
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+@pytest.mark.parametrize(("ctor", "call"), [
+    ("nn.MultiheadAttention(d, 4)", "self.sub(x, x, x)"),
+    ("nn.MultiheadAttention(d, 4)", "self.sub(x, x, x, attn_mask=causal)"),
+    (ENCODER, "self.sub(x, causal)"),
+    ("nn.TransformerDecoder(nn.TransformerDecoderLayer(d, 4), 2)", "self.sub(x, x, causal, None)"),
+    ("nn.Transformer(d, 4)", "self.sub(x, x, None, causal, None)"),
+])
+def test_causal_mask_alone_does_not_count_as_the_padding_mask(tmp_path, ctor, call):
+    src = encoder_module("import torch.nn as nn", ctor, "x, pad_mask, causal=None", call)
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 10, CODE)}
+
+
+# --- project padding ----------------------------------------------------------------------
+
+
+COLLATE = """
+    import torch
+    from torch.nn.utils.rnn import pad_sequence
+
+
+    def collate(samples):
+        return pad_sequence([torch.tensor(s) for s in samples], batch_first=True)
+"""
+NO_MASK_MODEL = encoder_module("import torch.nn as nn", ENCODER, "tokens", "self.sub(tokens)")
+
+
+def test_forward_without_mask_in_a_padded_project_is_flagged(tmp_path):
+    assert lint(tmp_path, {"data.py": COLLATE, "model.py": NO_MASK_MODEL}) == {("model.py", 10, CODE)}
+
+
+def test_forward_without_mask_padding_in_an_imported_module(tmp_path):
+    model = "from data.collate import collate\n" + NO_MASK_MODEL
+    got = lint(tmp_path, {"data/collate.py": COLLATE, "models/encoder.py": model})
+    assert got == {("models/encoder.py", 11, CODE)}
+
+
+def test_files_that_only_share_an_importer_are_not_related(tmp_path):
+    # rules.md: related = one imports the other (transitively) or they share a folder.
+    got = lint(tmp_path, {
+        "data/collate.py": COLLATE,
+        "models/encoder.py": NO_MASK_MODEL,
+        "train.py": "from data.collate import collate\nfrom models.encoder import Model\n",
+    })
+    assert got == set()
+
+
+def test_forward_without_mask_padding_only_in_an_unrelated_folder(tmp_path):
+    got = lint(tmp_path, {"other_experiment/data.py": COLLATE, "vision/model.py": NO_MASK_MODEL})
+    assert got == set()
+
+
+def test_forward_without_mask_in_an_unpadded_project_is_clean(tmp_path):
+    assert lint(tmp_path, {"model.py": NO_MASK_MODEL}) == set()
+
+
+def test_causal_only_forward_is_clean_even_in_a_padded_project(tmp_path):
+    model = """
+        import torch.nn as nn
+
+
+        class LM(nn.Module):
+            def __init__(self, d=64):
+                super().__init__()
+                self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, 4), 2)
+
+            def forward(self, src, src_mask):
+                return self.encoder(src, src_mask)
+    """
+    assert lint(tmp_path, {"data.py": COLLATE, "model.py": model}) == set()
+
+
+def test_word_language_model_has_mask_flag_is_clean(tmp_path):
+    model = """
+        import math
+
+        import torch
+        import torch.nn as nn
+
+
+        class TransformerModel(nn.Module):
+            def __init__(self, ntoken, ninp, nhead, nhid, nlayers, dropout=0.5):
+                super().__init__()
+                self.src_mask = None
+                self.input_emb = nn.Embedding(ntoken, ninp)
+                self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(ninp, nhead, nhid, dropout), nlayers)
+                self.decoder = nn.Linear(ninp, ntoken)
+                self.ninp = ninp
+
+            def _generate_square_subsequent_mask(self, sz):
+                return torch.log(torch.tril(torch.ones(sz, sz)))
+
+            def forward(self, src, has_mask=True):
+                if has_mask:
+                    if self.src_mask is None or self.src_mask.size(0) != len(src):
+                        self.src_mask = self._generate_square_subsequent_mask(len(src)).to(src.device)
+                else:
+                    self.src_mask = None
+                src = self.input_emb(src) * math.sqrt(self.ninp)
+                output = self.encoder(src, mask=self.src_mask)
+                return torch.log_softmax(self.decoder(output), dim=-1)
+    """
+    assert lint(tmp_path, {"data.py": COLLATE, "model.py": model}) == set()
+
+
+def test_other_calls_in_forward_are_not_checked(tmp_path):
+    model = """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Head(nn.Module):
+            def __init__(self, d=64):
+                super().__init__()
+                self.norm = nn.LayerNorm(d)
+                self.proj = nn.Linear(d, d)
+
+            def forward(self, x, attention_mask):
+                x = self.proj(self.norm(x))
+                return F.scaled_dot_product_attention(x, x, x, attn_mask=attention_mask)
+    """
+    assert lint(tmp_path, {"data.py": COLLATE, "model.py": model}) == set()
+
+
+def test_loops_over_plain_values_do_not_crash_the_view(tmp_path):
+    # `for o, t in zip(outputs[0], targets)` once sent the loop resolution into a recursion
+    model = """
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def __init__(self, d=64):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(d, 4)
+
+            def forward(self, x, outputs, targets, pad_mask):
+                for o, t in zip(outputs[0], targets):
+                    x = x + o * t
+                for row in outputs[1]:
+                    x = x + row
+                for i, (a, b) in enumerate(zip(outputs, targets)):
+                    x = x + a
+                return self.attn(x, x, x)[0]
+    """
+    assert lint(tmp_path, {"model.py": model}) == {("model.py", 16, CODE)}

@@ -1,0 +1,172 @@
+"""TL103 unused-mask-argument: precision guards beyond the rule document."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tests.lintutil import found, lint_tree
+
+CODE = "TL103"
+
+
+def _src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def lint(tmp_path, files):
+    files = {name: _src(text) for name, text in files.items()}
+    # TL003 is kept: a rule that crashes must not pass a "no finding" test
+    return {f for f in found(lint_tree(tmp_path, files, select=[CODE]), tmp_path) if f[2] in (CODE, "TL003")}
+
+
+def module_with_forward(signature: str, body: str) -> str:
+    """`forward(self, <signature>)` on line 5, body from line 6."""
+    body = textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8)
+    return f"import torch.nn as nn\n\n\nclass M(nn.Module):\n    def forward(self, {signature}):\n{body}\n"
+
+
+@pytest.mark.parametrize("signature", [
+    "x, mask", "x, mask=None", "x, attention_mask=None", "x, *, attn_mask=None",
+    "x, key_padding_mask, /", "x, causal_mask: torch.Tensor | None = None", "x, srcMask=None",
+])
+def test_unread_mask_parameter_spellings(tmp_path, signature):
+    src = module_with_forward(signature, "return x * 2")
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 5, CODE)}
+
+
+@pytest.mark.parametrize("body", [
+    "return x.masked_fill(mask, 0.0)",
+    "return F.scaled_dot_product_attention(x, x, x, attn_mask=mask)",
+    "return self.layer(x, src_key_padding_mask=mask)",
+    "if mask is not None:\n    x = x * mask\nreturn x",
+    "return self.attn(x, mask=mask)",
+    "inner = lambda t: t * mask\nreturn inner(x)",
+    "def apply(t):\n    return t * mask\nreturn apply(x)",
+    "kwargs = dict(mask=mask)\nreturn self.layer(x, **kwargs)",
+    "return self.layer(**locals())",
+    "del mask\nreturn x",
+    "del x, mask\nreturn None",
+])
+def test_mask_read_or_deleted_is_clean(tmp_path, body):
+    assert lint(tmp_path, {"m.py": module_with_forward("x, mask=None", body)}) == set()
+
+
+@pytest.mark.parametrize("body", [
+    "...",
+    "pass",
+    '"""Subclasses apply the mask."""',
+    '"""Subclasses apply the mask."""\nraise NotImplementedError',
+    "raise NotImplementedError('use a subclass')",
+])
+def test_placeholder_bodies_are_clean(tmp_path, body):
+    assert lint(tmp_path, {"m.py": module_with_forward("x, mask=None", body)}) == set()
+
+
+@pytest.mark.parametrize("signature", ["x, _mask=None", "x, _attention_mask", "x, *_mask_args"])
+def test_underscore_prefixed_mask_is_clean(tmp_path, signature):
+    assert lint(tmp_path, {"m.py": module_with_forward(signature, "return x")}) == set()
+
+
+def test_mask_only_overwritten_is_flagged(tmp_path):
+    src = module_with_forward("x, mask=None", "mask = None  # TODO: masking\nreturn x")
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 5, CODE)}
+
+
+def test_parameter_without_mask_in_its_name_is_not_checked(tmp_path):
+    src = module_with_forward("x, lengths=None, padding=None", "return x")
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+# --- functions called from forward ---------------------------------------------------------
+
+
+HELPERS = """
+    import torch
+    import torch.nn as nn
+
+
+    def attention(q, k, v, mask=None):
+        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+
+    def unrelated_utility(x, mask):
+        return x
+
+
+    class Block(nn.Module):
+        def _attend(self, x, attn_mask):
+            return attention(x, x, x, attn_mask)
+
+        def _mix(self, x, mask):
+            return self._attend(x, mask)
+
+        def not_called_from_forward(self, x, mask):
+            return x
+
+        def forward(self, x, mask=None):
+            return self._mix(x, mask)
+"""
+
+
+def test_helpers_are_followed_transitively(tmp_path):
+    # forward -> self._mix -> self._attend -> attention(): the mask dies in `attention`.
+    # Functions and methods that forward never reaches are not checked.
+    assert lint(tmp_path, {"m.py": HELPERS}) == {("m.py", 5, CODE)}
+
+
+def test_helper_reached_from_two_forwards_is_reported_once(tmp_path):
+    src = """
+        import torch.nn as nn
+
+
+        def pool(x, mask):
+            return x.mean(1)
+
+
+        class A(nn.Module):
+            def forward(self, x, mask):
+                return pool(x, mask)
+
+
+        class B(nn.Module):
+            def forward(self, x, mask):
+                return pool(x, mask)
+    """
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 4, CODE)}
+
+
+def test_multi_line_signature_reports_the_parameter_line(tmp_path):
+    src = """
+        import torch.nn as nn
+
+
+        class Layer(nn.Module):
+            def forward(
+                self,
+                hidden_states,
+                attention_mask=None,
+                head_mask=None,
+                output_attentions=False,
+            ):
+                return (hidden_states * attention_mask, output_attentions)
+    """
+    # attention_mask is read; head_mask (line 9) is the unread one
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 9, CODE)}
+
+
+def test_functions_outside_any_forward_are_not_checked(tmp_path):
+    src = """
+        import torch
+
+
+        def collate(batch, mask_token_id=103, mask_prob=0.15):
+            return torch.stack(batch)
+
+
+        class Config:
+            def build(self, mask=None):
+                return self
+    """
+    assert lint(tmp_path, {"m.py": src}) == set()
