@@ -351,3 +351,10 @@ def test_a_parser_crash_in_a_worker_becomes_tl001(tmp_path, monkeypatch):
     diags = lint_paths([tmp_path], jobs=2).diagnostics
     assert found(diags, tmp_path) == {("a/m.py", 5, "TL103"), ("b/m.py", 5, "TL103"), ("c/crash.py", 1, "TL001")}
     assert "crashed" in next(d.message for d in diags if d.code == "TL001")
+
+
+def test_cli_select_starts_a_new_selection(tmp_path):
+    write_tree(tmp_path, {"tlint.toml": 'ignore = ["TL103"]\n', "m.py": UNUSED_MASK})
+    assert lint_paths([tmp_path]).diagnostics == []
+    assert [d.code for d in lint_paths([tmp_path], select=["TL103"]).diagnostics] == ["TL103"]
+    assert lint_paths([tmp_path], select=["TL1"], ignore=["TL103"]).diagnostics == []

@@ -311,11 +311,14 @@ class Linter:
         if settings is None:
             from dataclasses import replace
 
+            # As in Ruff, a `--select` on the command line starts a new selection: the
+            # config's select/extend-select/ignore no longer apply; otherwise CLI flags extend.
+            fresh = self.cli_select is not None
             settings = replace(
                 base,
-                select=self.cli_select if self.cli_select is not None else base.select,
-                extend_select=list(base.extend_select) + list(self.cli_extend),
-                ignore=list(base.ignore) + list(self.cli_ignore),
+                select=self.cli_select if fresh else base.select,
+                extend_select=([] if fresh else list(base.extend_select)) + list(self.cli_extend),
+                ignore=([] if fresh else list(base.ignore)) + list(self.cli_ignore),
                 _ruleset=None,
             )
             self._overridden[key] = settings
@@ -417,6 +420,9 @@ class Linter:
         ignored = settings.ignored_for(rel)
         enabled = settings.enabled_codes()
         diagnostics = [d for d in result.diagnostics if d.code not in ignored and (d.code in enabled or d.code == "TL003")]
+        ruleset = settings.ruleset()
+        for diag in diagnostics:  # the engine's own findings (TL001) get `severity` overrides too
+            diag.severity = ruleset.severity_of(diag.code, diag.severity)
         apply_suppressions(diagnostics, result.suppressions)
         if "TL002" in enabled and "TL002" not in ignored:
             diagnostics.extend(_unused_suppressions(result, enabled, settings))

@@ -1,0 +1,140 @@
+"""Configuration through the command line: where it is found, what it rejects (exit 2,
+naming the key and the file), and what it changes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.cliutil import REPO, SYNTAX_ERROR, main_in, make_project
+from tlint.config import load_settings
+from tlint.rules import ALL_RULES
+
+
+@pytest.fixture
+def lint(capsys, monkeypatch):
+    """lint(root, *flags): `tlint check FLAGS .` in `root`, in-process."""
+
+    def run(root: Path, *args: str):
+        return main_in(root, "check", *args, ".", capsys=capsys, monkeypatch=monkeypatch)
+
+    return run
+
+
+def assert_config_error(proc, *needles: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("tlint: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, (needle, proc.stderr)
+
+
+def test_unknown_key_in_pyproject_names_key_and_file(tmp_path, lint):
+    make_project(tmp_path, {"bad.py": SYNTAX_ERROR,
+                            "pyproject.toml": '[project]\nname = "x"\n\n[tool.tlint]\nselekt = ["TL1"]\n'})
+    proc = lint(tmp_path)
+    assert_config_error(proc, "selekt", "pyproject.toml:5", "[tool.tlint]")
+
+
+def test_unknown_code_in_config_is_an_error(tmp_path, lint):
+    make_project(tmp_path, {"a.py": "x = 1\n", "tlint.toml": 'ignore = ["TL101", "TL777"]\n'})
+    assert_config_error(lint(tmp_path), "TL777", "tlint.toml")
+
+
+def test_invalid_toml_is_an_error(tmp_path, lint):
+    make_project(tmp_path, {"a.py": "x = 1\n", "pyproject.toml": "[tool.tlint\n"})
+    assert_config_error(lint(tmp_path), "pyproject.toml", "invalid TOML")
+
+
+def test_tlint_toml_wins_over_pyproject_in_the_same_folder(tmp_path, lint):
+    make_project(tmp_path, {"bad.py": SYNTAX_ERROR, "tlint.toml": 'ignore = ["TL001"]\n',
+                            "pyproject.toml": '[tool.tlint]\nunknown-key = 1\n'})
+    assert lint(tmp_path).returncode == 0
+
+
+def test_pyproject_without_tlint_table_does_not_stop_the_walk(tmp_path, lint):
+    make_project(tmp_path, {"tlint.toml": 'ignore = ["TL001"]\n', "sub/bad.py": SYNTAX_ERROR,
+                            "sub/pyproject.toml": '[project]\nname = "sub"\n'})
+    assert lint(tmp_path / "sub").returncode == 0
+    # ... while one with a [tool.tlint] table does
+    (tmp_path / "sub" / "pyproject.toml").write_text('[tool.tlint]\nextend-exclude = []\n', encoding="utf-8")
+    assert lint(tmp_path / "sub").returncode == 1
+
+
+def test_walk_stops_at_the_git_root(tmp_path, lint):
+    make_project(tmp_path, {"tlint.toml": 'ignore = ["TL001"]\n'})
+    make_project(tmp_path / "repo", {"bad.py": SYNTAX_ERROR})
+    assert lint(tmp_path / "repo").returncode == 1
+
+
+def test_rule_options_are_checked(tmp_path, lint):
+    rule = next((r for r in ALL_RULES if r.options), None)
+    if rule is None:
+        pytest.skip("no rule declares options yet")
+    option, default = next(iter(rule.options.items()))
+    wrong = 1 if isinstance(default, str) else '"wrong"'
+    header = f"[tool.tlint.rules.{rule.name}]"
+    make_project(tmp_path, {"a.py": "x = 1\n", "pyproject.toml": f"{header}\n{option} = {wrong}\n"})
+    assert_config_error(lint(tmp_path), option, rule.name, "pyproject.toml:2", "must be")
+    (tmp_path / "pyproject.toml").write_text(f"{header}\nno-such-option = 1\n", encoding="utf-8")
+    assert_config_error(lint(tmp_path), "no-such-option", "pyproject.toml:2")
+    (tmp_path / "pyproject.toml").write_text("[tool.tlint.rules.no-such-rule]\n", encoding="utf-8")
+    assert_config_error(lint(tmp_path), "no-such-rule", "pyproject.toml")
+
+
+def test_verify_table_is_validated_by_check(tmp_path, lint):
+    make_project(tmp_path, {"a.py": "x = 1\n",
+                            "pyproject.toml": '[tool.tlint.verify]\nmodel = "pkg.mod:build"\nmodle = "x"\n'})
+    assert_config_error(lint(tmp_path), "modle", "[tool.tlint.verify]", "pyproject.toml:3")
+    (tmp_path / "pyproject.toml").write_text('[tool.tlint.verify]\nmodel = "pkg.mod:build"\n', encoding="utf-8")
+    assert lint(tmp_path).returncode == 0
+
+
+def test_severity_override_and_fail_on(tmp_path, lint):
+    make_project(tmp_path, {"bad.py": SYNTAX_ERROR, "tlint.toml": '[severity]\nTL001 = "info"\n'})
+    assert lint(tmp_path).returncode == 0
+    assert lint(tmp_path, "--fail-on", "info").returncode == 1
+    assert "TL001 [info]" in lint(tmp_path).stdout
+    (tmp_path / "tlint.toml").write_text('[severity]\nparse-error = "warning"\n', encoding="utf-8")
+    assert lint(tmp_path).returncode == 1
+    assert lint(tmp_path, "--fail-on", "error").returncode == 0
+
+
+def test_per_file_ignores(tmp_path, lint):
+    make_project(tmp_path, {"gen/bad.py": SYNTAX_ERROR, "bad.py": SYNTAX_ERROR,
+                            "tlint.toml": '[per-file-ignores]\n"gen/*" = ["parse-error"]\n'})
+    proc = lint(tmp_path)
+    assert proc.returncode == 1
+    assert re.findall(r"^\S+:\d+:\d+: TL\d+", proc.stdout, re.MULTILINE) == ["bad.py:1:10: TL001"]
+
+
+def test_exclude(tmp_path, lint, capsys, monkeypatch):
+    make_project(tmp_path, {"vendored/bad.py": SYNTAX_ERROR, "tlint.toml": 'extend-exclude = ["vendored"]\n'})
+    assert lint(tmp_path).returncode == 0
+    # a file named on the command line is always linted
+    assert main_in(tmp_path, "vendored/bad.py", capsys=capsys, monkeypatch=monkeypatch).returncode == 1
+
+
+def test_command_line_wins_over_config(tmp_path, lint):
+    make_project(tmp_path, {"bad.py": SYNTAX_ERROR, "tlint.toml": 'select = ["TL1"]\n'})
+    assert lint(tmp_path).returncode == 0
+    assert lint(tmp_path, "--select", "TL001").returncode == 1
+    assert lint(tmp_path, "--extend-select", "TL0").returncode == 1
+
+
+def test_forced_config_file(tmp_path, lint):
+    make_project(tmp_path, {"bad.py": SYNTAX_ERROR, "tlint.toml": 'select = ["TL001"]\n',
+                            "conf/quiet.toml": 'ignore = ["TL001"]\n'})
+    assert lint(tmp_path, "--config", "conf/quiet.toml").returncode == 0
+    assert_config_error(lint(tmp_path, "--config", "conf/missing.toml"), "conf/missing.toml", "not found")
+
+
+def test_readme_configuration_example_is_valid(tmp_path):
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    example = readme.split("## Configuration", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "pyproject.toml"
+    path.write_text(example, encoding="utf-8")
+    settings = load_settings(path, tmp_path)
+    assert settings.causal_names == ("GPT", "CausalLM", "MyDecoder")

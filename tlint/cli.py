@@ -1,0 +1,255 @@
+"""The `tlint` command line: `check` (the default), `rule`, and the subcommands to come.
+
+Exit codes (interface.md): 0 nothing at or above `--fail-on`; 1 findings at or above it;
+2 usage, configuration or internal error (any TL003 too, whatever `--exit-zero` says).
+This module imports only the standard library at start-up; the engine, rich and the
+reporters load when a subcommand needs them (and torch never does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from tlint import __version__
+
+SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp")
+NOT_IMPLEMENTED = ("verify", "scan-data", "lsp")
+CHECK_FORMATS = ("text", "json", "github", "lsp", "sarif", "junit")
+PLANNED_FORMATS = ("sarif", "junit")
+STDIN_NAME = "-"
+
+
+class UsageError(Exception):
+    """A mistake on the command line: a one-line message, exit 2."""
+
+
+class _Exit(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports instead of exiting, so `main` always returns its code."""
+
+    def error(self, message: str):
+        raise UsageError(message)
+
+    def exit(self, status: int = 0, message: str | None = None):
+        if message:
+            sys.stderr.write(message)
+        raise _Exit(status)
+
+
+def _selectors(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _jobs(value: str) -> int:
+    try:
+        jobs = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of processes, got {value!r}") from None
+    if jobs < 0:
+        raise argparse.ArgumentTypeError("must be 0 (one per CPU) or more")
+    return jobs
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(prog="tlint", description="A linter for PyTorch transformer training code.")
+    parser.add_argument("--version", action="version", version=f"tlint {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = sub.add_parser("check", help="lint files and folders (the default command)")
+    check.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .); - reads stdin")
+    for flag, what in (("--select", "enable only these"), ("--ignore", "disable these"),
+                       ("--extend-select", "enable these too")):
+        check.add_argument(flag, action="append", type=_selectors, default=[], metavar="CODES",
+                           help=f"{what}: comma-separated codes, prefixes (TL3), names or ALL")
+    check.add_argument("--format", choices=CHECK_FORMATS, default="text")
+    check.add_argument("--stdin-filename", metavar="NAME", help="read the source from stdin, linted as NAME")
+    check.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    check.add_argument("--jobs", type=_jobs, default=None, metavar="N", help="worker processes (default: one per CPU)")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    check.add_argument("--show-suppressed", action="store_true", help="also show suppressed findings")
+    check.add_argument("--statistics", action="store_true", help="show counts per code instead of findings")
+    check.add_argument("--fail-on", choices=("info", "warning", "error"), default="warning",
+                       help="lowest severity that gives exit 1 (default: warning)")
+    check.add_argument("--config", type=Path, metavar="FILE", help="use this config file for every file")
+    check.add_argument("--verbose", "-v", action="store_true", help="tracebacks of internal errors, timings")
+    check.add_argument("--fix", action="store_true", help="apply safe fixes (not implemented yet)")
+    check.add_argument("--unsafe-fixes", action="store_true", help="apply unsafe fixes too (not implemented yet)")
+    check.add_argument("--diff", action="store_true", help="show fixes as a diff (not implemented yet)")
+    check.set_defaults(handler=_check)
+
+    rule = sub.add_parser("rule", help="show a rule's documentation")
+    rule.add_argument("selector", nargs="?", metavar="CODE|NAME")
+    rule.add_argument("--all", action="store_true", help="every rule")
+    rule.add_argument("--format", choices=("text", "json"), default="text")
+    rule.set_defaults(handler=_rule)
+
+    for name, what in (("verify", "run the runtime verifier"), ("scan-data", "scan a dataloader's batches"),
+                       ("lsp", "serve diagnostics to an editor over stdio")):
+        sub.add_parser(name, help=f"{what} (not implemented yet)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in NOT_IMPLEMENTED:
+        return _error(f"tlint {argv[0]} is not implemented in this version yet")
+    if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
+        argv.insert(0, "check")
+    verbose = "--verbose" in argv or "-v" in argv
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_usage(sys.stderr)
+            return _error("give a command or a path, e.g. `tlint check src/` (see tlint --help)")
+        return args.handler(args)
+    except UsageError as exc:
+        return _error(str(exc))
+    except _Exit as exc:
+        return exc.status
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `tlint check . | head`
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the final flush
+        return 2
+    except Exception as exc:  # a bug in tlint: say so, exit 2
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        return _error(f"internal error: {type(exc).__name__}: {exc} (this is a bug in tlint; --verbose shows the traceback)")
+
+
+def _error(message: str) -> int:
+    sys.stderr.write(f"tlint: error: {message}\n")
+    return 2
+
+
+# --- check ------------------------------------------------------------------------------
+
+
+def _check(args: argparse.Namespace) -> int:
+    if args.fix or args.unsafe_fixes or args.diff:
+        raise UsageError("fixes are not implemented yet (--fix, --unsafe-fixes, --diff)")
+    if args.format in PLANNED_FORMATS:
+        raise UsageError(f"--format {args.format} is not implemented yet")
+
+    from tlint.config import ConfigError, ConfigResolver, validate_selector
+    from tlint.reporters import STATISTICS_FORMATS, Report, SourceLines, render
+
+    if args.statistics and args.format not in STATISTICS_FORMATS:
+        raise UsageError(f"--statistics works with --format {' or '.join(STATISTICS_FORMATS)}")
+    selections = {}
+    for flag in ("select", "ignore", "extend_select"):
+        codes = [code for group in getattr(args, flag) for code in group]
+        for code in codes:
+            if not validate_selector(code):
+                raise UsageError(f"unknown rule code or name `{code}` in --{flag.replace('_', '-')}")
+        selections[flag] = codes
+    paths, stdin = _inputs(args)
+
+    from tlint.engine import Linter
+
+    started = time.perf_counter()
+    try:
+        linter = Linter(ConfigResolver(forced=args.config), jobs=args.jobs,
+                        select=selections["select"] if args.select else None,
+                        extend_select=selections["extend_select"], ignore=selections["ignore"])
+        result = linter.run(paths, stdin=stdin)
+    except ConfigError as exc:
+        return _error(str(exc))
+    elapsed = time.perf_counter() - started
+
+    shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
+    report = Report(shown, result.files, result.parse_errors,
+                    SourceLines({stdin[0].as_posix(): stdin[1]} if stdin else None),
+                    hidden_suppressed=len(result.diagnostics) - len(shown))
+    render(args.format, report, sys.stdout, statistics=args.statistics)
+    sys.stdout.flush()
+    for message in result.errors:
+        sys.stderr.write(f"tlint: error: {message}\n")
+    if args.verbose:
+        for diag in result.diagnostics:
+            if diag.detail:
+                sys.stderr.write(f"{diag.path}: {diag.code} ({diag.name}) detail:\n{diag.detail}\n")
+        sys.stderr.write(f"tlint: checked {len(result.files)} files in {elapsed:.3f}s "
+                         f"({linter.jobs} job{'s' if linter.jobs != 1 else ''})\n")
+    return _exit_code(result, args)
+
+
+def _inputs(args: argparse.Namespace):
+    """(paths, stdin) for `Linter.run`: stdin is (display name, text) or None."""
+    reads_stdin = args.stdin_filename is not None or STDIN_NAME in args.paths
+    if not reads_stdin:
+        return [Path(p) for p in args.paths or ["."]], None
+    if any(p != STDIN_NAME for p in args.paths):
+        raise UsageError("paths cannot be combined with standard input (--stdin-filename or -)")
+    from tlint.engine import decode_source
+
+    name = args.stdin_filename or "stdin.py"
+    try:
+        text = decode_source(sys.stdin.buffer.read())
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        raise UsageError(f"cannot decode standard input: {exc}") from None
+    return [], (Path(name), text)
+
+
+def _exit_code(result, args: argparse.Namespace) -> int:
+    from tlint.diagnostics import SEVERITY_RANK
+
+    if result.internal_errors or result.errors:
+        return 2
+    if args.exit_zero:
+        return 0
+    threshold = SEVERITY_RANK[args.fail_on]
+    failing = any(SEVERITY_RANK[d.severity] >= threshold for d in result.diagnostics if not d.suppressed)
+    return 1 if failing else 0
+
+
+# --- rule -------------------------------------------------------------------------------
+
+
+def _rule(args: argparse.Namespace) -> int:
+    from tlint.docs import rule_doc
+    from tlint.rules import ALL_RULES, lookup
+
+    if args.all == bool(args.selector):
+        raise UsageError("give one rule code or name (tlint rule TL101), or --all")
+    if args.all:
+        rules = list(ALL_RULES)
+    else:
+        found = lookup(args.selector)
+        if found is None:
+            raise UsageError(f"unknown rule `{args.selector}` (tlint rule --all lists them)")
+        rules = [found]
+    if args.format == "json":
+        import json
+
+        entries = [{"code": r.code, "name": r.name, "severity": r.severity, "default_enabled": r.default_enabled,
+                    "summary": r.summary, "doc": rule_doc(r.code)} for r in rules]
+        sys.stdout.write(json.dumps(entries if args.all else entries[0], indent=2, ensure_ascii=False) + "\n")
+        return 0
+    texts = [rule_doc(r.code) or _undocumented(r) for r in rules]
+    markdown = "\n\n".join(text.rstrip("\n") for text in texts) + "\n"
+    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console().print(Markdown(markdown))
+    else:
+        sys.stdout.write(markdown)
+    return 0
+
+
+def _undocumented(rule) -> str:
+    state = "on" if rule.default_enabled else "off"
+    return f"# {rule.code} {rule.name}\n\n{rule.summary}\n\nSeverity: {rule.severity}; {state} by default.\n"

@@ -1,0 +1,74 @@
+"""Reporters: one module per output format, each a `render(report, stream)`.
+
+They are imported lazily (the JSON and GitHub formats never load rich)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from tlint.diagnostics import SEVERITY_RANK, Diagnostic
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class SourceLines:
+    """The lines of each reported file, read once, for code frames and UTF-16 columns.
+    Standard input is passed in, under its display name."""
+
+    def __init__(self, texts: dict[str, str] | None = None) -> None:
+        self._texts = dict(texts or {})
+        self._lines: dict[str, list[str] | None] = {}
+
+    def lines(self, path: str) -> list[str] | None:
+        if path not in self._lines:
+            text = self._texts.get(path)
+            if text is None:
+                from tlint.engine import decode_source
+
+                try:
+                    text = decode_source(Path(path).read_bytes())
+                except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
+                    text = None
+            self._lines[path] = _NEWLINE.split(text) if text is not None else None
+        return self._lines[path]
+
+    def line(self, path: str, lineno: int) -> str | None:
+        lines = self.lines(path)
+        if lines is None or not 1 <= lineno <= len(lines):
+            return None
+        return lines[lineno - 1]
+
+
+@dataclass
+class Report:
+    """What a reporter gets: the diagnostics to show, and the run's totals."""
+
+    diagnostics: list[Diagnostic]
+    files: list[str]
+    parse_errors: int
+    sources: SourceLines = field(default_factory=SourceLines)
+    hidden_suppressed: int = 0  # suppressed findings not shown (no --show-suppressed)
+
+    def by_code(self) -> dict[str, int]:
+        return dict(sorted(Counter(d.code for d in self.diagnostics).items()))
+
+
+def statistics_rows(diagnostics: list[Diagnostic]) -> list[tuple[str, str, str, int]]:
+    """(code, name, severity, count) per code, the most frequent first."""
+    counts = Counter((d.code, d.name, d.severity) for d in diagnostics)
+    return sorted(((code, name, sev, n) for (code, name, sev), n in counts.items()),
+                  key=lambda row: (-row[3], row[0], -SEVERITY_RANK[row[2]]))
+
+
+STATISTICS_FORMATS = ("text", "json")
+
+
+def render(fmt: str, report: Report, stream: TextIO, *, statistics: bool = False) -> None:
+    """Write `report` in format `fmt`; with `statistics`, counts per code instead."""
+    module = importlib.import_module(f"tlint.reporters.{fmt}")
+    (module.render_statistics if statistics else module.render)(report, stream)

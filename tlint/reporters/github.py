@@ -1,0 +1,33 @@
+"""`--format github`: GitHub Actions workflow commands, one annotation per finding.
+
+Escaping follows the Actions runner: `%`, CR and LF in the message; those and `:` and `,`
+in property values."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from tlint.reporters import Report
+
+_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def escape_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def render(report: Report, stream: TextIO) -> None:
+    for diag in report.diagnostics:
+        start, end = diag.range.start, diag.range.end
+        props = {
+            "file": diag.path,
+            "line": start.line, "col": start.column,
+            "endLine": end.line, "endColumn": end.column,
+            "title": f"{diag.code} {diag.name}",
+        }
+        joined = ",".join(f"{key}={escape_property(str(value))}" for key, value in props.items())
+        stream.write(f"::{_LEVEL[diag.severity]} {joined}::{escape_data(diag.message)}\n")

@@ -1,0 +1,39 @@
+"""`--format json`: the stable schema of interface.md."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from tlint import __version__
+from tlint.reporters import Report, statistics_rows
+
+
+def document(report: Report) -> dict:
+    diagnostics = []
+    for diag in report.diagnostics:
+        entry = diag.to_json()
+        if diag.suppressed:  # only present with --show-suppressed
+            entry["suppressed"] = True
+        diagnostics.append(entry)
+    return {
+        "tool": "tlint",
+        "version": __version__,
+        "diagnostics": diagnostics,
+        "summary": {
+            "files": len(report.files),
+            "diagnostics": len(diagnostics),
+            "by_code": report.by_code(),
+            "parse_errors": report.parse_errors,
+        },
+    }
+
+
+def render(report: Report, stream: TextIO) -> None:
+    stream.write(json.dumps(document(report), indent=2, ensure_ascii=False) + "\n")
+
+
+def render_statistics(report: Report, stream: TextIO) -> None:
+    rows = [{"code": code, "name": name, "severity": sev, "count": n}
+            for code, name, sev, n in statistics_rows(report.diagnostics)]
+    stream.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
