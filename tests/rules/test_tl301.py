@@ -15,7 +15,26 @@ from tests.rules.conftest import expected, lint
 CODE = "TL301"
 
 
-def check(tmp_path, files, config=None):
+# TL301 is about transformer training: hand-written loops are judged only in a project
+# that builds or loads a transformer. Unless a case says otherwise, one sits beside it.
+TRANSFORMER_MODEL = """
+    from torch import nn
+
+
+    class Encoder(nn.Module):
+        def __init__(self, d_model=64):
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(d_model, 4, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2)
+
+        def forward(self, x):
+            return self.encoder(x)
+"""
+
+
+def check(tmp_path, files, config=None, transformer=True):
+    if transformer and "transformer_model.py" not in files:
+        files = {**files, "transformer_model.py": TRANSFORMER_MODEL}
     assert lint(tmp_path, files, [CODE], config=config) == expected(files, CODE)
 
 
@@ -422,7 +441,12 @@ def test_lightning_trainer_needs_a_transformer_in_the_project(tmp_path):
 
 
         pl.Trainer(max_epochs=3).fit(Regressor())
-    """})
+    """}, transformer=False)
+
+
+def test_raw_loop_of_a_non_transformer_project_is_not_flagged(tmp_path):
+    source = RAW_LOOP.replace("{clip}", "pass").replace("{marker}", "")
+    check(tmp_path, {"train.py": source}, transformer=False)
 
 
 def test_lightning_transformer_in_an_imported_file(tmp_path):

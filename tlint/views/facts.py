@@ -8,7 +8,7 @@ decided on the facts of related files. Kinds so far:
   collator, `pad_sequence`, `F.pad` on ids, `tokenizer.pad`).
 - `transformer`: the file builds or loads a transformer (imports `transformers`, uses a
   `torch.nn` transformer/attention module or `scaled_dot_product_attention`, or defines an
-  attention/transformer class).
+  attention/transformer class and computes a softmax).
 - `warmup`: the file sets up a learning-rate warmup (see `views.training.warmup_sites`).
 
 Adding a kind: write an extractor below and list it in `EXTRACTORS`.
@@ -109,6 +109,10 @@ def transformer_sites(ctx):
         if index.qualify(call.func) in TRANSFORMER_MODULES:
             yield call
             return
+    # A class named like attention/transformer counts only with attention arithmetic in
+    # the file (a softmax): `TransformerNet` of neural style transfer is a CNN.
+    if not any(last_name(call.func) == "softmax" for call in index.calls):
+        return
     for cls in index.classes:
         lowered = cls.name.value.lower()
         if any(word in lowered for word in _TRANSFORMER_CLASS_WORDS):
