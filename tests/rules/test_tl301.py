@@ -34,7 +34,9 @@ TRANSFORMER_MODEL = """
 
 def check(tmp_path, files, config=None, transformer=True):
     if transformer and "transformer_model.py" not in files:
-        files = {**files, "transformer_model.py": TRANSFORMER_MODEL}
+        # the entry point builds the transformer and imports the training code
+        imports = "".join(f"    import {name[:-3]}\n" for name in files if name.endswith(".py"))
+        files = {**files, "transformer_model.py": imports + TRANSFORMER_MODEL}
     assert lint(tmp_path, files, [CODE], config=config) == expected(files, CODE)
 
 

@@ -60,7 +60,7 @@ class MissingGradClipping(Rule):
             ctx.report(step.node, "the optimiser steps without gradient clipping in this training loop; "
                        "clip between backward() and step(), e.g. "
                        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
-                       when=ProjectCondition(any_of=("transformer",)))
+                       when=ProjectCondition(any_of=("transformer",), scope="imports"))
 
     def _check_training_arguments(self, ctx, view: TrainingView) -> None:
         for call in view.training_arguments:
@@ -89,7 +89,7 @@ class MissingGradClipping(Rule):
                 node = arg
             ctx.report(node, "Lightning Trainer without gradient_clip_val never clips the transformer's "
                        "gradients; pass gradient_clip_val=1.0",
-                       when=ProjectCondition(any_of=("transformer",)))
+                       when=ProjectCondition(any_of=("transformer",), scope="imports"))
 
     @staticmethod
     def _module_clips_itself(view: TrainingView) -> bool:

@@ -115,7 +115,7 @@ def transformer_sites(ctx):
         return
     for cls in index.classes:
         lowered = cls.name.value.lower()
-        if any(word in lowered for word in _TRANSFORMER_CLASS_WORDS):
+        if "graph" not in lowered and any(word in lowered for word in _TRANSFORMER_CLASS_WORDS):
             yield cls.name
             return
 
