@@ -5,13 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from tests.lintutil import found, lint_paths, lint_tree, write_tree
 from tlint.config import ConfigError, ConfigResolver, select_rules
-from tlint.rules.tl103_unused_mask_argument import UnusedMaskArgument
 
 UNUSED_MASK = textwrap.dedent(
     """\

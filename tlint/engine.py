@@ -106,9 +106,6 @@ class FileContext:
 
         return extract_facts(self)
 
-    def has_fact(self, kind: str) -> bool:
-        return any(k == kind for k, _, _ in self.facts)
-
 
 # --- reading and parsing ----------------------------------------------------------------
 

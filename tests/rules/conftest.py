@@ -12,6 +12,7 @@ import re
 import textwrap
 from pathlib import Path
 
+from tests.lintutil import found, write_tree
 from tlint.config import ConfigResolver
 from tlint.engine import Linter
 
@@ -33,21 +34,10 @@ def expected(files: dict[str, str], code: str) -> list[tuple[str, int, str]]:
 def lint(tmp_path: Path, files: dict[str, str], select: list[str], config: str | None = None) -> list[tuple[str, int, str]]:
     """Sorted (path relative to tmp_path, line, code) of the findings of the selected
     codes, plus TL003 (a rule that crashed must fail the test)."""
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_source(text), encoding="utf-8")
+    write_tree(tmp_path, {name: _source(text) for name, text in files.items()})
     if config is not None:
         (tmp_path / "pyproject.toml").write_text(_source(config), encoding="utf-8")
     result = Linter(ConfigResolver(fallback_root=tmp_path), jobs=1, select=select).run([tmp_path])
     wanted = set(select) | {"TL003"}
-    out = []
-    for diagnostic in result.diagnostics:
-        if diagnostic.code in wanted and not diagnostic.suppressed:
-            path = Path(diagnostic.path).resolve()
-            try:
-                path = path.relative_to(tmp_path.resolve())
-            except ValueError:
-                pass
-            out.append((path.as_posix(), diagnostic.range.start.line, diagnostic.code))
-    return sorted(out)
+    kept = [d for d in result.diagnostics if d.code in wanted and not d.suppressed]
+    return sorted(found(kept, tmp_path))

@@ -47,9 +47,6 @@ class Rule:
     summary: ClassVar[str]
     default_enabled: ClassVar[bool] = True
     options: ClassVar[dict[str, Any]] = {}
-    # Identifiers or words that must appear in a file's text for the rule to find
-    # anything there (an empty tuple: always run). Used to skip work, never to decide.
-    tokens: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         merged = dict(type(self).options)

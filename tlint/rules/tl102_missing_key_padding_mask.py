@@ -3,7 +3,6 @@ its padding-mask argument inside a forward that has a padding mask (or a padded 
 
 from __future__ import annotations
 
-import libcst as cst
 
 from tlint.cst import get_arg, positional_count, has_star_kwargs, snake_parts
 from tlint.rules.base import ProjectCondition, Rule

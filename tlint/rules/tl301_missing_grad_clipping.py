@@ -29,7 +29,6 @@ class MissingGradClipping(Rule):
     summary = "A training loop, `TrainingArguments` or Lightning `Trainer` that never clips gradients."
     # Extra functions (qualified, e.g. "mylib.train.clip_gradients") that clip gradients.
     options = {"clip-functions": []}
-    tokens = ("backward", "Arguments", "Config", "Trainer")
 
     def check(self, ctx) -> None:
         view: TrainingView = ctx.training

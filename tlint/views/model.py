@@ -12,7 +12,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from tlint.cst import dotted_name, get_arg, last_name, literal_value, snake_parts, walk
+from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
 
 NORM_CLASSES = frozenset(
     {"torch.nn.LayerNorm", "torch.nn.RMSNorm", "torch.nn.GroupNorm", "torch.nn.BatchNorm1d",
