@@ -89,6 +89,15 @@ class FileContext:
         self.reports.append((self._rule, Report(node, message, fix, when)))
 
     @cached_property
+    def is_test_file(self) -> bool:
+        """`test_*.py`, `*_test.py`, `conftest.py`, or a file under a `tests`/`test` folder:
+        code that exercises training code rather than training (rules may skip it)."""
+        name = self.path.name
+        parts = {p.lower() for p in self.path.parts[:-1]}
+        return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+                or bool(parts & {"tests", "test", "testing"}))
+
+    @cached_property
     def models(self):
         from tlint.views.model import ModelView
 

@@ -35,7 +35,7 @@ TRANSFORMER_MODEL = """
 def check(tmp_path, files, config=None, transformer=True):
     if transformer and "transformer_model.py" not in files:
         # the entry point builds the transformer and imports the training code
-        imports = "".join(f"    import {name[:-3]}\n" for name in files if name.endswith(".py"))
+        imports = "".join(f"    import {name[:-3].replace('/', '.')}\n" for name in files if name.endswith(".py"))
         files = {**files, "transformer_model.py": imports + TRANSFORMER_MODEL}
     assert lint(tmp_path, files, [CODE], config=config) == expected(files, CODE)
 
@@ -614,3 +614,10 @@ def test_accelerate_deepspeed_plugin_from_the_launch_config(tmp_path):
                 optimizer.step()
                 optimizer.zero_grad()
     """})
+
+
+@pytest.mark.parametrize("name", ["tests/test_optim.py", "test_train.py", "train_test.py", "testing/loop.py"])
+def test_test_files_are_not_judged(tmp_path, name):
+    source = RAW_LOOP.replace("{clip}", "pass").replace("{marker}", "")
+    check(tmp_path, {name: source})
+    check(tmp_path / "control", {name.replace("test", "run"): source.replace("optimizer.step()  ", "optimizer.step()  # expect: TL301")})

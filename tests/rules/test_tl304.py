@@ -537,3 +537,21 @@ def test_lightning_hparams_default(tmp_path):
                 scheduler = get_linear_schedule_with_warmup(optimizer, self.hparams.warmup_steps, 10_000)
                 return [optimizer], [scheduler]
     """})
+
+
+def test_test_files_are_not_judged(tmp_path):
+    from tests.rules.conftest import lint
+
+    source = """
+        import torch
+        from transformers import AutoModel
+
+
+        def test_adamw_step():
+            model = AutoModel.from_pretrained("tiny")
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            model(**{"input_ids": torch.ones(1, 4, dtype=torch.long)}).last_hidden_state.sum().backward()
+            optimizer.step()
+    """
+    assert lint(tmp_path, {"tests/test_models.py": source}, ["TL304"]) == []
+    assert lint(tmp_path / "x", {"train.py": source}, ["TL304"]) == [("train.py", 7, "TL304")]

@@ -27,6 +27,8 @@ class MissingWarmup(Rule):
     }
 
     def check(self, ctx) -> None:
+        if ctx.is_test_file:  # unit tests of optimisers and models are not training runs
+            return
         view: TrainingView = ctx.training
         reported: set[int] = set()
         for site in view.optimizers:
