@@ -403,3 +403,23 @@ def test_tokenizers_library_enable_padding_makes_encodes_padded(tmp_path):
     """)
     line = len(src.splitlines())
     assert lint(tmp_path, {"s.py": src}) == {("s.py", line, CODE)}
+
+
+DIFFUSION_STEP = """
+    {imports}
+    from transformers import CLIPTextModel, CLIPTokenizer
+
+
+    def encode_prompts(prompts):
+        tokenizer = CLIPTokenizer.from_pretrained("openai/clip-vit-large-patch14")
+        text_encoder = CLIPTextModel.from_pretrained("openai/clip-vit-large-patch14")
+        batch = tokenizer(prompts, padding="max_length", truncation=True, return_tensors="pt")
+        return text_encoder(batch["input_ids"])[0]
+"""
+
+
+def test_diffusion_text_encoder_convention(tmp_path):
+    with_diffusers = DIFFUSION_STEP.replace("{imports}", "from diffusers import UNet2DConditionModel")
+    without = DIFFUSION_STEP.replace("{imports}", "import torch")
+    assert lint(tmp_path / "a", {"train_dreambooth.py": with_diffusers}) == set()
+    assert lint(tmp_path / "b", {"encode.py": without}) == {("encode.py", 9, CODE)}

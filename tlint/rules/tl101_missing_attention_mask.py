@@ -125,6 +125,7 @@ class MissingAttentionMask(Rule):
         model_vars, maskless = self._model_variables(ctx)
         ids_names = self._ids_variables(index)
         model_words = _MODEL_WORDS | {name.lower() for name in self.options["model-names"]}
+        diffusion = index.imports.imports_module("diffusers")
         for call in index.calls:
             func = call.func
             receiver = func
@@ -133,6 +134,8 @@ class MissingAttentionMask(Rule):
             name = last_name(receiver)
             if name is None or name in maskless:
                 continue
+            if diffusion and "text_encoder" in name:
+                continue  # diffusion pipelines condition on CLIP's unmasked, max-length-padded text
             if name not in model_vars and not (set(snake_parts(name)) & model_words):
                 continue
             if isinstance(func, cst.Attribute) and func is not receiver and func.attr.value not in _MODEL_METHODS:
