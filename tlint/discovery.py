@@ -3,7 +3,6 @@ named files are always linted."""
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from dataclasses import dataclass
@@ -152,6 +151,4 @@ def _excluded(path: Path, settings) -> bool:
         rel = path.resolve().relative_to(settings.root).as_posix()
     except ValueError:
         rel = path.name
-    if settings.is_excluded(rel):
-        return True
-    return any(fnmatch.fnmatchcase(path.name, p.rstrip("/")) for p in settings.exclude)
+    return settings.is_excluded(rel)
