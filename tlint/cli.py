@@ -17,7 +17,7 @@ from pathlib import Path
 from tlint import __version__
 
 SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp")
-NOT_IMPLEMENTED = ("verify", "scan-data", "lsp")
+NOT_IMPLEMENTED = ("scan-data", "lsp")
 CHECK_FORMATS = ("text", "json", "github", "lsp", "sarif", "junit")
 PLANNED_FORMATS = ("sarif", "junit")
 STDIN_NAME = "-"
@@ -92,10 +92,41 @@ def build_parser() -> _Parser:
     rule.add_argument("--format", choices=("text", "json"), default="text")
     rule.set_defaults(handler=_rule)
 
-    for name, what in (("verify", "run the runtime verifier"), ("scan-data", "scan a dataloader's batches"),
+    _add_verify_parser(sub)
+
+    for name, what in (("scan-data", "scan a dataloader's batches"),
                        ("lsp", "serve diagnostics to an editor over stdio")):
         sub.add_parser(name, help=f"{what} (not implemented yet)", add_help=False)
     return parser
+
+
+def _add_verify_parser(sub) -> None:
+    verify = sub.add_parser("verify", help="run the model on real tensors: probes, and verdicts on findings")
+    verify.add_argument("--model", metavar="PKG.MOD:FACTORY", help="callable returning the nn.Module (or the class)")
+    verify.add_argument("--model-kwargs", metavar="JSON", help="keyword arguments of the factory, a JSON object")
+    for flag, what in (("--seq-len", "tokens per sequence"), ("--batch-size", "sequences per batch"),
+                       ("--vocab-size", "vocabulary size (default: the first nn.Embedding's)"),
+                       ("--pad-token-id", "the pad token id (default 0)"), ("--seed", "seed of every probe")):
+        verify.add_argument(flag, type=int, metavar="N", help=what)
+    verify.add_argument("--causal", action=argparse.BooleanOptionalAction, default=None,
+                        help="the model is causal (default: inferred from its class name and causal-names)")
+    verify.add_argument("--padding-side", choices=("right", "left"), help="where probes put padding")
+    verify.add_argument("--call", metavar="STYLE", help='how forward is called: "ids,mask", '
+                        '"input_ids,attention_mask", "src,src_key_padding_mask", "ids" or an adapter pkg.mod:call')
+    verify.add_argument("--device", metavar="DEVICE", help="cpu (default) or cuda")
+    verify.add_argument("--timeout", type=float, metavar="SECONDS", help="limit for the whole run (default 600)")
+    verify.add_argument("--format", choices=("text", "json"), default="text")
+    verify.add_argument("--probe", action="append", metavar="NAME", help="run only this probe (repeatable)")
+    verify.add_argument("--list-probes", action="store_true", help="list the probes and exit")
+    verify.add_argument("--config", type=Path, metavar="FILE", help="use this config file")
+    verify.add_argument("--verbose", "-v", action="store_true", help="show the model process's output")
+    verify.set_defaults(handler=_verify)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from tlint.verify.command import run
+
+    return run(args)
 
 
 def main(argv: list[str] | None = None) -> int:

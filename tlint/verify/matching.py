@@ -1,0 +1,160 @@
+"""Static findings meet probe results: lint the model's source files and give each finding
+a verdict — `confirmed`, `not-reproduced` or `not-checkable` — with the reason.
+
+A finding belongs to the model when it sits in a class the model instantiates (matched by
+file and line range), or, for call-site rules (TL101), in a file next to the model's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Which probe can confirm which rule (verifier.md "confirms", rules.md "probe").
+PROBES_OF_RULE: dict[str, tuple[str, ...]] = {
+    "TL101": ("mask-leak", "padding-equivalence"), "TL102": ("mask-leak", "padding-equivalence"),
+    "TL103": ("mask-leak",), "TL112": ("nan-trace",), "TL201": ("depth-growth",), "TL202": ("depth-growth",),
+    "TL203": ("depth-growth", "grad-flow"), "TL204": ("batch-coupling", "position-blind", "padding-equivalence"),
+    "TL205": ("position-blind", "grad-flow"), "TL207": ("causal-leak",), "TL208": ("attention-entropy",),
+    "TL209": ("attention-entropy",), "TL210": ("nan-trace",), "TL211": ("init-stats",),
+    "TL212": ("causal-leak", "batch-coupling"), "TL301": ("warmup-ab",), "TL304": ("warmup-ab",),
+    "TL307": ("warmup-ab",),
+}
+DATA_SCAN_RULES = {"TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL110", "TL111", "TL206"}
+CALL_SITE_RULES = {"TL101"}
+
+
+@dataclass
+class ModelClass:
+    name: str
+    file: Path
+    start: int
+    end: int
+    paths: list[str]
+
+
+def model_classes(result: dict[str, Any]) -> list[ModelClass]:
+    return [ModelClass(c["name"], Path(c["file"]), c["start"], c["end"], c["paths"]) for c in result["classes"]]
+
+
+def source_files(classes: list[ModelClass], roots: list[Path]) -> list[Path]:
+    """The user's files among those defining the model's classes (not torch's)."""
+    files = {c.file for c in classes if _inside(c.file, roots)}
+    return sorted(files)
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def lint(files: list[Path], classes: list[ModelClass]):
+    """Diagnostics of the model's files, plus call-site findings in the files beside them."""
+    from tlint.config import ConfigResolver
+    from tlint.engine import Linter
+
+    folders = {f.parent for f in files}
+    siblings = sorted({p.resolve() for folder in folders for p in folder.glob("*.py")} - set(files))
+    result = Linter(ConfigResolver(), jobs=1).run(files + siblings)
+    model_files = {str(f) for f in files}
+    kept = []
+    for diag in result.diagnostics:
+        if diag.suppressed:
+            continue
+        path = str(Path(diag.path).resolve())
+        if path in model_files or diag.code in CALL_SITE_RULES:
+            kept.append(diag)
+    return kept
+
+
+def verdicts(diagnostics, classes: list[ModelClass], probes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_name = {p["probe"]: p for p in probes}
+    out = []
+    for diag in diagnostics:
+        owner = _owner(diag, classes)
+        if owner is not None and not owner.paths and diag.code not in CALL_SITE_RULES:
+            continue  # a class of the same file that this model does not use
+        verdict, probe, reason = _verdict(diag, classes, by_name)
+        entry = {"code": diag.code, "path": diag.path, "range": diag.range.to_json(), "verdict": verdict,
+                 "probe": probe, "reason": reason}
+        out.append(entry)
+    return out
+
+
+def _owner(diag, classes: list[ModelClass]) -> ModelClass | None:
+    path = Path(diag.path).resolve()
+    line = diag.range.start.line
+    inside = [c for c in classes if c.file == path and c.start <= line <= c.end]
+    return min(inside, key=lambda c: c.end - c.start) if inside else None
+
+
+def _verdict(diag, classes: list[ModelClass], probes: dict[str, dict]) -> tuple[str, str | None, str]:
+    wanted = PROBES_OF_RULE.get(diag.code, ())
+    if diag.code in DATA_SCAN_RULES:
+        return "not-checkable", None, "checked by the data scan, which is not built yet"
+    if not wanted:
+        return "not-checkable", None, f"no runtime probe can test {diag.code}"
+    owner = _owner(diag, classes)
+    ran = [probes[name] for name in wanted if name in probes]
+    if not ran:
+        return "not-checkable", wanted[0], f"needs the {' or '.join(wanted)} probe, not run (not built yet or not selected)"
+    if diag.code == "TL101":
+        return _unmasked_call(probes.get("mask-leak"))
+    if "mask-leak" in wanted and owner is not None:
+        own = _own_leak(probes.get("mask-leak"), owner)
+        if own is not None:
+            return own
+    for result in ran:
+        if result["status"] == "fail":
+            return "confirmed", result["probe"], _because(result, owner)
+    passed = [r for r in ran if r["status"] == "pass"]
+    if passed:
+        result = passed[0]
+        return "not-reproduced", result["probe"], (f"{result['probe']} passes: {result['figure']} within "
+                                                   f"{result['tolerance']} ({result['unit']})")
+    return "not-checkable", ran[0]["probe"], "; ".join(f"{r['probe']} skipped: {r['detail']}" for r in ran)
+
+
+def _because(result: dict, owner: ModelClass | None) -> str:
+    reason = f"{result['probe']} fails: {result['figure']} > {result['tolerance']} ({result['unit']})"
+    module = result.get("module")
+    if module and owner is not None:
+        if any(module == p or module.startswith(p + ".") for p in owner.paths if p != "(model)"):
+            return f"{reason}; it first shows in `{module}`, an instance of {owner.name}"
+        return f"{reason}; it first shows in `{module}` (the share of {owner.name} is not isolated)"
+    return reason
+
+
+def _own_leak(mask_leak: dict | None, owner: ModelClass) -> tuple[str, str, str] | None:
+    """The flagged class's instances tested on their own: noise at pad positions of their
+    hidden-state inputs, masks unchanged (None when no instance takes such inputs)."""
+    if mask_leak is None or mask_leak["status"] == "skip":
+        return None
+    own = mask_leak.get("extra", {}).get("own", {})
+    figures = {path: own[path] for path in owner.paths if path in own}
+    if not figures:
+        return None
+    path, figure = max(figures.items(), key=lambda item: item[1])
+    tolerance = mask_leak["tolerance"]
+    if figure > tolerance:
+        return "confirmed", "mask-leak", (f"`{path}` ({owner.name}) leaks on its own: noise at pad positions of "
+                                          f"its input moves its output at real positions by {figure:.4g} "
+                                          f"(> {tolerance}, relative to its output's RMS)")
+    overall = "" if mask_leak["status"] == "pass" else f"; the model's leak comes from `{mask_leak['module']}`"
+    return "not-reproduced", "mask-leak", (f"{owner.name} does not leak on its own: noise at pad positions of its "
+                                           f"input moves its output at real positions by {figure:.4g} "
+                                           f"(within {tolerance}){overall}")
+
+
+def _unmasked_call(mask_leak: dict | None) -> tuple[str, str, str]:
+    """TL101 replays the flagged call: ids without a mask."""
+    if mask_leak is None:
+        return "not-checkable", "mask-leak", "mask-leak was not run"
+    figure = mask_leak.get("extra", {}).get("unmasked")
+    if figure is None:
+        return "not-checkable", "mask-leak", "forward cannot be called with ids alone, as the flagged call does"
+    tolerance = mask_leak["tolerance"]
+    if figure > tolerance:
+        return "confirmed", "mask-leak", (f"called with ids alone, as at this call site, real positions change "
+                                          f"by {figure:.4g} (> {tolerance}) when only pad tokens change")
+    return "not-reproduced", "mask-leak", (f"called with ids alone, real positions change by {figure:.4g} "
+                                           f"(within {tolerance}): pad tokens do not leak")

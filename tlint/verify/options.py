@@ -1,0 +1,141 @@
+"""The verifier's settings: `[tool.tlint.verify]` merged with command-line flags (flags win),
+checked here, before any user code runs. Standard library only (no torch)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The probes built so far, in the order they run and are reported (verifier.md's priority).
+PROBES = {
+    "mask-leak": "do padded positions leak into real positions?",
+    "causal-leak": "does position t see tokens after t?",
+    "nan-trace": "where do NaN/Inf first appear (one sequence fully padded)?",
+    "position-blind": "does the model know token order?",
+    "batch-coupling": "is each sample independent of the others and of the batch size?",
+    "grad-flow": "does every trainable parameter get a gradient?",
+    "init-stats": "are parameters initialised sensibly (std bands, constants, duplicates, loss at init)?",
+    "attention-entropy": "are attention rows saturated at init (or not normalised over the keys)?",
+    "depth-growth": "is the residual stream (and its gradient) stable with depth?",
+    "padding-equivalence": "does a sequence give the same outputs padded (right, left) and unpadded?",
+}
+# Built-in `call` styles: how forward is called, and the mask convention each one uses.
+CALL_STYLES = {
+    "ids,mask": "model(ids, mask), mask long 1 = keep, 0 = pad",
+    "input_ids,attention_mask": "model(input_ids=ids, attention_mask=mask), mask long 1 = keep, 0 = pad",
+    "src,src_key_padding_mask": "model(src, src_key_padding_mask=mask), mask bool True = pad (ignore)",
+    "ids": "model(ids), no mask",
+}
+ADAPTER_NOTE = "adapter(model, ids, mask), mask long 1 = keep, 0 = pad"
+FORMATS = ("text", "json")
+_DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+
+
+class OptionsError(Exception):
+    """A wrong setting (config or flag): one paragraph, exit 2."""
+
+    def __init__(self, message: str, kind: str = "config") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class VerifyOptions:
+    """Everything the child process needs; sent to it as JSON."""
+
+    model: str
+    root: str                      # the config's folder (or the working directory): import root
+    python_path: list[str] = field(default_factory=list)   # absolute extra import roots
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    vocab_size: int | None = None
+    pad_token_id: int = 0
+    seq_len: int = 16
+    batch_size: int = 4
+    causal: bool | None = None     # None: inferred from the model's class name (causal-names)
+    causal_names: list[str] = field(default_factory=list)
+    call: str | None = None        # None: chosen from forward's signature, trying each style
+    padding_side: str = "right"
+    device: str = "cpu"
+    seed: int = 0
+    timeout: float = 600.0
+    probes: list[str] = field(default_factory=lambda: list(PROBES))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> VerifyOptions:
+        return cls(**json.loads(text))
+
+
+# (config key, attribute, type check, what it must be)
+_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
+_POS_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer")
+_NUMBER = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a positive number")
+_BOOL = (lambda v: isinstance(v, bool), "true or false")
+_STR = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
+_TABLE = (lambda v: isinstance(v, dict), "a table of keyword arguments")
+_STR_LIST = (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings")
+_KEYS = {
+    "model": ("model", _STR), "model-kwargs": ("model_kwargs", _TABLE), "vocab-size": ("vocab_size", _POS_INT),
+    "pad-token-id": ("pad_token_id", _INT), "seq-len": ("seq_len", _POS_INT), "batch-size": ("batch_size", _POS_INT),
+    "causal": ("causal", _BOOL), "call": ("call", _STR), "padding-side": ("padding_side", _STR),
+    "device": ("device", _STR), "seed": ("seed", _INT), "timeout": ("timeout", _NUMBER),
+    "python-path": ("python_path", _STR_LIST),
+}
+
+
+def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags: dict[str, Any],
+            causal_names: tuple[str, ...] = ()) -> VerifyOptions:
+    """Merge `[tool.tlint.verify]` (`config`, read from `config_path`) with the flags that
+    were given (`flags`: config key -> value, None for absent), check every value."""
+    where = f"{config_path}: " if config_path else ""
+    values: dict[str, Any] = {}
+    for key, value in config.items():
+        if key in _KEYS:
+            attr, (ok, what) = _KEYS[key]
+            if not ok(value):
+                raise OptionsError(f"{where}`{key}` in [tool.tlint.verify] must be {what}, got {value!r}")
+            values[attr] = value
+    for key, value in flags.items():
+        if value is None:
+            continue
+        attr, (ok, what) = _KEYS[key]
+        if not ok(value):
+            raise OptionsError(f"--{key} must be {what}, got {value!r}", kind="usage")
+        values[attr] = value
+    if "model" not in values:
+        raise OptionsError(
+            "no model to verify: give `--model pkg.module:factory` or set `model = \"pkg.module:factory\"` in "
+            "[tool.tlint.verify] (a callable returning a torch.nn.Module, or an nn.Module class; "
+            "`model-kwargs` are passed to it)", kind="usage")
+    for attr in ("model", "call"):
+        spec = values.get(attr)
+        if attr == "call" and (spec is None or spec in CALL_STYLES):
+            continue
+        if not _DOTTED.match(spec):
+            styles = ", ".join(f'"{s}"' for s in CALL_STYLES)
+            extra = f" or one of the built-in styles {styles}" if attr == "call" else ""
+            raise OptionsError(f"`{attr}` must be a dotted path `package.module:name`{extra}; got {spec!r}",
+                               kind="usage")
+    if values.get("padding_side", "right") not in ("right", "left"):
+        raise OptionsError(f"`padding-side` must be \"right\" or \"left\", got {values['padding_side']!r}",
+                           kind="usage")
+    if values.get("seq_len", 16) < 4:
+        raise OptionsError("`seq-len` must be at least 4 (the probes pad and permute within a sequence)",
+                           kind="usage")
+    values["python_path"] = [str((root / p).resolve()) for p in values.get("python_path", [])]
+    return VerifyOptions(root=str(root.resolve()), causal_names=list(causal_names), **values)
+
+
+def select_probes(names: list[str] | None) -> list[str]:
+    if not names:
+        return list(PROBES)
+    unknown = [n for n in names if n not in PROBES]
+    if unknown:
+        raise OptionsError(f"unknown probe `{unknown[0]}` (tlint verify --list-probes lists them: "
+                           f"{', '.join(PROBES)})", kind="usage")
+    return [n for n in PROBES if n in names]
