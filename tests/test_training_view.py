@@ -503,3 +503,81 @@ def test_warmup_sites_read_the_option(tmp_path):
     """
     assert list(warmup_sites(_ctx(source, tmp_path))) == []
     assert len(list(warmup_sites(_ctx(source, tmp_path, {"warmup-schedulers": ["mylib.ramp.install"]})))) == 1
+
+
+# --- queries added for TL302-TL316 ----------------------------------------------------------
+
+
+def test_scale_event_and_branch_exclusion():
+    view = view_of("""
+        def run(model, batch, optimizer, scaler, use_amp):
+            loss = model(**batch).loss
+            if use_amp:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+            else:
+                loss.backward()
+                optimizer.step()
+    """)
+    [loop] = view.loops
+    scale = loop.first("scale")
+    plain_backward = loop.of("backward")[1]
+    assert scale is not None and scale.excludes(plain_backward)
+    assert not scale.excludes(loop.of("backward")[0])
+    assert [code(view, view.optimizer_of(e)) for e in loop.of("optimizer_step")] == ["optimizer", "optimizer"]
+
+
+def test_origin_resolve_and_grad_disabled():
+    view = view_of("""
+        import torch
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+
+        @torch.no_grad()
+        def evaluate(model, x):
+            probs = model(x).softmax(-1)
+            return criterion(probs, x)
+
+        def train(model, x):
+            with torch.inference_mode():
+                a = model(x)
+            with torch.set_grad_enabled(False):
+                b = model(x)
+            return model(x)
+    """)
+    calls = {code(view, c): c for c in view.index.calls}
+    assert view.origin(calls["criterion(probs, x)"].func) == "torch.nn.CrossEntropyLoss"
+    probs = calls["criterion(probs, x)"].args[0].value
+    assert code(view, view.resolve(probs)) == "model(x).softmax(-1)"
+    disabled = [view.grad_disabled(c) for c in view.index.calls if code(view, c) == "model(x)"]
+    assert disabled == [True, True, True, False]
+
+
+def test_literals_of_infinity_and_callers():
+    view = view_of("""
+        import math
+
+        A = float("inf")
+        B = math.inf
+
+        def helper():
+            pass
+
+        def main():
+            helper()
+    """)
+    values = {a.targets[0].target.value: a.value for a in view.index.assignments}
+    assert view.literal(values["A"]) == float("inf") and view.literal(values["B"]) == float("inf")
+    [helper] = [f for f in view.index.functions if f.name.value == "helper"]
+    assert [code(view, c) for c in view.callers(helper)] == ["helper()"]
+
+
+def test_pretrained_tokenizer_is_not_a_model():
+    view = view_of("""
+        from transformers import AutoModel, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("gpt2")
+        model = AutoModel.from_pretrained("gpt2")
+    """)
+    assert [code(view, c) for c in view.calls_of("model")] == ['AutoModel.from_pretrained("gpt2")']

@@ -44,9 +44,13 @@ def canonical(name: str) -> str:
             return "lightning.pytorch." + last
     for prefix in _FLAT_PACKAGES:
         if name.startswith(prefix) and name.count(".") > 1:
-            last = name.rsplit(".", 1)[1]
-            if last != "functional":
-                return prefix + last
+            # `transformers.models.bert.modeling_bert.BertModel.from_pretrained` ->
+            # `transformers.BertModel.from_pretrained`; `transformers.optimization.get_scheduler`
+            # -> `transformers.get_scheduler`; `transformers.AutoTokenizer.from_pretrained` stays.
+            parts = name[len(prefix):].split(".")
+            first_class = next((i for i, part in enumerate(parts) if part[:1].isupper()), None)
+            kept = parts[first_class:] if first_class is not None else parts[-1:]
+            return prefix + ".".join(kept)
     return name
 
 

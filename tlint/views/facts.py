@@ -4,21 +4,45 @@ A fact is (kind, node, data). The engine turns the node into a range and keeps t
 of every file of the project; a rule's `ctx.report(..., when=ProjectCondition(...))` is
 decided on the facts of related files. Kinds so far:
 
-- `pads`: the file pads sequences (tokenizer call with truthy `padding=`, a padding
-  collator, `pad_sequence`, `F.pad` on ids, `tokenizer.pad`).
+- `pads`: the file pads sequences (tokenizer call with truthy `padding=` or
+  `pad_to_max_length=True`, a padding collator, `pad_sequence`, `F.pad` on ids,
+  `tokenizer.pad`, `torch.full(..., pad_id)`, `ids + [pad_id] * n`).
 - `transformer`: the file builds or loads a transformer (imports `transformers`, uses a
   `torch.nn` transformer/attention module or `scaled_dot_product_attention`, or defines an
   attention/transformer class and computes a softmax).
 - `warmup`: the file sets up a learning-rate warmup (see `views.training.warmup_sites`).
+- `masks-pad-labels`: the file keeps pad positions out of the loss (a label-masking
+  collator, a `-100` written into labels, a loss `ignore_index` other than -100).
+- `pad-labels-by-id`: label masking keyed on the pad *id* (`DataCollatorForLanguageModeling
+  (mlm=False)`, `labels == pad_token_id`, `ignore_index=tokenizer.pad_token_id`).
+- `distinct-pad`: a pad token of its own is added (`add_special_tokens({"pad_token": ...})`).
+- `feeds-training`: the file builds a `DataLoader` or a Hugging Face trainer.
+- `static-shapes`: the file imports `torch_xla` or `diffusers` (fixed-length text wanted).
+- `tokenizer`: a tokenizer built `from_pretrained`, with `checkpoint` (literal or None),
+  `options` (literal construction arguments), `dynamic` (options given non-literally),
+  `var`, `function`, `with_model` (the file loads a model from the same literal
+  checkpoint) and `test_file`.
+- `tokenizer-saved`: `save_pretrained(<literal folder>)`, with `folder`.
 
 Adding a kind: write an extractor below and list it in `EXTRACTORS`.
 """
 
 from __future__ import annotations
 
+import math
+
 import libcst as cst
 
-from tlint.cst import get_arg, last_name, literal_value, snake_parts
+from tlint.cst import (
+    dotted_name,
+    get_arg,
+    has_star_kwargs,
+    is_literal,
+    last_name,
+    literal_value,
+    snake_parts,
+    walk,
+)
 
 PADDING_COLLATORS = frozenset(
     {
@@ -33,6 +57,7 @@ PADDING_COLLATORS = frozenset(
 )
 PAD_SEQUENCE = frozenset({"torch.nn.utils.rnn.pad_sequence", "torch.nn.utils.rnn.pack_padded_sequence"})
 FUNCTIONAL_PAD = frozenset({"torch.nn.functional.pad"})
+FULL_TENSORS = frozenset({"torch.full", "torch.full_like"})
 TRANSFORMER_MODULES = frozenset(
     {
         "torch.nn.Transformer", "torch.nn.TransformerEncoder", "torch.nn.TransformerEncoderLayer",
@@ -61,7 +86,9 @@ def _tokenizer_variables(index) -> set[str]:
         cached = set()
         for node in index.assignments:
             if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
-                callee = index.call_name(node.value) or ""
+                func = node.value.func
+                # the class itself: `transformers.X.from_pretrained` folds to `transformers.from_pretrained`
+                callee = dotted_name(func.value if isinstance(func, cst.Attribute) else func) or ""
                 if "Tokenizer" in callee or "Processor" in callee:
                     for target in node.targets:
                         name = last_name(target.target)
@@ -88,16 +115,31 @@ def padding_sites(ctx):
         if isinstance(func, cst.Attribute) and func.attr.value in ("pad", "enable_padding") and tokenizer_like(index, func.value):
             yield call
             continue
-        padding = get_arg(call, "padding")
-        if padding is None:
+        if qualified in FULL_TENSORS or (isinstance(func, cst.Attribute) and func.attr.value == "new_full"):
+            fill = get_arg(call, "fill_value", 1)
+            if fill is not None and pad_id_like(fill.value):
+                yield call  # `torch.full((B, T), pad_id)`: a batch of ids pre-filled with padding
             continue
-        value = literal_value(padding.value, default=Ellipsis)
-        if value in _NO_PADDING or (isinstance(value, int) and not isinstance(value, bool)):
+        if not pads_in_call(call):
             continue
-        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value in (
-            "__call__", "batch_encode_plus", "encode_plus", "encode", "apply_chat_template") else func
+        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value in TOKENIZER_ENCODE_METHODS else func
         if tokenizer_like(index, receiver):
             yield call
+    if "pad" in ctx.text:
+        yield from _list_padding(index)
+
+
+def _list_padding(index):
+    """`ids + [pad_id] * (max_len - len(ids))`: padding a list of ids by hand."""
+    roots = [node.value for node in index.assignments if node.value is not None]
+    roots += [arg.value for call in index.calls for arg in call.args]
+    for root in roots:
+        for node in walk(root):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+                for side in (node.left, node.right):
+                    if isinstance(side, cst.List) and len(side.elements) == 1 and pad_id_like(side.elements[0].value):
+                        yield node
+                        return
 
 
 def transformer_sites(ctx):
@@ -126,9 +168,502 @@ def _warmup_sites(ctx):
     return warmup_sites(ctx)
 
 
-EXTRACTORS = (("pads", padding_sites), ("transformer", transformer_sites), ("warmup", _warmup_sites))
+# --- tokenizers, ids and labels (data-pipeline rules) -----------------------------------
+
+TOKENIZER_ENCODE_METHODS = frozenset({"__call__", "encode", "encode_plus", "batch_encode_plus", "apply_chat_template"})
+LABEL_MASKING_COLLATORS = frozenset(
+    {
+        "transformers.DataCollatorForLanguageModeling",
+        "transformers.DataCollatorForSeq2Seq",
+        "transformers.DataCollatorForWholeWordMask",
+        "transformers.DataCollatorForPermutationLanguageModeling",
+        "trl.DataCollatorForCompletionOnlyLM",
+    }
+)
+DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_TOKENIZER_WORDS = ("tokenizer", "tokenizers", "tokeniser", "tok", "tknzr", "processor")
+_NONFINITE_NAMES = {
+    "math.inf": math.inf, "math.nan": math.nan, "numpy.inf": math.inf, "numpy.Inf": math.inf,
+    "numpy.PINF": math.inf, "numpy.NINF": -math.inf, "numpy.nan": math.nan, "numpy.NaN": math.nan,
+    "numpy.NAN": math.nan, "torch.inf": math.inf, "torch.nan": math.nan,
+}
+TOKENIZER_OPTIONS = ("padding_side", "truncation_side", "model_max_length", "do_lower_case", "add_prefix_space",
+                     "use_fast")
+
+
+def tokenizer_object(index, expr: cst.BaseExpression | None) -> bool:
+    """Is `expr` a tokenizer object (`tokenizer`, `self.tok`, a variable assigned from a
+    `*Tokenizer*` class)? Stricter than `tokenizer_like`: `tokens`, `tokenize` are not."""
+    name = last_name(expr)
+    if name is None:
+        return False
+    if any(p in _TOKENIZER_WORDS or p.startswith("tokenizer") for p in snake_parts(name)):
+        return True
+    return name in _tokenizer_variables(index)
+
+
+def tokenizer_encode_calls(index) -> list[cst.Call]:
+    """Calls that encode text with a tokenizer: `tokenizer(texts, ...)`, `self.tok(...)`,
+    `tokenizer.encode_plus(...)`. A local function (`tokenize(batch)`) is a wrapper, not one."""
+    cached = getattr(index, "_tokenizer_encode_calls", None)
+    if cached is None:
+        cached = []
+        for call in index.calls:
+            func = call.func
+            receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value in TOKENIZER_ENCODE_METHODS else func
+            if isinstance(receiver, cst.Name) and receiver.value in index.functions_by_name:
+                continue
+            if tokenizer_object(index, receiver):
+                cached.append(call)
+        index._tokenizer_encode_calls = cached
+    return cached
+
+
+def pads_in_call(call: cst.Call) -> bool:
+    """The call asks for padding: truthy `padding=` (not `False`/`"do_not_pad"`/an int), or
+    the legacy `pad_to_max_length=True`."""
+    legacy = get_arg(call, "pad_to_max_length")
+    if legacy is not None and literal_value(legacy.value, default=True) not in _NO_PADDING:
+        return True
+    padding = get_arg(call, "padding")
+    if padding is None:
+        return False
+    value = literal_value(padding.value, default=Ellipsis)
+    return not (value in _NO_PADDING or (isinstance(value, int) and not isinstance(value, bool)))
+
+
+def nonfinite_value(index, expr: cst.BaseExpression | None) -> float | None:
+    """NaN or ±inf written as a literal (`float("nan")`, `-math.inf`, `np.nan`), else None."""
+    if expr is None:
+        return None
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        inner = nonfinite_value(index, expr.expression)
+        return None if inner is None else (-inner if isinstance(expr.operator, cst.Minus) else inner)
+    value = literal_value(expr, default=None)
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    return _NONFINITE_NAMES.get(index.qualify(expr) or "")
+
+
+def pad_id_like(expr: cst.BaseExpression | None) -> bool:
+    """`tokenizer.pad_token_id`, `pad_id`, `PAD_IDX`, `self.padding_idx`: a pad token id."""
+    name = last_name(expr)
+    if name is None:
+        return False
+    parts = snake_parts(name)
+    return any(p.startswith("pad") for p in parts) and any(p in ("id", "idx", "index", "ids") for p in parts)
+
+
+def eos_like(expr: cst.BaseExpression | None) -> bool:
+    """`tokenizer.eos_token`, `eos_token_id`, `config.eos_token_id`."""
+    name = last_name(expr)
+    return name is not None and "eos" in snake_parts(name)
+
+
+def module_constant(index, expr: cst.BaseExpression | None):
+    """A literal, or a module-level name assigned a literal exactly once; else Ellipsis."""
+    value = literal_value(expr, default=Ellipsis)
+    if value is not Ellipsis or not isinstance(expr, cst.Name):
+        return value
+    constants = getattr(index, "_module_constants", None)
+    if constants is None:
+        constants, seen = {}, set()
+        for stmt in index.module.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                        name = small.targets[0].target.value
+                        if name in seen:
+                            constants.pop(name, None)
+                        else:
+                            seen.add(name)
+                            constants[name] = literal_value(small.value, default=Ellipsis)
+        index._module_constants = constants
+    return constants.get(expr.value, Ellipsis)
+
+
+# ids and labels: shared by TL101 (unpadded ids) and TL106 (labels copied from ids)
+
+_TENSOR_METHODS = {"to", "cuda", "cpu", "long", "int", "unsqueeze", "view", "reshape", "clone", "detach"}
+# torch constructors whose ids can hold no padding when built from literals or at random
+_LITERAL_TENSORS = {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.IntTensor"}
+_SYNTHETIC_TENSORS = {"torch.randint", "torch.arange"}
+
+
+def ids_expression(expr: cst.BaseExpression, ids_names: set[str]) -> bool:
+    """`batch["input_ids"]`, `enc.input_ids`, or a name holding input ids."""
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        index = expr.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+            return index.value.evaluated_value == "input_ids"
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value == "input_ids"
+    if isinstance(expr, cst.Name):
+        return expr.value in ids_names or expr.value == "input_ids"
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("to", "cuda"):
+        return ids_expression(expr.func.value, ids_names)
+    return False
+
+
+def ids_variables(index) -> set[str]:
+    """Local names assigned input ids (`ids = batch["input_ids"]`)."""
+    cached = getattr(index, "_ids_variables", None)
+    if cached is None:
+        cached = set()
+        for node in index.assignments:
+            if isinstance(node, cst.Assign) and ids_expression(node.value, set()):
+                cached.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+        index._ids_variables = cached
+    return cached
+
+
+def _literal_data(expr: cst.BaseExpression) -> bool:
+    """A (nested) list/tuple of literal numbers: `[[0, 2, 3, 1]]`."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return all(_literal_data(el.value) for el in expr.elements if not isinstance(el, cst.StarredElement))
+    return is_literal(expr)
+
+
+def enables_padding(index) -> bool:
+    """`tok.enable_padding(...)` (the `tokenizers` library): later encodes pad by default."""
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "enable_padding" for c in index.calls)
+
+
+def unpadded_ids(index, expr: cst.BaseExpression, scope, depth: int = 0) -> bool:
+    """Is `expr` provably unpadded ids: a tokenizer call without (truthy) padding, synthetic
+    ids (`torch.randint`, a literal `torch.tensor([[...]])`), or a local variable every
+    assignment of which is one of those? (Taken from it by `["input_ids"]`/`.input_ids`,
+    moved with `.to(device)`, … .)"""
+    if depth > 4:
+        return False
+    while True:
+        func = expr.func if isinstance(expr, cst.Call) else None
+        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
+            expr = func.value
+        elif isinstance(expr, cst.Subscript) or (isinstance(expr, cst.Attribute) and expr.attr.value == "input_ids"):
+            expr = expr.value
+        else:
+            break
+    if isinstance(expr, cst.Call):
+        qualified = index.qualify(expr.func)
+        if qualified in _SYNTHETIC_TENSORS:
+            return True
+        if qualified in _LITERAL_TENSORS:
+            return bool(expr.args) and _literal_data(expr.args[0].value)
+        func = expr.func
+        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value in TOKENIZER_ENCODE_METHODS else func
+        if not tokenizer_like(index, receiver) or enables_padding(index):
+            return False
+        padding = get_arg(expr, "padding")
+        return padding is None or literal_value(padding.value, default=Ellipsis) in _NO_PADDING
+    if isinstance(expr, cst.Name):
+        return _unpadded_name(index, expr.value, scope, depth)
+    return False
+
+
+def _unpadded_name(index, name: str, scope, depth: int) -> bool:
+    """Every binding of `name` in `scope` is an unpadded source (and there is one)."""
+    if isinstance(scope, cst.FunctionDef):
+        params = scope.params
+        if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+            return False
+    values = []
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    for node in walk(body, into_functions=False):
+        if isinstance(node, (cst.For, cst.CompFor)):
+            if any(isinstance(n, cst.Name) and n.value == name for n in walk(node.target)):
+                return False
+        elif isinstance(node, (cst.WithItem, cst.NamedExpr)):
+            if isinstance(node, cst.WithItem):
+                target = node.asname.name if node.asname else None
+            else:
+                target = node.target
+            if target is not None and any(isinstance(n, cst.Name) and n.value == name for n in walk(target)):
+                return False
+        elif isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, cst.Name) and target.value == name:
+                    if isinstance(node, cst.AugAssign) or node.value is None:
+                        return False
+                    values.append(node.value)
+                elif any(isinstance(n, cst.Name) and n.value == name for n in walk(target)):
+                    return False  # unpacked: origin unknown
+    return bool(values) and all(unpadded_ids(index, value, scope, depth + 1) for value in values)
+
+
+def _minus_100(expr: cst.BaseExpression) -> bool:
+    return literal_value(expr, default=None) == -100
+
+
+def _ignore_constant(expr: cst.BaseExpression) -> bool:
+    """`IGNORE_INDEX`, `IGNORE_TOKEN_ID`, `label_pad_token_id`: names of the -100 label."""
+    if not isinstance(expr, cst.Name):
+        return False
+    parts = snake_parts(expr.value)
+    return ("ignore" in parts and any(p in ("index", "idx", "id") for p in parts)) or parts[:2] == ["label", "pad"]
+
+
+class LabelMasking:
+    """How a file keeps positions out of the loss: `-100` written into labels, loss
+    `ignore_index` arguments, comparisons with a pad id. Read from assignments and call
+    arguments (where such values live), once per file."""
+
+    def __init__(self, index) -> None:
+        self.writes_ignore_label = False  # a -100 (or IGNORE_INDEX) outside `ignore_index=`
+        self.ignore_index_args: list[cst.Arg] = []
+        self.pad_id_compares: list[tuple[cst.Comparison, cst.CSTNode]] = []  # (compare, statement)
+        roots: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+        for node in index.assignments:
+            roots.append((node, node))
+        for call in index.calls:
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == "ignore_index":
+                    self.ignore_index_args.append(arg)
+                else:
+                    roots.append((arg.value, call))
+        seen: set[int] = set()
+        for root, statement in roots:
+            for node in walk(root):
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "ignore_index":
+                    continue
+                if _minus_100(node) or _ignore_constant(node):
+                    if not self._inside_ignore_index(index, node):
+                        self.writes_ignore_label = True
+                elif isinstance(node, cst.Comparison) and any(
+                        isinstance(t.operator, (cst.Equal, cst.NotEqual)) for t in node.comparisons):
+                    operands = [node.left, *(t.comparator for t in node.comparisons)]
+                    if any(pad_id_like(o) for o in operands):
+                        self.pad_id_compares.append((node, statement))
+
+    @staticmethod
+    def _inside_ignore_index(index, node) -> bool:
+        for anc in index.ancestors(node):
+            if isinstance(anc, cst.Arg):
+                return anc.keyword is not None and anc.keyword.value == "ignore_index"
+            if isinstance(anc, (cst.Call, cst.BaseSmallStatement)):
+                return False
+        return False
+
+
+def label_masking(index) -> LabelMasking:
+    cached = getattr(index, "_label_masking", None)
+    if cached is None:
+        cached = index._label_masking = LabelMasking(index)
+    return cached
+
+
+def masks_pad_labels_sites(ctx):
+    """Pad positions kept out of the loss: a label-masking collator, a -100 written into
+    labels, or a loss `ignore_index` other than the default -100 (the pad id)."""
+    index = ctx.index
+    for call in index.calls:
+        if index.qualify(call.func) in LABEL_MASKING_COLLATORS or get_arg(call, "label_pad_token_id"):
+            yield call
+            return
+    masking = label_masking(index)
+    if masking.writes_ignore_label:
+        yield index.module
+        return
+    for arg in masking.ignore_index_args:
+        if not _minus_100(arg.value):
+            yield arg
+            return
+
+
+def pad_labels_by_id_sites(ctx):
+    """Label masking keyed on the pad id, which also hides EOS when pad == eos:
+    `DataCollatorForLanguageModeling(mlm=False)` (it sets labels == pad_token_id to -100),
+    `labels[labels == pad_token_id] = -100`, `ignore_index=tokenizer.pad_token_id`."""
+    index = ctx.index
+    for call in index.calls:
+        qualified = index.qualify(call.func)
+        if qualified == "transformers.DataCollatorForLanguageModeling":
+            mlm = get_arg(call, "mlm", 1)
+            if mlm is not None and literal_value(mlm.value, default=True) is False:
+                yield call
+                return
+        elif qualified == "trl.DataCollatorForCompletionOnlyLM":
+            yield call
+            return
+    masking = label_masking(index)
+    for arg in masking.ignore_index_args:
+        if pad_id_like(arg.value):
+            yield arg
+            return
+    for compare, statement in masking.pad_id_compares:
+        operands = [compare.left, *(t.comparator for t in compare.comparisons)]
+        labels = any("label" in (last_name(o) or "").lower() or "labels" in _subscript_key(o) for o in operands)
+        if labels or any(_minus_100(n) or _ignore_constant(n) for n in walk(statement)):
+            yield compare
+            return
+
+
+def _subscript_key(expr: cst.BaseExpression) -> str:
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        inner = expr.slice[0].slice
+        if isinstance(inner, cst.Index) and isinstance(inner.value, cst.SimpleString):
+            return inner.value.evaluated_value or ""
+    return ""
+
+
+def pad_is_eos_sites(index):
+    """`tokenizer.pad_token = tokenizer.eos_token`, `tok.pad_token_id = tok.eos_token_id`,
+    `tokenizer.add_special_tokens({"pad_token": tokenizer.eos_token})`."""
+    for node in index.assignments:
+        if isinstance(node, cst.Assign) and eos_like(node.value):
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and t.attr.value in ("pad_token", "pad_token_id") \
+                        and tokenizer_object(index, t.value):
+                    yield node
+                    break
+    for call, value in _pad_token_settings(index):
+        if eos_like(value):
+            yield call
+
+
+def _pad_token_settings(index):
+    """(call, value) of `add_special_tokens({"pad_token": value})` and `pad_token=value`."""
+    for call in index.calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "add_special_tokens" and call.args:
+            mapping = call.args[0].value
+            if isinstance(mapping, cst.Dict):
+                for element in mapping.elements:
+                    if isinstance(element, cst.DictElement) and literal_value(element.key, default=None) == "pad_token":
+                        yield call, element.value
+            elif isinstance(mapping, cst.Call) and dotted_name(mapping.func) == "dict":
+                pad = get_arg(mapping, "pad_token")
+                if pad is not None:
+                    yield call, pad.value
+        elif isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained":
+            pad = get_arg(call, "pad_token")
+            if pad is not None:
+                yield call, pad.value
+
+
+def distinct_pad_sites(ctx):
+    """A pad token that is not EOS: `add_special_tokens({"pad_token": "[PAD]"})`,
+    `tokenizer.pad_token = tokenizer.unk_token`, `from_pretrained(..., pad_token="<pad>")`."""
+    index = ctx.index
+    for call, value in _pad_token_settings(index):
+        if not eos_like(value) and not _eos_literal(value):
+            yield call
+            return
+    for node in index.assignments:
+        if isinstance(node, cst.Assign) and not eos_like(node.value) and not _eos_literal(node.value):
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and t.attr.value == "pad_token" and tokenizer_object(index, t.value):
+                    yield node
+                    return
+
+
+def _eos_literal(expr) -> bool:
+    value = literal_value(expr, default=None)
+    return isinstance(value, str) and ("endoftext" in value or value in ("</s>", "<eos>", "<|eot_id|>", "<|im_end|>"))
+
+
+def feeds_training_sites(ctx):
+    """A `DataLoader` or a Hugging Face/TRL trainer is built here."""
+    index = ctx.index
+    for call in index.calls:
+        qualified = index.qualify(call.func) or ""
+        if qualified in DATA_LOADERS or (qualified.startswith(("transformers.", "trl.")) and qualified.endswith("Trainer")):
+            yield call
+            return
+
+
+def static_shapes_sites(ctx):
+    """Code that wants fixed-length text: XLA/TPU (`torch_xla`: every new shape recompiles)
+    or diffusion pipelines (`diffusers`: the CLIP text encoder is conditioned on prompts
+    padded to its full length)."""
+    imports = ctx.index.imports
+    if imports.imports_module("torch_xla") or imports.imports_module("diffusers"):
+        yield ctx.index.module
+
+
+def _checkpoint_of(index, call: cst.Call):
+    arg = get_arg(call, "pretrained_model_name_or_path", 0)
+    value = module_constant(index, arg.value) if arg is not None else Ellipsis
+    return value if isinstance(value, str) else None
+
+
+def _pretrained_class(index, call: cst.Call) -> str | None:
+    """`AutoTokenizer` of `AutoTokenizer.from_pretrained(...)` (through imports), else None."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"):
+        return None
+    name = index.qualify(func.value) or dotted_name(func.value)
+    return name.rsplit(".", 1)[-1] if name else None
+
+
+def tokenizer_sites(ctx):
+    """Tokenizers built with `*Tokenizer*.from_pretrained`: their literal checkpoint and
+    literal construction options (see `TOKENIZER_OPTIONS`)."""
+    index = ctx.index
+    model_checkpoints = set()
+    tokenizers = []
+    for call in index.calls:
+        cls = _pretrained_class(index, call)
+        if cls is None or cls[:1].islower():
+            continue
+        if "Tokenizer" in cls:
+            tokenizers.append(call)
+        elif "Config" not in cls and "Processor" not in cls and "Extractor" not in cls:
+            checkpoint = _checkpoint_of(index, call)
+            if checkpoint is not None:
+                model_checkpoints.add(checkpoint)
+    for call in tokenizers:
+        options, dynamic = {}, []
+        for key in TOKENIZER_OPTIONS:
+            arg = get_arg(call, key)
+            if arg is None:
+                continue
+            value = module_constant(index, arg.value)
+            if value is Ellipsis:
+                dynamic.append(key)
+            else:
+                options[key] = value
+        if has_star_kwargs(call):
+            dynamic.append("**")
+        parent = index.parent(call)
+        var = None
+        if isinstance(parent, cst.Assign):
+            var = last_name(parent.targets[0].target)
+        else:
+            function = index.enclosing_function(call)
+            var = function.name.value if function is not None else None
+        checkpoint = _checkpoint_of(index, call)
+        function = index.enclosing_function(call)
+        yield call, {"checkpoint": checkpoint, "options": options, "dynamic": dynamic, "var": var,
+                     "function": function.name.value if function is not None else None,
+                     "with_model": checkpoint is not None and checkpoint in model_checkpoints,
+                     "test_file": ctx.is_test_file}
+
+
+def tokenizer_saved_sites(ctx):
+    """`save_pretrained(folder)`: `folder` is the literal path, or None when computed."""
+    index = ctx.index
+    for call in index.calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "save_pretrained" and call.args:
+            value = module_constant(index, call.args[0].value)
+            yield call, {"folder": value.rstrip("/") if isinstance(value, str) else None}
+
+
+EXTRACTORS = (
+    ("pads", padding_sites), ("transformer", transformer_sites), ("warmup", _warmup_sites),
+    ("masks-pad-labels", masks_pad_labels_sites), ("pad-labels-by-id", pad_labels_by_id_sites),
+    ("distinct-pad", distinct_pad_sites), ("feeds-training", feeds_training_sites), ("static-shapes", static_shapes_sites),
+    ("tokenizer", tokenizer_sites), ("tokenizer-saved", tokenizer_saved_sites),
+)
 # Fact kinds that cross-file rules report at: only these get a (costly) source range.
-POSITIONED: frozenset[str] = frozenset()
+POSITIONED: frozenset[str] = frozenset({"tokenizer"})
 
 
 def extract_facts(ctx) -> list[tuple[str, cst.CSTNode, dict]]:

@@ -2,7 +2,11 @@
 uses them (which sub-layer calls happen, which residual additions, which norms).
 
 Rules ask questions here instead of walking the tree: `ModelView(index).classes`,
-`ModuleClass.attributes`, `ModuleClass.residuals()`, `ModelView.groups()`.
+`ModuleClass.attributes`, `ModuleClass.residuals()`, `ModelView.groups()`, and for
+hand-written attention (in `forward`, helper methods or free functions)
+`ModelView.attention` (`tlint.views.attention.AttentionIndex`: softmax calls, attention
+sites with their product, scaling, masks and softmax `dim`, SDPA calls, per-function data
+flow).
 """
 
 from __future__ import annotations
@@ -77,6 +81,41 @@ class ModuleClass:
     @property
     def forward(self) -> cst.FunctionDef | None:
         return self.methods.get("forward")
+
+    @cached_property
+    def buffers(self) -> dict[str, cst.Call]:
+        """`self.register_buffer("pe", ...)` / `register_parameter` calls by the name they
+        register (first wins)."""
+        out: dict[str, cst.Call] = {}
+        for fn in self.methods.values():
+            for call in self.view.index.statement_calls.get(fn, ()):
+                func = call.func
+                if (isinstance(func, cst.Attribute) and func.attr.value in ("register_buffer", "register_parameter")
+                        and dotted_name(func.value) == "self" and call.args):
+                    name = literal_value(call.args[0].value, default=None)
+                    if isinstance(name, str):
+                        out.setdefault(name, call)
+        return out
+
+    @cached_property
+    def reads(self) -> dict[str, set[str]]:
+        """Attribute name -> the methods that read `self.<name>` (assignments excluded)."""
+        out: dict[str, set[str]] = {}
+        for method, fn in self.methods.items():
+            written = set()
+            for node in walk(fn.body):
+                if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                    if not isinstance(node, cst.AugAssign):
+                        written.update(id(t) for t in targets)
+                elif (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+                        and node.value.value == "self" and id(node) not in written):
+                    out.setdefault(node.attr.value, set()).add(method)
+                elif isinstance(node, cst.Call) and dotted_name(node.func) == "getattr" and len(node.args) >= 2:
+                    name = literal_value(node.args[1].value, default=None)
+                    if isinstance(name, str):
+                        out.setdefault(name, set()).add(method)
+        return out
 
     def forward_params(self) -> list[cst.Param]:
         fn = self.forward
@@ -291,6 +330,11 @@ def _unpacked_names(stmt) -> list[str]:
     return out
 
 
+def norm_like_name(name: str) -> bool:
+    """Public form of the norm-name test: `ln_f`, `norm`, `final_layernorm`."""
+    return _norm_name(name)
+
+
 def _norm_name(name: str) -> bool:
     """`ln_1`, `ln1`, `norm`, `norm1` (timm/PyTorch), `attn_layer_norm`, `LayerNorm`, `lnf`."""
     parts = [p.rstrip("0123456789") for p in snake_parts(name)]
@@ -377,6 +421,40 @@ class ModelView:
         last = ctor.rsplit(".", 1)[-1]
         return last.endswith(("LayerNorm", "RMSNorm", "Norm"))
 
+    @cached_property
+    def attention(self):
+        """Hand-written attention sites, softmax calls and SDPA calls of the file."""
+        from tlint.views.attention import AttentionIndex
+
+        return AttentionIndex(self.index, self._softmax_module_ctor)
+
+    def _softmax_module_ctor(self, call: cst.Call) -> cst.Call | None:
+        """The `nn.Softmax(...)` constructor call of `self.softmax` when `call` calls it."""
+        owner = self.index.enclosing_class(call)
+        module_class = self.classes.get(owner.name.value) if owner is not None else None
+        if module_class is None:
+            return None
+        sub = module_class.attribute_of(call.func)
+        if sub is not None and sub.ctor == "torch.nn.Softmax":
+            return sub.call
+        return None
+
+    def class_of(self, node: cst.CSTNode) -> ModuleClass | None:
+        """The module class whose body holds `node`."""
+        owner = self.index.enclosing_class(node)
+        return self.classes.get(owner.name.value) if owner is not None else None
+
+    def causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, "CausalEvidence"]:
+        """Module class name -> why its model is causal (decoder-only): a next-token loss
+        in the file, a `generate` method, or a causal name (`causal_names`, class or file
+        names) with a per-position loss over the vocabulary. Never a name alone; masked-LM,
+        encoder and classifier names are not causal."""
+        cached = self.__dict__.setdefault("_causal", {})
+        key = (tuple(causal_names), file_stem)
+        if key not in cached:
+            cached[key] = _causal_evidence(self, causal_names, file_stem)
+        return cached[key]
+
     def groups(self) -> list[list[ModuleClass]]:
         """Module classes grouped into models: connected by composition (a class declaring
         another local class as a sub-module), in source order."""
@@ -417,3 +495,119 @@ def norm_first_value(call: cst.Call):
         return False
     value = literal_value(arg.value, default=None)
     return value if isinstance(value, bool) else None
+
+
+# --- causal (decoder-only) models ---------------------------------------------------------
+
+_NOT_CAUSAL_WORDS = ("MaskedLM", "MLM", "MAE", "Masked", "Bert", "Encoder", "Classif", "NonAutoregressive")
+_LOSS_FUNCTIONS = frozenset({"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss"})
+_LOSS_MODULES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss"})
+
+
+@dataclass
+class CausalEvidence:
+    """Why a model is taken for a causal (decoder-only) one, and where that shows."""
+
+    reason: str
+    node: cst.CSTNode
+
+
+def slice_bounds(expr) -> list[tuple[object, object]]:
+    """(lower, upper) literal bounds of the slices of a subscript chain (`x[..., :-1, :]`)."""
+    out = []
+    for node in walk(expr):
+        if isinstance(node, cst.Subscript):
+            for element in node.slice:
+                part = element.slice
+                if isinstance(part, cst.Slice):
+                    out.append((literal_value(part.lower, None) if part.lower else None,
+                                literal_value(part.upper, None) if part.upper else None))
+    return out
+
+
+def loss_calls(index) -> list[tuple[cst.Call, cst.BaseExpression, cst.BaseExpression]]:
+    """(call, input, target) of cross-entropy/NLL losses: functional calls, and calls of
+    `nn.CrossEntropyLoss()` objects held in a variable or attribute (`criterion(out, y)`)."""
+    loss_objects = set()
+    for node in index.assignments:
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) \
+                and index.qualify(node.value.func) in _LOSS_MODULES:
+            for target in node.targets:
+                name = dotted_name(target.target)
+                if name:
+                    loss_objects.add(name)
+    out = []
+    for call in index.calls:
+        qualified = index.qualify(call.func)
+        if qualified in _LOSS_FUNCTIONS or dotted_name(call.func) in loss_objects:
+            first, second = get_arg(call, "input", 0), get_arg(call, "target", 1)
+            if first is not None and second is not None:
+                out.append((call, first.value, second.value))
+    return out
+
+
+def is_next_token_loss(input_expr, target_expr) -> bool:
+    """`logits[..., :-1, :]` against `labels[..., 1:]` (the shift may sit in either)."""
+    return (any(upper == -1 for _, upper in slice_bounds(input_expr))
+            and any(lower == 1 and upper is None for lower, upper in slice_bounds(target_expr)))
+
+
+def is_per_position_loss(input_expr) -> bool:
+    """A loss over the vocabulary at every position: `logits.view(-1, V)`,
+    `logits.reshape(-1, logits.size(-1))`, `logits.flatten(0, 1)`, `logits.transpose(1, 2)`."""
+    for node in walk(input_expr):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            attr = node.func.attr.value
+            args = [a.value for a in node.args if a.keyword is None]
+            if attr in ("view", "reshape") and len(args) == 2 and literal_value(args[0], None) == -1:
+                return True
+            if attr == "flatten" and args and literal_value(args[0], None) == 0:
+                return True
+            if attr in ("transpose", "permute") and len(args) >= 2:
+                return True
+    return False
+
+
+def causal_evidence(ctx) -> dict[str, CausalEvidence]:
+    """Module class name -> why its model (its composition group) is causal, honouring
+    the shared `causal-names` option. Shared by TL207, TL109 and `tlint verify`."""
+    return ctx.models.causal_evidence(getattr(ctx.settings, "causal_names", ()), ctx.path.stem)
+
+
+def _causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, CausalEvidence]:
+    """See `ModelView.causal_evidence`."""
+    index = self.index
+    losses = loss_calls(index)
+    file_level = [CausalEvidence("a next-token loss (shifted logits/labels)", call)
+                  for call, inp, target in losses if is_next_token_loss(inp, target)]
+    out: dict[str, CausalEvidence] = {}
+    for group in self.groups():
+        names = [c.name for c in group]
+        if any(word in name for name in names for word in _NOT_CAUSAL_WORDS) and not any(
+                word in name for name in names for word in causal_names):
+            continue
+        evidence = file_level[0] if file_level else None
+        if evidence is None:
+            for module_class in group:
+                generate = module_class.methods.get("generate")
+                # an autoregressive loop: it runs the model again on what it produced
+                if generate is not None and any(isinstance(n, (cst.For, cst.While)) for n in walk(generate.body)):
+                    evidence = CausalEvidence(f"`{module_class.name}.generate()` samples tokens", generate)
+                    break
+        if evidence is None:
+            named = [name for name in names if any(word in name for word in causal_names)]
+            if not named and any(word.lower() in file_stem.lower() for word in causal_names):
+                named = [file_stem]
+            if named:
+                group_nodes = {id(c.node) for c in group}
+                for call, inp, _ in losses:
+                    owner = index.enclosing_class(call)
+                    if (owner is None or id(owner) in group_nodes) and is_per_position_loss(inp):
+                        evidence = CausalEvidence(f"the causal name `{named[0]}` with a per-position loss over the "
+                                                  "vocabulary", call)
+                        break
+        if evidence is not None:
+            for name in names:
+                out[name] = evidence
+    return out
+

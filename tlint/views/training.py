@@ -36,6 +36,7 @@ from tlint.source import FileIndex
 FORWARD = "forward"
 LOSS = "loss"
 BACKWARD = "backward"
+SCALE = "scale"  # `scaler.scale(loss)`: AMP loss scaling
 UNSCALE = "unscale"
 CLIP = "clip"
 OPTIMIZER_STEP = "optimizer_step"
@@ -95,6 +96,11 @@ class Event:
     def site(self) -> cst.CSTNode:
         """Where the event happens in the loop's own body: the outermost helper call."""
         return self.via[0] if self.via else self.node
+
+    def excludes(self, other: "Event") -> bool:
+        """The two events sit on different branches of one `if` (never both in one pass)."""
+        return any(mine.test is theirs.test and mine.negated != theirs.negated
+                   for mine in self.conditions for theirs in other.conditions)
 
 
 @dataclass(eq=False)
@@ -528,6 +534,9 @@ class TrainingView:
             if inner and is_optimizer_name(inner):
                 return ("optimizer", inner)
             return None
+        if qualified.endswith(".from_pretrained") and isinstance(call.func, cst.Attribute):
+            owner = self.index.qualify(call.func.value)  # `transformers.AutoTokenizer`, not folded away
+            qualified = f"{owner}.from_pretrained" if owner else qualified
         family = _family_of_qualified(qualified)
         return (family, qualified) if family else None
 
@@ -915,8 +924,9 @@ class TrainingView:
         if isinstance(expr, cst.Name):
             return self._name_value(expr, depth)
         if isinstance(expr, cst.Attribute):
-            if self.index.qualify(expr) is not None:
-                return UNKNOWN
+            qualified = self.index.qualify(expr)
+            if qualified is not None:
+                return math.inf if qualified in ("math.inf", "numpy.inf", "torch.inf") else UNKNOWN
             return self._option_value(expr.attr.value, depth)
         if isinstance(expr, cst.BinaryOperation):
             return _fold(expr.operator, self._literal(expr.left, depth + 1), self._literal(expr.right, depth + 1))
@@ -931,6 +941,11 @@ class TrainingView:
         if function is None or not call.args or any(a.keyword or a.star for a in call.args):
             return UNKNOWN
         values = [self._literal(a.value, depth + 1) for a in call.args]
+        if function is float and len(values) == 1 and isinstance(values[0], str):
+            try:
+                return float(values[0])  # float("inf"), float("1e-4")
+            except ValueError:
+                return UNKNOWN
         if any(not _number(v) for v in values):
             return UNKNOWN
         try:
@@ -1201,6 +1216,74 @@ class TrainingView:
             return "engine"
         return None
 
+    @cached_property
+    def _origins(self) -> dict[str, set[str]]:
+        """Variable (last name) -> qualified names of the calls assigned to it."""
+        out: dict[str, set[str]] = {}
+        for node in self.index.assignments:
+            if not isinstance(node, (cst.Assign, cst.AnnAssign)) or not isinstance(node.value, cst.Call):
+                continue
+            name = self.index.call_name(node.value)
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if last_name(target) and name:
+                    out.setdefault(last_name(target), set()).add(name)
+        return out
+
+    def origin(self, expr: cst.BaseExpression | None) -> str | None:
+        """The qualified name (else dotted text) of the call that built what `expr` holds:
+        `criterion` after `criterion = nn.CrossEntropyLoss()` -> "torch.nn.CrossEntropyLoss";
+        None when unknown or assigned from several calls."""
+        if isinstance(expr, cst.Call):
+            return self.index.call_name(expr)
+        names = self._origins.get(last_name(expr) or "") if expr is not None else None
+        return next(iter(names)) if names and len(names) == 1 else None
+
+    def resolve(self, name: cst.Name) -> cst.BaseExpression | None:
+        """The one expression a name is bound to, seen from its use (None when bound several
+        times, by a loop, or to something unknown)."""
+        return self._resolve_name(name)
+
+    def grad_disabled(self, node: cst.CSTNode) -> bool:
+        """`node` runs without autograd: under `with torch.no_grad()`/`inference_mode()`/
+        `set_grad_enabled(False)`, or in a function decorated with one of them."""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, cst.With) and any(self._disables_grad(i.item) for i in ancestor.items):
+                return True
+            if isinstance(ancestor, cst.FunctionDef) and any(
+                self._disables_grad(d.decorator) for d in ancestor.decorators
+            ):
+                return True
+        return False
+
+    def _disables_grad(self, expr: cst.BaseExpression) -> bool:
+        call = expr if isinstance(expr, cst.Call) else None
+        name = self.index.qualify(call.func if call is not None else expr) or ""
+        if name.startswith("torch.") and name.rsplit(".", 1)[-1] in ("no_grad", "inference_mode"):
+            return True
+        if name.startswith("torch.") and name.endswith("set_grad_enabled") and call is not None and call.args:
+            return self.literal(call.args[0].value) is False
+        return False
+
+    @staticmethod
+    def receiver(call: cst.CSTNode) -> cst.BaseExpression | None:
+        """`x` of a method call `x.m(...)`."""
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+            return call.func.value
+        return None
+
+    def optimizer_of(self, event: Event) -> cst.BaseExpression | None:
+        """The optimiser an optimiser step or `zero_grad` acts on: `opt` of `opt.step()`,
+        `scaler.step(opt)`, `xm.optimizer_step(opt)`; the model of `model.zero_grad()`."""
+        call = event.node
+        if not isinstance(call, cst.Call):
+            return None
+        receiver = self.receiver(call)
+        if event.kind == OPTIMIZER_STEP and (receiver is None or self.role(receiver) == "scaler"):
+            arg = get_arg(call, "optimizer", 0)
+            return arg.value if arg is not None else None
+        return receiver
+
     def event_kind(self, call: cst.Call) -> str | None:
         """The training event a call is (see the kinds at the top of this module), or None."""
         if call in self._kinds:
@@ -1223,8 +1306,12 @@ class TrainingView:
             return BACKWARD
         if attr in ("unscale_", "unscale_gradients"):
             return UNSCALE
-        if attr == "zero_grad":
+        if attr == "scale" and self.role(receiver) == "scaler":
+            return SCALE
+        if attr == "zero_grad" or (qualified or "").endswith("._foreach_zero_"):
             return ZERO_GRAD
+        if attr == "zero_" and "grad" in snake_parts((dotted_name(receiver) or "").replace(".", "_")):
+            return ZERO_GRAD  # `p.grad.zero_()`, `p.grad.data.zero_()`
         if qualified and qualified.endswith("xla_model.optimizer_step"):
             return OPTIMIZER_STEP
         if attr == "step":
@@ -1396,6 +1483,10 @@ class TrainingView:
                     epoch = around[0]
                     break
         return TrainingLoop(loop, function, tuple(walk.events), outer, epoch, frozenset(walk.inlined))
+
+    def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """The calls of this file that run `function` (as far as `callee` can tell)."""
+        return list(self._callers.get(function, ()))
 
     @cached_property
     def _callers(self) -> dict[cst.FunctionDef, list[cst.Call]]:

@@ -1,0 +1,109 @@
+"""TL104 tokenizer-mismatch: the cross-file comparison is independent of file order, of
+`--jobs`, and of which files are named."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+import tlint.engine
+from tests.lintutil import found, lint_paths, write_tree
+from tests.rules.conftest import lint as lint_project
+
+CODE = "TL104"
+
+TRAIN = """
+from transformers import AutoTokenizer
+
+CHECKPOINT = "bert-base-uncased"
+tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
+"""
+EVAL = """
+from transformers import AutoTokenizer as AT
+
+
+def load():
+    return AT.from_pretrained("bert-base-cased")
+"""
+EXPECTED = {("src/train.py", 4, CODE), ("src/eval.py", 5, CODE)}
+
+
+def _tree(tmp_path):
+    write_tree(tmp_path, {"tlint.toml": "", "src/train.py": textwrap.dedent(TRAIN).lstrip("\n"),
+                          "src/eval.py": textwrap.dedent(EVAL).lstrip("\n")})
+    return tmp_path / "src" / "train.py", tmp_path / "src" / "eval.py"
+
+
+def _found(tmp_path, paths, jobs=1):
+    return {f for f in found(lint_paths(paths, select=[CODE], jobs=jobs).diagnostics, tmp_path) if f[2] == CODE}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("order", ["train-first", "eval-first"])
+def test_same_findings_in_any_order_and_with_any_jobs(tmp_path, monkeypatch, jobs, order):
+    monkeypatch.setattr(tlint.engine, "_PARALLEL_MIN_BYTES", 0)
+    train, evaluate = _tree(tmp_path)
+    paths = [train, evaluate] if order == "train-first" else [evaluate, train]
+    assert _found(tmp_path, paths, jobs) == EXPECTED
+    assert _found(tmp_path, [tmp_path], jobs) == EXPECTED
+
+
+def test_a_file_linted_alone_gives_its_findings_of_the_whole_tree(tmp_path):
+    train, evaluate = _tree(tmp_path)
+    assert _found(tmp_path, [train]) == {("src/train.py", 4, CODE)}
+    assert _found(tmp_path, [evaluate]) == {("src/eval.py", 5, CODE)}
+    message = lint_paths([evaluate], select=[CODE]).diagnostics[0].message
+    assert 'train.py:4 (checkpoint "bert-base-cased" vs "bert-base-uncased")' in message
+
+
+def test_unrelated_folders_are_not_compared(tmp_path):
+    got = lint_project(tmp_path, {"glue/train.py": TRAIN, "squad/eval.py": EVAL}, [CODE])
+    assert got == []
+
+
+def test_an_import_relates_files_in_different_folders(tmp_path):
+    got = lint_project(tmp_path, {"pkg/data.py": TRAIN, "scripts/eval.py": "from pkg.data import tokenizer\n" + EVAL},
+                       [CODE])
+    assert set(got) == {("pkg/data.py", 4, CODE), ("scripts/eval.py", 7, CODE)}
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ('"gpt2", padding_side="right"', '"gpt2"'),
+    ('"gpt2", model_max_length=512', '"gpt2"'),
+    ('"gpt2", padding_side=side', '"gpt2", padding_side="left"'),
+    ('"gpt2", **kwargs', '"gpt2", use_fast=False'),
+])
+def test_settings_left_out_or_dynamic_are_not_differences(tmp_path, a, b):
+    files = {"a.py": f"from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained({a})\n",
+             "b.py": f"from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained({b})\n"}
+    assert lint_project(tmp_path, files, [CODE]) == []
+
+
+def test_explicit_settings_that_differ_are_reported(tmp_path):
+    files = {"a.py": 'from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained("t5-small", model_max_length=512)\n',
+             "b.py": 'from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained("t5-small", model_max_length=1024)\n'}
+    assert set(lint_project(tmp_path, files, [CODE])) == {("a.py", 2, CODE), ("b.py", 2, CODE)}
+
+
+def test_test_files_and_models_of_their_own_are_not_compared(tmp_path):
+    files = {
+        "train.py": TRAIN,
+        "tests/test_eval.py": "from train import tokenizer\n" + EVAL,
+    }
+    assert lint_project(tmp_path / "tests-case", files, [CODE]) == []
+    files = {
+        "distill.py": """
+            from transformers import AutoModel, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained("roberta-base")
+            model = AutoModel.from_pretrained("roberta-base")
+        """,
+        "other.py": """
+            from transformers import AutoModel, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained("bert-base-uncased")
+            model = AutoModel.from_pretrained("bert-base-uncased")
+        """,
+    }
+    assert lint_project(tmp_path, files, [CODE]) == []

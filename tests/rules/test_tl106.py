@@ -1,0 +1,90 @@
+"""TL106 pad-labels-not-ignored: precision guards beyond the rule document."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.rules.conftest import lint as lint_project
+
+CODE = "TL106"
+
+COLLATE = """
+from transformers import AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("gpt2")
+
+
+def collate(batch):
+    enc = tokenizer(batch, padding=True, truncation=True, return_tensors="pt")
+    {line}
+    return enc
+"""
+
+
+def lint(tmp_path, files):
+    return set(lint_project(tmp_path, files, [CODE]))
+
+
+@pytest.mark.parametrize("line", [
+    'enc["labels"] = enc["input_ids"]',
+    'enc["labels"] = enc.input_ids.clone().detach()',
+    'enc["labels"] = list(enc["input_ids"])',
+    'enc["labels"] = enc["input_ids"][:, 1:]',
+    'labels = enc["input_ids"].copy()',
+    'target_ids = enc["input_ids"].to("cuda")',
+])
+def test_copies_of_padded_ids_are_flagged(tmp_path, line):
+    assert lint(tmp_path, {"m.py": COLLATE.format(line=line)}) == {("m.py", 8, CODE)}
+
+
+@pytest.mark.parametrize("line", [
+    'enc["attention_mask"] = enc["input_ids"] != 0',
+    'enc["labels"] = enc["label"]',
+    'label_mask = enc["input_ids"].clone()',
+    'enc["labels"] = [IGNORE_INDEX if t == tokenizer.pad_token_id else t for t in enc["input_ids"]]',
+])
+def test_other_assignments_and_masked_labels_are_clean(tmp_path, line):
+    assert lint(tmp_path, {"m.py": COLLATE.format(line=line)}) == set()
+
+
+def test_explicit_ignore_index_of_minus_100_is_not_masking(tmp_path):
+    src = COLLATE.format(line='enc["labels"] = enc["input_ids"].clone()') + (
+        "\n\nimport torch.nn as nn\nloss_fn = nn.CrossEntropyLoss(ignore_index=-100)\n")
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 8, CODE)}
+
+
+def test_masking_in_an_imported_module_counts_but_not_in_an_unrelated_one(tmp_path):
+    masking = """
+        def mask_pad(labels, pad_id):
+            labels[labels == pad_id] = -100
+            return labels
+    """
+    step = """
+        {imp}
+        from torch.nn.utils.rnn import pad_sequence
+
+
+        def step(model, samples):
+            input_ids = pad_sequence(samples, batch_first=True)
+            return model(input_ids=input_ids, labels=input_ids).loss
+    """
+    imported = lint(tmp_path / "a", {"lib/masking.py": masking,
+                                     "train.py": step.format(imp="from lib.masking import mask_pad")})
+    assert imported == set()
+    unrelated = lint(tmp_path / "b", {"lib/masking.py": masking, "train.py": step.format(imp="import os")})
+    assert unrelated == {("train.py", 7, CODE)}
+
+
+def test_a_project_that_never_pads_is_clean(tmp_path):
+    src = """
+        def step(model, batch):
+            labels = batch["input_ids"].clone()
+            return model(input_ids=batch["input_ids"], labels=labels).loss
+    """
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+def test_logits_only_calls_are_clean(tmp_path):
+    src = COLLATE.format(line="pass") + (
+        "\n\ndef logits(model, enc):\n    return model(**enc, labels=enc[\"input_ids\"]).logits\n")
+    assert lint(tmp_path, {"m.py": src}) == set()

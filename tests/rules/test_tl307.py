@@ -1,0 +1,68 @@
+"""TL307 high-learning-rate: precision guards beyond the rule document."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.rules.conftest import expected, lint
+
+CODE = "TL307"
+
+SCRATCH = """
+    import torch
+    import torch.nn as nn
+
+    LR = {lr}
+    model = nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR){marker}
+"""
+
+
+def check(tmp_path, files, config=None):
+    assert lint(tmp_path, files, [CODE], config=config) == expected(files, CODE)
+
+
+@pytest.mark.parametrize(("lr", "flagged"), [("3e-4", False), ("1e-3", False), ("2e-3", True)])
+def test_scratch_threshold(tmp_path, lr, flagged):
+    source = SCRATCH.replace("{lr}", lr).replace("{marker}", "  # expect: TL307" if flagged else "")
+    check(tmp_path, {"train.py": source})
+
+
+def test_option_reaches_the_rule(tmp_path):
+    source = SCRATCH.replace("{lr}", "8e-4").replace("{marker}", "  # expect: TL307")
+    check(tmp_path, {"train.py": source}, config="""
+        [tool.tlint.rules.high-learning-rate]
+        max-lr-scratch = 5e-4
+    """)
+
+
+def test_not_a_transformer(tmp_path):
+    check(tmp_path, {"train.py": """
+        import torch
+        import torchvision
+
+        model = torchvision.models.resnet50()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    """})
+
+
+def test_sgd_is_not_judged(tmp_path):
+    check(tmp_path, {"train.py": """
+        import torch
+        from transformers import AutoModel
+
+        model = AutoModel.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    """})
+
+
+def test_pretrained_tokenizer_alone_is_scratch(tmp_path):
+    check(tmp_path, {"train.py": """
+        import torch
+        import torch.nn as nn
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("gpt2")
+        model = nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4)
+    """})

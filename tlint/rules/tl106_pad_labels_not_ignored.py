@@ -1,0 +1,79 @@
+"""TL106 pad-labels-not-ignored: labels copied from padded input ids while nothing in the
+project replaces the pad positions by the ignore index."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.cst import dotted_name, last_name, snake_parts
+from tlint.rules.base import ProjectCondition, Rule
+from tlint.views.facts import ids_expression, ids_variables, unpadded_ids
+
+_COPY_METHODS = {"clone", "copy", "detach", "to", "cuda", "cpu", "long", "contiguous", "tolist"}
+_COPY_FUNCTIONS = {"list", "copy.copy", "copy.deepcopy", "deepcopy", "torch.clone", "numpy.copy", "numpy.array"}
+_LABEL_WORDS = {"labels", "label", "targets", "target", "lm"}
+
+
+def _copied_ids(index, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The ids expression `expr` copies (`ids.clone()`, `list(ids)`, `ids[:]`, `ids[:, 1:]`)."""
+    ids_names = ids_variables(index)
+    for _ in range(6):
+        if ids_expression(expr, ids_names):
+            return expr
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _COPY_METHODS:
+                expr = func.value
+                continue
+            name = index.qualify(func) or dotted_name(func)
+            if name in _COPY_FUNCTIONS and expr.args:
+                expr = expr.args[0].value
+                continue
+            return None
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+            continue
+        return None
+    return None
+
+
+def _labels_target(target: cst.BaseExpression) -> bool:
+    if isinstance(target, cst.Subscript) and len(target.slice) == 1:
+        key = target.slice[0].slice
+        return isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString) \
+            and key.value.evaluated_value in ("labels", "label_ids")
+    name = last_name(target)
+    return name is not None and bool(set(snake_parts(name)) & _LABEL_WORDS) and "mask" not in name.lower()
+
+
+class PadLabelsNotIgnored(Rule):
+    code = "TL106"
+    name = "pad-labels-not-ignored"
+    severity = "error"
+    summary = "Labels copied from padded input ids keep the pad positions in the loss."
+
+    def check(self, ctx) -> None:
+        index = ctx.index
+        for node, value in self._label_copies(index):
+            ids = _copied_ids(index, value)
+            if ids is None or unpadded_ids(index, ids, index.enclosing_function(node) or index.module):
+                continue
+            ctx.report(
+                node,
+                "labels are a copy of padded input ids and nothing replaces the pad positions by -100 "
+                "(or sets the loss `ignore_index` to the pad id): the model is trained to predict padding",
+                when=ProjectCondition(any_of=("pads",), none_of=("masks-pad-labels",), scope="imports"),
+            )
+
+    @staticmethod
+    def _label_copies(index):
+        for node in index.assignments:
+            if isinstance(node, cst.Assign) and any(_labels_target(t.target) for t in node.targets):
+                yield node, node.value
+        for call in index.calls:
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == "labels":
+                    parent = index.parent(call)
+                    if isinstance(parent, cst.Attribute) and parent.attr.value == "logits":
+                        break  # `model(..., labels=ids).logits`: the loss is never read
+                    yield call, arg.value

@@ -1,0 +1,27 @@
+"""TL107 eos-masked-as-pad: the pad token is the EOS token while labels are masked by pad
+id, so every EOS label is ignored too."""
+
+from __future__ import annotations
+
+from tlint.rules.base import ProjectCondition, Rule
+from tlint.views.facts import pad_is_eos_sites
+
+
+class EosMaskedAsPad(Rule):
+    code = "TL107"
+    name = "eos-masked-as-pad"
+    severity = "warning"
+    summary = "pad_token = eos_token while labels are masked by pad id: the model never learns to stop."
+
+    def check(self, ctx) -> None:
+        if ctx.is_test_file:
+            return
+        for node in pad_is_eos_sites(ctx.index):
+            ctx.report(
+                node,
+                "the pad token is the EOS token and labels are masked by pad id (`DataCollatorForLanguageModeling"
+                "(mlm=False)`, `labels == pad_token_id`, `ignore_index=pad_token_id`): every EOS label becomes "
+                "-100 and the model never learns to stop; add a distinct pad token "
+                "(`add_special_tokens({\"pad_token\": \"[PAD]\"})`) or mask by `attention_mask`",
+                when=ProjectCondition(any_of=("pad-labels-by-id",), none_of=("distinct-pad",), scope="imports"),
+            )

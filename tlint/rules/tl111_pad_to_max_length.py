@@ -1,0 +1,33 @@
+"""TL111 pad-to-max-length: every example padded to the maximum length for training, where
+dynamic padding would do."""
+
+from __future__ import annotations
+
+from tlint.cst import dotted_name, get_arg, literal_value
+from tlint.rules.base import ProjectCondition, Rule
+from tlint.views.facts import tokenizer_encode_calls
+
+
+class PadToMaxLength(Rule):
+    code = "TL111"
+    name = "pad-to-max-length"
+    severity = "info"
+    summary = "Training data is padded to the maximum length instead of dynamically."
+
+    def check(self, ctx) -> None:
+        if ctx.is_test_file:
+            return
+        for call in tokenizer_encode_calls(ctx.index):
+            padding = get_arg(call, "padding")
+            legacy = get_arg(call, "pad_to_max_length")
+            if not ((padding is not None and literal_value(padding.value, default=None) == "max_length")
+                    or (legacy is not None and literal_value(legacy.value, default=None) is True)):
+                continue
+            spelled = dotted_name(call.func) or "tokenizer"
+            ctx.report(
+                call,
+                f"`{spelled}(...)` pads every example to `max_length` for training: most of each batch is "
+                "padding the model still computes; pad per batch instead (`DataCollatorWithPadding`, "
+                "`padding=True` in the collate function) and group by length (`group_by_length=True`)",
+                when=ProjectCondition(any_of=("feeds-training",), none_of=("static-shapes",), scope="imports"),
+            )

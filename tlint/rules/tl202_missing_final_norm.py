@@ -1,0 +1,114 @@
+"""TL202 missing-final-norm: a pre-norm stack whose output reaches the head without a
+final norm."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.cst import get_arg, last_name, walk
+from tlint.rules.base import Rule
+from tlint.views.model import norm_first_value, norm_like_name
+
+_STACKS = {"torch.nn.TransformerEncoder": "torch.nn.TransformerEncoderLayer",
+           "torch.nn.TransformerDecoder": "torch.nn.TransformerDecoderLayer"}
+_LAYERS = frozenset(_STACKS.values())
+
+
+def _is_pre_norm_layer(view, call: cst.Call) -> bool:
+    return view.index.qualify(call.func) in _LAYERS and norm_first_value(call) is True
+
+
+def _layer_call(view, expr) -> cst.Call | None:
+    """The layer constructor an argument names: inline, or a local variable's value."""
+    if isinstance(expr, cst.Call):
+        return expr
+    if isinstance(expr, cst.Name):
+        flow = view.attention.flow(expr)
+        value = flow.definition(expr.value, flow.order_of(expr, view.index))
+        return value if isinstance(value, cst.Call) else None
+    return None
+
+
+def _pre_norm_element(view, sub) -> bool:
+    """A list attribute of pre-norm blocks: `norm_first=True` layers, or a local block class
+    whose residuals are all pre-norm."""
+    if sub.call is None:
+        return False
+    if _is_pre_norm_layer(view, sub.call):
+        return True
+    block = view.classes.get(sub.ctor or "")
+    if block is None:
+        return False
+    styles = {r.style for r in block.residuals()}
+    return styles == {"pre"}
+
+
+class MissingFinalNorm(Rule):
+    code = "TL202"
+    name = "missing-final-norm"
+    severity = "warning"
+    summary = "A pre-norm stack has no final norm before the output head."
+
+    def check(self, ctx) -> None:
+        view = ctx.models
+        index = ctx.index
+        for call in index.calls:
+            qualified = index.qualify(call.func)
+            if qualified not in _STACKS:
+                continue
+            layer_arg = get_arg(call, "encoder_layer" if qualified.endswith("Encoder") else "decoder_layer", 0)
+            norm = get_arg(call, "norm", 2)
+            if layer_arg is None or (norm is not None and not _is_none(norm.value)):
+                continue
+            layer = _layer_call(view, layer_arg.value)
+            if layer is not None and _is_pre_norm_layer(view, layer):
+                ctx.report(call, f"`{qualified.rsplit('.', 1)[1]}` of `norm_first=True` layers without `norm=`: the "
+                                 "residual stream leaves the stack un-normalised; pass `norm=nn.LayerNorm(d_model)`")
+        for group in view.groups():
+            for module_class in group:
+                self._check_hand_written(ctx, group, module_class)
+
+    @staticmethod
+    def _check_hand_written(ctx, group, module_class) -> None:
+        view = ctx.models
+        forward = module_class.forward
+        if forward is None:
+            return
+        for loop in walk(forward.body, into_functions=False):
+            if not isinstance(loop, cst.For):
+                continue
+            sub = module_class.attribute_of(loop.iter) if not isinstance(loop.iter, cst.Call) else None
+            if sub is None and isinstance(loop.iter, cst.Call) and loop.iter.args:
+                sub = module_class.attribute_of(loop.iter.args[0].value)  # enumerate(self.blocks)
+            if sub is None or not sub.is_list or not _pre_norm_element(view, sub):
+                continue
+            flow = view.attention.flow(loop)
+            after = flow.order_of(loop, view.index)
+            if any(module_class.is_norm_call(call) and flow.order_of(call, view.index) > after
+                   and not index_inside(view.index, call, loop)
+                   for call in module_class.calls_of(forward)):
+                continue
+            # the class that builds this stack (as an attribute or in a list of stages) may
+            # normalise its output
+            owners = [view.class_of(call) for call in view.index.calls
+                      if view.index.call_name(call) == module_class.name]
+            if any(owner is not None and owner is not module_class and module_class_norm(owner) for owner in owners):
+                continue
+            ctx.report(loop, f"pre-norm blocks `self.{sub.name}` feed the output without a final norm: in a "
+                             "pre-norm stack the residual stream grows with depth and is never normalised; apply "
+                             "a final `LayerNorm` after the loop (GPT-2's `ln_f`)")
+
+
+def index_inside(index, node, container) -> bool:
+    return index.is_inside(node, container)
+
+
+def module_class_norm(module_class) -> bool:
+    """Does any method but `__init__` apply a norm (`forward`, `forward_features`, ...)?"""
+    return any(module_class.is_norm_call(call) or norm_like_name(last_name(call.func) or "")
+               for name, fn in module_class.methods.items() if name != "__init__"
+               for call in module_class.calls_of(fn))
+
+
+def _is_none(expr) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"

@@ -1,0 +1,101 @@
+"""TL205 positional-encoding-unused: a positional table built in `__init__` and never
+used, or a token-embedding + attention model with no positional information at all."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.cst import dotted_name, snake_parts, walk
+from tlint.rules.base import Rule
+from tlint.views.model import TORCH_ATTENTION
+
+POSITIONAL_PARTS = frozenset({"pos", "position", "positional", "positions", "pe", "wpe", "rope"})
+_POSITION_WORDS = POSITIONAL_PARTS | {"rotary", "alibi", "relative", "rel", "sinusoidal", "sincos", "rotate", "freqs",
+                                      "cis", "xpos", "bucket", "buckets"}
+_NOT_TABLES = frozenset({"torch.nn.Dropout", "torch.nn.Identity", "torch.nn.LayerNorm", "torch.nn.RMSNorm",
+                         "torch.nn.GELU", "torch.nn.ReLU", "torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d"})
+_INIT_METHODS = frozenset({"__init__", "_init_weights", "init_weights", "reset_parameters", "_reset_parameters",
+                           "initialize_weights", "_initialize_weights", "extra_repr", "__repr__"})
+
+
+def is_positional_name(name: str) -> bool:
+    return bool(set(snake_parts(name)) & POSITIONAL_PARTS)
+
+
+def positional_tables(module_class) -> dict[str, cst.Call]:
+    """Positional attributes of a module class: name -> the constructor/registration call."""
+    out: dict[str, cst.Call] = {}
+    for name, sub in module_class.attributes.items():
+        # an unresolved callee (a local helper such as `default(...)`) may return a flag
+        if not is_positional_name(name) or sub.call is None or sub.ctor is None or sub.ctor in _NOT_TABLES:
+            continue
+        if sub.ctor in ("int", "float", "bool", "str", "getattr"):
+            continue
+        out[name] = sub.call
+    for name, call in module_class.buffers.items():
+        if is_positional_name(name):
+            out.setdefault(name, call)
+    return out
+
+
+def _handed_over(module_class) -> set[str]:
+    """Attributes that `__init__` passes to another constructor (`Block(rope=self.rope)`)."""
+    init = module_class.methods.get("__init__")
+    out = set()
+    if init is None:
+        return out
+    index = module_class.view.index
+    for call in index.statement_calls.get(init, ()):
+        for arg in call.args:
+            for node in walk(arg.value):
+                if isinstance(node, cst.Attribute) and dotted_name(node.value) == "self":
+                    out.add(node.attr.value)
+    return out
+
+
+class PositionalEncodingUnused(Rule):
+    code = "TL205"
+    name = "positional-encoding-unused"
+    severity = "error"
+    summary = "A positional table is never used, or a token model has no positional information."
+
+    def check(self, ctx) -> None:
+        view = ctx.models
+        for module_class in view.classes.values():
+            reads = module_class.reads
+            for name, call in positional_tables(module_class).items():
+                if set(reads.get(name, ())) - _INIT_METHODS or name in _handed_over(module_class):
+                    continue
+                ctx.report(call, f"positional table `self.{name}` is built in `__init__` but never used: the model "
+                                 "sees the tokens as an unordered set (attention is permutation-invariant); add "
+                                 "it to the token embeddings in `forward`")
+        self._check_position_blind(ctx)
+
+    @staticmethod
+    def _check_position_blind(ctx) -> None:
+        view = ctx.models
+        index = ctx.index
+        if any(set(snake_parts(identifier)) & _POSITION_WORDS for identifier in index.identifiers):
+            return
+        owners = [view.class_of(site.softmax) for site in view.attention.sites]
+        owners += [view.class_of(call) for call in view.attention.sdpa]
+        attention_classes = {owner.name for owner in owners if owner is not None}
+        for group in view.groups():
+            has_attention = any(
+                module_class.name in attention_classes
+                or any(sub.ctor in TORCH_ATTENTION for sub in module_class.attributes.values())
+                for module_class in group)
+            if not has_attention:
+                continue
+            for module_class in group:
+                called = {call.func.attr.value for call in index.calls
+                          if isinstance(call.func, cst.Attribute) and dotted_name(call.func.value) == "self"
+                          and view.class_of(call) is module_class}
+                for sub in module_class.attributes.values():
+                    # a table looked up by token ids, not learned queries read through `.weight`
+                    if sub.ctor == "torch.nn.Embedding" and sub.call is not None and sub.name in called:
+                        ctx.report(sub.call, f"`self.{sub.name}` embeds tokens for an attention model that has no "
+                                             "positional information at all (no positional embedding, rotary, "
+                                             "ALiBi or relative bias): attention is permutation-invariant, so "
+                                             "the model cannot tell word order")
+                        return

@@ -1,0 +1,22 @@
+"""TL208 unscaled-attention-scores: hand-written attention whose query-key product reaches
+the softmax without the 1/sqrt(d) scaling."""
+
+from __future__ import annotations
+
+from tlint.rules.base import Rule
+
+
+class UnscaledAttentionScores(Rule):
+    code = "TL208"
+    name = "unscaled-attention-scores"
+    severity = "warning"
+    summary = "Hand-written attention scores reach the softmax without 1/sqrt(d) scaling."
+
+    def check(self, ctx) -> None:
+        for site in ctx.models.attention.sites:
+            if site.is_scaled():
+                continue
+            ctx.report(site.product.node,
+                       "attention scores `q @ k^T` reach the softmax unscaled: their variance grows with the head "
+                       "dimension, the softmax saturates and its gradients vanish; multiply by `1 / math.sqrt(d_k)` "
+                       "(or use `F.scaled_dot_product_attention`)")

@@ -1,0 +1,65 @@
+"""TL209 softmax-wrong-dim: attention softmax over an axis other than the keys, or a
+softmax whose `dim` is left implicit."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.cst import get_arg, walk
+from tlint.rules.base import Rule
+
+_IMPLICIT = ("torch.nn.functional.softmax", "torch.softmax", "torch.nn.Softmax")
+
+
+def scores_ndim(site) -> int | None:
+    """The rank of the attention scores: from the product's spelling (einsum output, `bmm`,
+    `.T`), else 4 when q/k were split into heads with a 4-D `view`/`reshape`."""
+    if site.ndim is not None:
+        return site.ndim
+    for node in (*site.upstream, *site.callers):
+        for sub in walk(node):
+            if (isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute)
+                    and sub.func.attr.value in ("view", "reshape")):
+                dims = [a for a in sub.args if a.keyword is None and not a.star]
+                if len(dims) == 4:
+                    return 4
+    return None
+
+
+def wrong_axis(dim: int, ndim: int | None) -> bool:
+    if dim == -1:
+        return False
+    if dim < 0:
+        return True
+    if ndim is not None:
+        return dim != ndim - 1
+    return dim <= 1
+
+
+class SoftmaxWrongDim(Rule):
+    code = "TL209"
+    name = "softmax-wrong-dim"
+    severity = "error"
+    summary = "Attention softmax over the wrong axis, or a softmax with an implicit dim."
+
+    def check(self, ctx) -> None:
+        index = ctx.index
+        attention = ctx.models.attention
+        for call in index.calls:
+            qualified = index.qualify(call.func)
+            if qualified in _IMPLICIT and get_arg(call, "dim", 1 if qualified != "torch.nn.Softmax" else 0) is None:
+                if any(arg.star for arg in call.args):
+                    continue
+                spelled = {"torch.nn.functional.softmax": "F.softmax", "torch.softmax": "torch.softmax",
+                           "torch.nn.Softmax": "nn.Softmax"}[qualified]
+                ctx.report(call, f"`{spelled}` without `dim=`: the implicit axis is 0 for 1-D and 3-D inputs and 1 "
+                                 "otherwise, not the last axis; pass `dim=-1`")
+        for site in attention.sites:
+            dim = site.dim
+            if not isinstance(dim, int) or isinstance(dim, bool):
+                continue
+            ndim = scores_ndim(site)
+            if wrong_axis(dim, ndim):
+                ctx.report(site.softmax, f"softmax over attention scores with dim={dim}: the weights must sum to 1 "
+                                         "over the keys, the last axis (`dim=-1`); this normalises over "
+                                         + ("queries or heads" if ndim is None else f"axis {dim} of {ndim}"))

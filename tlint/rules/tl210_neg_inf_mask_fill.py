@@ -1,0 +1,62 @@
+"""TL210 neg-inf-mask-fill: attention scores filled with -inf where a padding mask is:
+a fully padded row becomes NaN after the softmax."""
+
+from __future__ import annotations
+
+import math
+
+import libcst as cst
+
+from tlint.cst import literal_value, snake_parts, walk
+from tlint.rules.base import Rule
+from tlint.rules.tl102_missing_key_padding_mask import is_padding_mask_name
+
+_INF_NAMES = frozenset({"math.inf", "numpy.inf", "torch.inf", "numpy.Inf", "numpy.NINF"})
+
+
+def is_negative_infinity(index, expr) -> bool:
+    value = literal_value(expr, default=None)
+    if isinstance(value, float):
+        return value == -math.inf
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return index.qualify(expr.expression) in _INF_NAMES
+    return index.qualify(expr) == "numpy.NINF"
+
+
+def from_padding(site, mask_expr, index) -> bool:
+    """Is the mask (or something it is combined with) a padding mask: a parameter named
+    like one (`attention_mask`, `key_padding_mask`, `src_pad_mask`), or any value whose
+    name has a `pad`/`padding` word?"""
+    flow = site.flow
+    for node in flow.trace(mask_expr, flow.order_of(mask_expr, index)):
+        for sub in walk(node):
+            if isinstance(sub, cst.Name):
+                if sub.value in flow.params and is_padding_mask_name(sub.value):
+                    return True
+                if {"pad", "padding"} & set(snake_parts(sub.value)):
+                    return True
+            elif isinstance(sub, cst.Attribute) and {"pad", "padding"} & set(snake_parts(sub.attr.value)):
+                return True
+    return False
+
+
+class NegInfMaskFill(Rule):
+    code = "TL210"
+    name = "neg-inf-mask-fill"
+    severity = "warning"
+    summary = "Attention scores masked with -inf from a padding mask (fully padded rows give NaN)."
+
+    def check(self, ctx) -> None:
+        index = ctx.index
+        seen = set()
+        for site in ctx.models.attention.sites:
+            for use in site.masks():
+                if use.value is None or id(use.node) in seen or not is_negative_infinity(index, use.value):
+                    continue
+                if not from_padding(site, use.mask, index):
+                    continue
+                seen.add(id(use.node))
+                ctx.report(use.node, "attention scores filled with -inf at padded positions: a row whose keys are "
+                                     "all padding (an empty or all-pad sequence, a padded query row) becomes "
+                                     "softmax(-inf, ..., -inf) = NaN and poisons the loss and the gradients; fill "
+                                     "with `torch.finfo(scores.dtype).min`")

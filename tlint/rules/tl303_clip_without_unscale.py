@@ -1,0 +1,59 @@
+"""TL303 clip-without-unscale: AMP-scaled gradients clipped before `scaler.unscale_`.
+
+A training loop whose iteration scales the loss with a `GradScaler`
+(`scaler.scale(loss).backward()`) and clips with `torch.nn.utils.clip_grad_*` (or FSDP's
+`model.clip_grad_norm_`) with no `scaler.unscale_(optimizer)` before the clip. Clipping
+functions that unscale themselves (`accelerator.clip_grad_norm_`, `fabric.clip_gradients`,
+Lightning's `self.clip_gradients`) are not judged.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.cst import last_name
+from tlint.rules.base import Rule
+from tlint.views.training import CLIP, CLIP_FUNCTIONS, SCALE, UNSCALE, TrainingView
+
+_SELF_UNSCALING = frozenset({"accelerator", "fabric"})
+
+
+class ClipWithoutUnscale(Rule):
+    code = "TL303"
+    name = "clip-without-unscale"
+    severity = "error"
+    summary = "AMP-scaled gradients are clipped without scaler.unscale_(optimizer) first."
+
+    def check(self, ctx) -> None:
+        view: TrainingView = ctx.training
+        reported: set[int] = set()
+        for loop in view.loops:
+            scales = loop.of(SCALE)
+            unscales = []
+            for event in loop.events:
+                if event.kind == UNSCALE:
+                    unscales.append(event)
+                elif event.kind == CLIP and id(event.node) not in reported:
+                    if not any(not event.excludes(scale) for scale in scales):
+                        continue  # the `else` branch of `if use_amp:` clips unscaled gradients
+                    if any(not event.excludes(unscale) for unscale in unscales):
+                        continue
+                    if self._clips_raw_gradients(view, event.node):
+                        reported.add(id(event.node))
+                        ctx.report(event.node, "the GradScaler-scaled gradients are clipped before "
+                                   "scaler.unscale_(optimizer): the threshold applies to gradients multiplied "
+                                   "by the loss scale; call scaler.unscale_(optimizer) before clipping")
+
+    @staticmethod
+    def _clips_raw_gradients(view: TrainingView, call) -> bool:
+        if not isinstance(call, cst.Call):
+            return False
+        if view.index.qualify(call.func) in CLIP_FUNCTIONS:
+            return True
+        receiver = view.receiver(call)
+        if receiver is None or last_name(call.func) not in ("clip_grad_norm_", "clip_grad_value_"):
+            return False
+        if view.index.qualify(receiver) is not None:
+            return False
+        name = (last_name(receiver) or "").lower()
+        return view.role(receiver) not in _SELF_UNSCALING and name not in ("self", *_SELF_UNSCALING)

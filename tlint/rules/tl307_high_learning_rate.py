@@ -1,0 +1,83 @@
+"""TL307 high-learning-rate: an Adam-family optimiser on a transformer with a literal
+learning rate above a threshold.
+
+The rate is what runs by default (`TrainingView.literal`: literals, constants, parameter
+defaults, argparse/click/dataclass defaults); values read at run time are not judged.
+The threshold depends on what is trained: a model loaded with `from_pretrained` in the
+file (fine-tuning), adapters only (`peft`), or a model trained from scratch. A `LambdaLR`
+whose lambda carries the scale itself (Noam: `d_model ** -0.5 * ...`) makes the optimiser's
+`lr` a multiplier, not a rate.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.cst import get_arg, walk
+from tlint.rules.base import ProjectCondition, Rule
+from tlint.views.training import TrainingView, is_adam_name
+
+_TRANSFORMER = ProjectCondition(any_of=("transformer",), scope="imports")
+
+
+class HighLearningRate(Rule):
+    code = "TL307"
+    name = "high-learning-rate"
+    severity = "warning"
+    summary = "An Adam-family optimiser trains a transformer at a learning rate above the usual range."
+    options = {"max-lr-scratch": 1e-3, "max-lr-pretrained": 1e-4, "max-lr-adapter": 5e-3}
+
+    def check(self, ctx) -> None:
+        if ctx.is_test_file:
+            return
+        view: TrainingView = ctx.training
+        limit, what = self._threshold(ctx, view)
+        for site in view.optimizers:
+            if not site.adam_family or self._lambda_scales(view):
+                continue
+            self._judge(ctx, view, get_arg(site.call, "lr", 1), limit, what)
+        for call in view.training_arguments:
+            optim = get_arg(call, "optim")
+            value = view.literal(optim.value) if optim is not None else "adamw_torch"
+            if isinstance(value, str) and is_adam_name(value):
+                self._judge(ctx, view, get_arg(call, "learning_rate"), limit, what)
+
+    def _judge(self, ctx, view: TrainingView, arg: cst.Arg | None, limit: float, what: str) -> None:
+        if arg is None:
+            return
+        value = view.literal(arg.value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > limit:
+            ctx.report(arg, f"learning rate {value:g} is above {limit:g}, the usual ceiling for Adam on {what}; "
+                       "transformers trained this hot diverge or lose their pretrained features",
+                       when=_TRANSFORMER)
+
+    def _threshold(self, ctx, view: TrainingView) -> tuple[float, str]:
+        index = ctx.index
+        if index.imports.imports_module("peft") or any(
+            (index.qualify(call.func) or "").startswith("peft.") for call in index.calls
+        ):
+            return float(self.options["max-lr-adapter"]), "adapters (LoRA)"
+        if view.calls_of("model"):
+            return float(self.options["max-lr-pretrained"]), "a pretrained transformer"
+        return float(self.options["max-lr-scratch"]), "a transformer trained from scratch"
+
+    @staticmethod
+    def _lambda_scales(view: TrainingView) -> bool:
+        """A LambdaLR whose lambda multiplies by an inverse power (`d_model ** -0.5`)."""
+        for site in view.schedulers:
+            if not site.name.endswith("LambdaLR"):
+                continue
+            arg = get_arg(site.call, "lr_lambda", 1)
+            body = arg.value if arg is not None else None
+            if isinstance(body, cst.Name):
+                body = view.local_function(body)
+            if body is not None and any(_inverse_power(node) for node in walk(body)):
+                return True
+        return False
+
+
+def _inverse_power(node: cst.CSTNode) -> bool:
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power)):
+        return False
+    exponent = node.right
+    return isinstance(exponent, cst.UnaryOperation) and isinstance(exponent.operator, cst.Minus)

@@ -1,0 +1,52 @@
+"""TL309 missing-zero-grad: a training loop never resets its gradients.
+
+`backward()` adds to `.grad`; without `zero_grad()` (or `p.grad = None`) every step uses
+the sum of all gradients so far. Gradient accumulation that resets every k steps resets
+under a condition, which counts.
+"""
+
+from __future__ import annotations
+
+from tlint.rules.base import Rule
+from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView
+
+
+class MissingZeroGrad(Rule):
+    code = "TL309"
+    name = "missing-zero-grad"
+    severity = "error"
+    summary = "A training loop runs backward() and step() but never resets the gradients."
+
+    def check(self, ctx) -> None:
+        if ctx.is_test_file:  # unit tests step a toy loss a few times
+            return
+        view: TrainingView = ctx.training
+        for loop in view.loops:
+            if loop.has(ZERO_GRAD) or (loop.is_step_function and not self._lightning_step(view, loop)):
+                continue  # a step function's caller (another file, or Lightning) may reset
+            step = loop.first(OPTIMIZER_STEP)
+            if step is None or view.is_engine_step(step):
+                continue  # a DeepSpeed engine's step() zeroes the gradients itself
+            if self._reset_outside_iteration(view, loop) or self._distributed_autograd(view, loop):
+                continue
+            ctx.report(step.node, "gradients are never reset in this training loop: each step() applies the "
+                       "sum of every gradient so far; call optimizer.zero_grad() once per step")
+
+    @staticmethod
+    def _lightning_step(view: TrainingView, loop) -> bool:
+        """`training_step` of a LightningModule under manual optimisation resets by hand."""
+        return any(module.manual_optimization and view.index.is_inside(loop.node, module.node)
+                   for module in view.lightning_modules)
+
+    @staticmethod
+    def _distributed_autograd(view: TrainingView, loop) -> bool:
+        """`dist_autograd.backward(context_id, ...)` keeps gradients per context, not in `.grad`."""
+        return any((view.index.qualify(e.node.func) or "").startswith("torch.distributed.autograd.")
+                   for e in loop.of(BACKWARD))
+
+    @staticmethod
+    def _reset_outside_iteration(view: TrainingView, loop) -> bool:
+        """A reset written inside the loop that the walk of one iteration does not run: in
+        a closure or lambda defined there (`optimizer.step(lambda: ...)`)."""
+        return any(view.event_kind(call) == ZERO_GRAD and view.index.is_inside(call, loop.node)
+                   for call in view.index.calls)

@@ -1,0 +1,136 @@
+"""TL312 missing-eval-mode: evaluation in training mode, or training left in eval mode.
+
+(a) An evaluation loop — a `for` loop over a data loader or batches, under `no_grad()`/
+`inference_mode()` or in a function named `eval*`/`valid*`, that computes a loss or a
+metric — in a function (not an `nn.Module` method) that never calls `model.eval()`,
+and whose callers in the same file do not either. (b) A training loop whose iteration
+switches the model to eval mode (for validation every N steps, or at the end of each
+epoch) and never back to `train()`: dropout stays off for the rest of training.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.cst import last_name, snake_parts, walk
+from tlint.rules.base import Rule
+from tlint.views.training import BACKWARD, EVAL, FORWARD, LOSS, OPTIMIZER_STEP, TRAIN, TrainingView
+
+_EVAL_WORDS = ("eval", "valid", "test")
+_NOT_EVALUATION = frozenset({"generate", "generation", "sample", "sampling", "ema", "update", "decode", "infer",
+                             "inference", "predict", "export", "benchmark", "profile"})
+_DATA_WORDS = frozenset({"loader", "dataloader", "loaders", "batches", "batch", "dataset", "data", "ds", "iterator"})
+_METRIC_WORDS = frozenset({"correct", "hits", "matches", "acc", "accuracy", "metric", "metrics", "f1", "ppl", "perplexity", "loss",
+                           "losses", "bleu", "rouge", "score", "scores", "errors", "mse", "mae"})
+# Models that stay in eval mode on purpose inside a training loop.
+_FROZEN_WORDS = frozenset({"teacher", "ema", "ref", "reference", "target", "frozen", "old", "vae", "averaged"})
+
+
+class MissingEvalMode(Rule):
+    code = "TL312"
+    name = "missing-eval-mode"
+    severity = "warning"
+    summary = "Evaluation runs without model.eval(), or training never returns to model.train()."
+
+    def check(self, ctx) -> None:
+        if ctx.is_test_file:
+            return
+        view: TrainingView = ctx.training
+        self._evaluation_loops(ctx, view)
+        self._training_left_in_eval(ctx, view)
+
+    # --- (a) evaluation without eval() ------------------------------------------------
+
+    def _evaluation_loops(self, ctx, view: TrainingView) -> None:
+        checked: set[cst.FunctionDef] = set()
+        for loop in ctx.index.loops:
+            function = ctx.index.enclosing_function(loop)
+            if not isinstance(loop, cst.For) or function is None or function in checked:
+                continue
+            if not self._evaluation_function(ctx, view, function, loop) or not self._over_batches(loop):
+                continue
+            events = view.iteration(loop)
+            kinds = {e.kind for e in events}
+            if kinds & {BACKWARD, OPTIMIZER_STEP} or not self._computes_metric(loop, kinds):
+                continue
+            checked.add(function)
+            if self._switches_to_eval(view, function) or self._caller_switches(view, function):
+                continue
+            ctx.report(loop, f"`{function.name.value}` evaluates without model.eval(): dropout and batch-norm "
+                       "stay in training mode, so the metric is noisy and biased; call model.eval() first")
+
+    @staticmethod
+    def _evaluation_function(ctx, view: TrainingView, function: cst.FunctionDef, loop) -> bool:
+        parts = snake_parts(function.name.value)
+        if set(parts) & _NOT_EVALUATION:
+            return False
+        cls = ctx.index.enclosing_class(function)
+        if cls is not None and cls.name.value in ctx.models.classes:
+            return False  # nn.Module / LightningModule methods: the framework or caller switches modes
+        named = bool(parts) and parts[0].startswith(_EVAL_WORDS[:2])
+        return named or view.grad_disabled(loop)
+
+    @staticmethod
+    def _over_batches(loop: cst.For) -> bool:
+        names = [n.value for n in walk(loop.iter) if isinstance(n, cst.Name)]
+        names += [n.value for n in walk(loop.target) if isinstance(n, cst.Name)]
+        return any(set(snake_parts(name)) & _DATA_WORDS for name in names)
+
+    @staticmethod
+    def _computes_metric(loop: cst.For, kinds: set[str]) -> bool:
+        if LOSS in kinds:
+            return True
+        if FORWARD not in kinds:
+            return False
+        return any(isinstance(n, cst.Name) and set(snake_parts(n.value)) & _METRIC_WORDS for n in walk(loop.body))
+
+    @staticmethod
+    def _switches_to_eval(view: TrainingView, scope: cst.CSTNode | None) -> bool:
+        for call in view.index.calls:
+            if view.event_kind(call) != EVAL:
+                continue
+            if scope is None and view.index.enclosing_function(call) is None:
+                return True
+            if scope is not None and view.index.is_inside(call, scope):
+                return True
+        return False
+
+    def _caller_switches(self, view: TrainingView, function: cst.FunctionDef) -> bool:
+        callers = view.callers(function)
+        if not callers:  # called from elsewhere (another file, a dispatch table): unknown
+            return any(view.event_kind(call) == EVAL for call in view.index.calls)
+        order = {id(call): i for i, call in enumerate(view.index.calls)}
+        for caller in callers:
+            scope = view.index.enclosing_function(caller)
+            for call in view.index.calls:
+                if order[id(call)] >= order[id(caller)]:
+                    break
+                if view.event_kind(call) == EVAL and view.index.enclosing_function(call) is scope:
+                    return True  # `model.eval()` before the call, in the caller
+        return False
+
+    # --- (b) training left in eval mode -----------------------------------------------
+
+    def _training_left_in_eval(self, ctx, view: TrainingView) -> None:
+        reported: set[int] = set()
+        for loop in view.loops:
+            if loop.is_step_function:
+                continue
+            chain = [loop.node, *loop.outer]
+            if loop.epoch_loop is not None and loop.epoch_loop not in chain:
+                chain.append(loop.epoch_loop)
+            for node in chain:
+                events = view.iteration(node)
+                if any(e.kind == TRAIN for e in events):
+                    break  # an outer iteration that switches back covers the inner ones too
+                for event in events:
+                    if event.kind != EVAL or id(event.site) in reported or self._frozen(view, event):
+                        continue
+                    reported.add(id(event.site))
+                    ctx.report(event.site, "the training loop switches the model to eval mode here and never back "
+                               "to model.train(): dropout stays off for the rest of training")
+
+    @staticmethod
+    def _frozen(view: TrainingView, event) -> bool:
+        receiver = view.receiver(event.node)
+        return bool(set(snake_parts(last_name(receiver) or "")) & _FROZEN_WORDS)

@@ -1,0 +1,40 @@
+"""TL313 anomaly-detection-left-on: autograd anomaly detection enabled in training code.
+
+`torch.autograd.set_detect_anomaly(True)` (a literal, or a default that is true) and
+`torch.autograd.detect_anomaly()` outside test files. A call under an `if` is a debugging
+switch someone turns on deliberately (`if args.debug:`), and is not reported.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.rules.base import Rule
+from tlint.views.training import TrainingView
+
+_SET = ("torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly")
+_CONTEXT = ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly")
+
+
+class AnomalyDetectionLeftOn(Rule):
+    code = "TL313"
+    name = "anomaly-detection-left-on"
+    severity = "info"
+    summary = "Autograd anomaly detection is left on in training code (several times slower)."
+
+    def check(self, ctx) -> None:
+        if ctx.is_test_file:
+            return
+        view: TrainingView = ctx.training
+        for call in ctx.index.calls:
+            name = ctx.index.qualify(call.func)
+            if name in _SET:
+                mode = view.literal(call.args[0].value) if call.args else None
+                if mode is not True:
+                    continue
+            elif name not in _CONTEXT:
+                continue
+            if any(isinstance(a, (cst.If, cst.IfExp)) for a in ctx.index.ancestors(call)):
+                continue
+            ctx.report(call, "autograd anomaly detection makes every backward several times slower; "
+                       "turn it on only while debugging a NaN (e.g. behind a --debug flag)")

@@ -1,0 +1,41 @@
+"""TL316 grad-norm-not-monitored: a training loop that never looks at its gradient norm.
+
+The loop's iteration (helpers of the same file inlined) neither keeps the value returned by
+a clipping call (`norm = clip_grad_norm_(...)`) nor computes a norm (`p.grad.norm()`,
+`torch.linalg.vector_norm`, a helper named like `grad_norm`). Hugging Face `Trainer` and
+Lightning log it themselves and have no hand-written loop to judge.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tlint.cst import last_name, snake_parts
+from tlint.rules.base import Rule
+from tlint.views.training import CLIP, OPTIMIZER_STEP, TrainingView
+
+
+class GradNormNotMonitored(Rule):
+    code = "TL316"
+    name = "grad-norm-not-monitored"
+    severity = "info"
+    default_enabled = False
+    summary = "A training loop never logs its gradient norm."
+
+    def check(self, ctx) -> None:
+        if ctx.is_test_file:
+            return
+        view: TrainingView = ctx.training
+        for loop in view.loops:
+            step = loop.first(OPTIMIZER_STEP)
+            if step is None or view.is_engine_step(step):
+                continue
+            clips = loop.of(CLIP)
+            if any(not isinstance(ctx.index.parent(clip.node), cst.Expr) for clip in clips):
+                continue  # the returned norm is kept
+            if any("norm" in snake_parts(last_name(e.node.func) or "") for e in view.calls_in(loop)
+                   if isinstance(e.node, cst.Call) and e.kind != CLIP and view.event_kind(e.node) != CLIP):
+                continue
+            node = clips[0].node if clips else step.node
+            ctx.report(node, "the gradient norm is never looked at in this training loop; keep the value "
+                       "clip_grad_norm_ returns and log it: spikes announce divergence early")

@@ -1,0 +1,583 @@
+"""Hand-written attention, seen through a small per-function data flow.
+
+`FunctionFlow(fn)` records, in source order, which local names each statement writes
+(`x = ...`, `a, b = ...`, `x += ...`, in-place `x.masked_fill_(...)`), so a rule can ask what
+an expression was computed from (`trace`). On top of it, `attention_sites(index)` finds every
+softmax of the file and, where its input traces back to a query-key product
+(`q @ k.transpose(-2, -1)`, `torch.matmul`, `bmm`, `baddbmm`, `einsum`), describes the
+attention: the product, the statements between it and the softmax (scaling, masking),
+the softmax `dim`. `sdpa_calls(index)` lists `F.scaled_dot_product_attention` calls.
+
+The model view (`tlint.views.model.ModelView.attention_sites`) exposes these per file; free
+functions (the Annotated Transformer's `attention(q, k, v, mask)`) and helper methods of a
+module class are covered alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from tlint.cst import dotted_name, get_arg, last_name, literal_value, snake_parts, walk
+
+SOFTMAX_FUNCTIONS = frozenset({"torch.nn.functional.softmax", "torch.softmax", "torch.Tensor.softmax"})
+SOFTMAX_MODULES = frozenset({"torch.nn.Softmax"})
+SDPA = frozenset({"torch.nn.functional.scaled_dot_product_attention"})
+_PRODUCT_FUNCTIONS = frozenset({"torch.matmul", "torch.bmm", "torch.baddbmm", "torch.einsum", "einsum",
+                                "opt_einsum.contract"})
+_TRANSPOSE_METHODS = frozenset({"transpose", "permute", "swapaxes", "swapdims", "t", "movedim"})
+_TRANSPOSE_ATTRS = frozenset({"T", "mT", "mH", "H"})
+_REARRANGE = frozenset({"einops.rearrange", "einops.einsum"})
+_IN_PLACE_PREFIXES = ("masked_fill_", "div_", "mul_", "add_", "sub_", "fill_", "clamp_", "masked_scatter_",
+                      "copy_", "tril_", "triu_")
+_SCALE_PARTS = {"scale", "scaling", "sqrt", "rsqrt", "temp", "temperature", "tau", "factor", "inv", "alpha",
+                "softmax_scale", "norm", "logit"}
+_SCALE_CALLS = {"sqrt", "rsqrt", "normalize"}
+_MASK_CALLS = {"masked_fill", "masked_fill_", "where", "masked_scatter", "masked_scatter_"}
+
+
+@dataclass
+class Write:
+    order: int
+    kind: str  # "set" (binds the name anew) or "update" (modifies it: `+=`, in-place method)
+    value: cst.CSTNode  # the value expression, or the AugAssign / in-place call itself
+
+
+class FunctionFlow:
+    """The writes of local names in one function body, in source order."""
+
+    def __init__(self, fn: cst.FunctionDef | cst.Module) -> None:
+        self.fn = fn
+        self.writes: dict[str, list[Write]] = {}
+        self._order: dict[cst.CSTNode, int] = {}
+        self.params = set()
+        if isinstance(fn, cst.FunctionDef):
+            p = fn.params
+            for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+                self.params.add(param.name.value)
+            for star in (p.star_arg, p.star_kwarg):
+                if isinstance(star, cst.Param):
+                    self.params.add(star.name.value)
+        body = fn.body if isinstance(fn, cst.FunctionDef) else fn
+        for number, node in enumerate(walk(body, into_functions=False)):
+            if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                self._order[node] = number
+                self._record(node, number)
+
+    def _add(self, name: str, kind: str, order: int, value: cst.CSTNode) -> None:
+        self.writes.setdefault(name, []).append(Write(order, kind, value))
+
+    def _record(self, node, order: int) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                for name in _target_names(target.target):
+                    self._add(name, "set", order, node.value)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            for name in _target_names(node.target):
+                self._add(name, "set", order, node.value)
+        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+            self._add(node.target.value, "update", order, node)
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+            func = node.value.func
+            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                    and func.attr.value.endswith("_") and func.attr.value.startswith(_IN_PLACE_PREFIXES)):
+                self._add(func.value.value, "update", order, node.value)
+        elif isinstance(node, cst.For):
+            for name in _target_names(node.target):
+                self._add(name, "set", order, node.iter)
+        elif isinstance(node, cst.With):
+            for item in node.items:
+                if item.asname is not None:
+                    for name in _target_names(item.asname.name):
+                        self._add(name, "set", order, item.item)
+
+    def order_of(self, node: cst.CSTNode, index) -> int:
+        """The source-order number of the statement that holds `node`."""
+        current = node
+        while current is not None:
+            number = self._order.get(current)
+            if number is not None:
+                return number
+            current = index.parent(current)
+        return 1 << 30
+
+    def trace(self, expr: cst.CSTNode, at: int, *, skip=lambda node: False) -> list[cst.CSTNode]:
+        """`expr` and every value it was computed from within this function (the values of
+        the names it reads, as last written before `at`, and their updates), transitively.
+        Subtrees for which `skip(node)` holds are not followed into."""
+        out = [expr]
+        seen: set[tuple[str, int]] = set()
+        queue = [(expr, at)]
+        while queue:
+            current, before = queue.pop()
+            for name in read_names(current, skip):
+                if (name, before) in seen:
+                    continue
+                seen.add((name, before))
+                for write in reversed(self.writes.get(name, ())):
+                    if write.order >= before:
+                        continue
+                    out.append(write.value)
+                    queue.append((write.value, write.order))
+                    if write.kind == "set":
+                        break
+        return out
+
+    def definition(self, name: str, before: int) -> cst.CSTNode | None:
+        for write in reversed(self.writes.get(name, ())):
+            if write.order < before and write.kind == "set":
+                return write.value
+        return None
+
+
+def _target_names(target) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out = []
+        for element in target.elements:
+            out += _target_names(element.value)
+        return out
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []
+
+
+def read_names(expr: cst.CSTNode, skip=lambda node: False) -> list[str]:
+    """Local names read by `expr` (not attribute names, keywords or called functions' names)."""
+    out = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if skip(node) and node is not expr:
+            continue
+        if isinstance(node, cst.Name):
+            out.append(node.value)
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)
+            continue
+        if isinstance(node, cst.Arg):
+            stack.append(node.value)
+            continue
+        if isinstance(node, cst.AugAssign):
+            stack.extend([node.target, node.value])
+            continue
+        if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(node, cst.Call):
+            stack.append(node.func)
+            stack.extend(arg.value for arg in node.args)
+            continue
+        from tlint.cst import children
+
+        stack.extend(children(node))
+    return out
+
+
+# --- recognising attention ----------------------------------------------------------------
+
+
+def is_transposed(expr: cst.CSTNode) -> bool:
+    """Does `expr` transpose/permute its tensor (`k.transpose(-2, -1)`, `k.mT`, `rearrange`)?"""
+    for node in walk(expr):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _TRANSPOSE_METHODS:
+            return True
+        if isinstance(node, cst.Attribute) and node.attr.value in _TRANSPOSE_ATTRS:
+            return True
+        if isinstance(node, cst.Call) and last_name(node.func) in ("rearrange", "transpose", "permute", "swapaxes"):
+            return True
+    return False
+
+
+@dataclass
+class Product:
+    node: cst.CSTNode  # BinaryOperation (`@`) or Call (matmul/bmm/baddbmm/einsum)
+    left: cst.CSTNode | None
+    right: cst.CSTNode | None
+    ndim: int | None = None  # of the scores, when the spelling tells (einsum, bmm, `.T`)
+    einsum: bool = False
+
+
+def as_product(index, node: cst.CSTNode) -> Product | None:
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+        ndim = 2 if _simple_t(node.right) else None
+        return Product(node, node.left, node.right, ndim)
+    if isinstance(node, cst.Call):
+        name = index.qualify(node.func) or dotted_name(node.func) or ""
+        attr = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if name in ("torch.matmul", "torch.bmm") or (attr in ("matmul", "bmm") and name not in _PRODUCT_FUNCTIONS
+                                                      and not name.startswith("torch.")):
+            args = [a.value for a in node.args if a.keyword is None]
+            if attr in ("matmul", "bmm") and not name.startswith("torch."):
+                args = [node.func.value, *args]
+            if len(args) >= 2:
+                return Product(node, args[0], args[1], 3 if name.endswith("bmm") or attr == "bmm" else None)
+        if name == "torch.baddbmm":
+            args = [a.value for a in node.args if a.keyword is None]
+            if len(args) >= 3:
+                return Product(node, args[1], args[2], 3)
+        if name in ("torch.einsum", "einops.einsum", "opt_einsum.contract") or last_name(node.func) == "einsum":
+            args = [a.value for a in node.args if a.keyword is None]
+            spec = None
+            strings = [a for a in args if isinstance(literal_value(a, None), str)]
+            if strings:
+                spec = literal_value(strings[0], None)
+            tensors = [a for a in args if a not in strings]
+            if spec and "->" in spec and len(tensors) >= 2:
+                lhs, out = spec.replace(" ", "").split("->", 1)
+                inputs = lhs.split(",")
+                # a query-key product contracts the feature axis: the output keeps both
+                # sequence axes, so each input has an axis the output lacks
+                if len(inputs) == 2 and all(set(i) - set(out) for i in inputs) and "..." not in out:
+                    return Product(node, tensors[0], tensors[1], len(out), einsum=True)
+                if len(inputs) == 2 and "..." in out:
+                    return Product(node, tensors[0], tensors[1], None, einsum=True)
+    return None
+
+
+def _simple_t(expr) -> bool:
+    return (isinstance(expr, cst.Attribute) and expr.attr.value == "T") or (
+        isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "t"
+        and not expr.args)
+
+
+@dataclass
+class AttentionSite:
+    """One hand-written attention: `softmax(<scores>)` whose scores come from a q-k product."""
+
+    function: cst.FunctionDef | cst.Module
+    flow: FunctionFlow
+    softmax: cst.Call
+    scores: cst.BaseExpression  # the softmax input
+    dim: object  # the literal `dim` (int), None when missing, Ellipsis when not a literal
+    product: Product
+    between: list[cst.CSTNode] = field(default_factory=list)  # product -> softmax computations
+    upstream: list[cst.CSTNode] = field(default_factory=list)  # what q and k were computed from
+    callers: list[cst.CSTNode] = field(default_factory=list)  # the same, in the callers of a helper method
+
+    @property
+    def ndim(self) -> int | None:
+        return self.product.ndim
+
+    def masks(self) -> list[MaskUse]:
+        """Masks applied to the scores between the product and the softmax."""
+        out = []
+        for node in self.between:
+            for sub in walk(node):
+                if isinstance(sub, cst.Call):
+                    attr = last_name(sub.func)
+                    if attr in ("masked_fill", "masked_fill_"):
+                        mask = get_arg(sub, "mask", 0)
+                        value = get_arg(sub, "value", 1)
+                        if isinstance(sub.func, cst.Attribute) and dotted_name(sub.func) in (
+                                "torch.masked_fill",):
+                            mask, value = get_arg(sub, "mask", 1), get_arg(sub, "value", 2)
+                        if mask is not None:
+                            out.append(MaskUse(sub, mask.value, value.value if value else None))
+                    elif attr == "where" and len(sub.args) >= 3:
+                        out.append(MaskUse(sub, sub.args[0].value, None))
+                elif isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, (cst.Add, cst.Subtract)):
+                    for operand in (sub.left, sub.right):
+                        if _mask_like(operand):
+                            out.append(MaskUse(sub, operand, None))
+                elif isinstance(sub, cst.AugAssign) and isinstance(sub.operator, (cst.AddAssign, cst.SubtractAssign)):
+                    if _mask_like(sub.value):
+                        out.append(MaskUse(sub, sub.value, None))
+        return out
+
+    def is_scaled(self) -> bool:
+        """Scaled anywhere between the product and the softmax, inside the product's own
+        operands (`(q * scale) @ k.T`), or folded into q/k before (`q = q * self.scale`)."""
+        if self.product.node is not None and isinstance(self.product.node, cst.Call):
+            if any(arg.keyword is not None and arg.keyword.value in ("alpha", "scale") for arg in self.product.node.args):
+                return True
+        for node in (*self.between, *self.upstream, *self.callers):
+            if _scales(node):
+                return True
+        return False
+
+
+@dataclass
+class MaskUse:
+    node: cst.CSTNode  # the masked_fill / where call, or the addition
+    mask: cst.BaseExpression
+    value: cst.BaseExpression | None  # the fill value, for masked_fill
+
+
+def _mask_like(expr) -> bool:
+    for node in walk(expr):
+        name = last_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if name and any(p in ("mask", "bias", "alibi", "causal") or p.endswith("mask") for p in snake_parts(name)):
+            return True
+    return False
+
+
+def _scale_factor(expr) -> bool:
+    for node in walk(expr):
+        if isinstance(node, (cst.Float, cst.Integer)):
+            return True
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power):
+            return True
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            name = last_name(node)
+            if name and set(snake_parts(name)) & _SCALE_PARTS:
+                return True
+        if isinstance(node, cst.Call) and last_name(node.func) in _SCALE_CALLS:
+            return True
+    return False
+
+
+def _scales(expr) -> bool:
+    """A division, or a multiplication by a scale-like factor, inside `expr`."""
+    for node in walk(expr):
+        if isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, (cst.Divide, cst.FloorDivide)) and not _is_shape_arith(node):
+                return True
+            if isinstance(node.operator, cst.Multiply) and (_scale_factor(node.left) or _scale_factor(node.right)):
+                return True
+        elif isinstance(node, cst.AugAssign):
+            if isinstance(node.operator, cst.DivideAssign):
+                return True
+            if isinstance(node.operator, cst.MultiplyAssign) and _scale_factor(node.value):
+                return True
+        elif isinstance(node, cst.Call):
+            name = last_name(node.func)
+            if name in ("div", "div_", "true_divide", "divide"):
+                return True
+            if name in ("mul", "mul_", "multiply") and any(_scale_factor(a.value) for a in node.args):
+                return True
+            if name == "normalize":  # cosine attention with a learned temperature
+                return True
+            parts = set(snake_parts(name or ""))
+            if parts & {"norm", "l2norm", "rmsnorm"} and parts & {"q", "k", "qk", "query", "key"}:
+                return True  # QK-norm (`self.q_norm(q)`): the logits' scale is learned
+    return False
+
+
+def _is_shape_arith(node: cst.BinaryOperation) -> bool:
+    """`C // self.n_head`, `dim / heads` inside a `view(...)`: shape arithmetic, not scaling."""
+    return isinstance(node.operator, cst.FloorDivide)
+
+
+# --- the sites of a file ------------------------------------------------------------------
+
+
+def softmax_input(index, call: cst.Call, module_attr_ctor=None):
+    """(input expression, dim literal or None/Ellipsis, is_softmax) for a softmax call."""
+    qualified = index.qualify(call.func)
+    if qualified in SOFTMAX_FUNCTIONS:
+        first = get_arg(call, "input", 0)
+        dim = get_arg(call, "dim", 1)
+        return (first.value if first else None), _dim_value(dim)
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "softmax" and qualified is None:
+        dim = get_arg(call, "dim", 0)
+        return func.value, _dim_value(dim)
+    if module_attr_ctor is not None:
+        ctor_call = module_attr_ctor(call)
+        if ctor_call is not None:
+            first = get_arg(call, "input", 0)
+            return (first.value if first else None), _dim_value(get_arg(ctor_call, "dim", 0))
+    return None
+
+
+def _dim_value(arg: cst.Arg | None):
+    if arg is None:
+        return None
+    value = literal_value(arg.value, default=Ellipsis)
+    return value if isinstance(value, int) and not isinstance(value, bool) else Ellipsis
+
+
+class AttentionIndex:
+    """Softmax calls, attention sites and SDPA calls of one file, with per-function flows."""
+
+    def __init__(self, index, softmax_module_ctor) -> None:
+        self.index = index
+        self._flows: dict[cst.CSTNode, FunctionFlow] = {}
+        self.softmaxes: list[tuple[cst.Call, object, object]] = []  # (call, input, dim)
+        self.sites: list[AttentionSite] = []
+        self.sdpa: list[cst.Call] = []
+        for call in index.calls:
+            if index.qualify(call.func) in SDPA:
+                self.sdpa.append(call)
+                continue
+            found = softmax_input(index, call, softmax_module_ctor)
+            if found is None:
+                continue
+            scores, dim = found
+            self.softmaxes.append((call, scores, dim))
+            if scores is None:
+                continue
+            site = self._site(call, scores, dim)
+            if site is not None:
+                self.sites.append(site)
+
+    def flow(self, node: cst.CSTNode) -> FunctionFlow:
+        fn = self.index.enclosing_function(node) or self.index.module
+        flow = self._flows.get(fn)
+        if flow is None:
+            flow = self._flows[fn] = FunctionFlow(fn)
+        return flow
+
+    def caller_operands(self, flow: FunctionFlow, nodes) -> list[tuple[FunctionFlow, list[cst.CSTNode]]]:
+        """Helper methods (`def _attend(self, q, k, v)`): what the callers in the same class
+        pass for the parameters that `nodes` read, traced in each caller."""
+        fn = flow.fn
+        if not isinstance(fn, cst.FunctionDef):
+            return []
+        owner = self.index.enclosing_class(fn)
+        if owner is None:
+            return []
+        read = {name for node in nodes for name in read_names(node)} & flow.params
+        p = fn.params
+        positional = [param.name.value for param in (*p.posonly_params, *p.params)][1:]  # after self
+        out = []
+        for call in self.index.calls:
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == fn.name.value
+                    and dotted_name(func.value) == "self" and self.index.enclosing_class(call) is owner):
+                continue
+            caller = self.flow(call)
+            at = caller.order_of(call, self.index)
+            traced = []
+            for position, name in enumerate(positional):
+                if name in read:
+                    arg = get_arg(call, name, position)
+                    if arg is not None:
+                        traced += caller.trace(arg.value, at)
+            out.append((caller, traced))
+        return out
+
+    def _site(self, call, scores, dim) -> AttentionSite | None:
+        index = self.index
+        flow = self.flow(call)
+        at = flow.order_of(call, index)
+        chain = flow.trace(scores, at)
+        product = None
+        for node in chain:
+            for sub in walk(node):
+                candidate = as_product(index, sub)
+                if candidate is not None and self._is_query_key(candidate, flow, at):
+                    product = candidate
+                    break
+            if product is not None:
+                break
+        if product is None:
+            return None
+        inside = product.node
+        between = flow.trace(scores, at, skip=lambda n: n is inside)
+        upstream = []
+        for operand in (product.left, product.right):
+            if operand is not None:
+                upstream += flow.trace(operand, flow.order_of(inside, index))
+        site = AttentionSite(flow.fn, flow, call, scores, dim, product, between, upstream)
+        site.callers = [node for _, nodes in self.caller_operands(flow, upstream) for node in nodes]
+        return site
+
+    def _is_query_key(self, product: Product, flow: FunctionFlow, at: int) -> bool:
+        """A query-key product: einsum contracting features, or a matmul whose right operand
+        is (traced back to) a transposed tensor."""
+        if product.einsum:
+            return True
+        if product.right is None:
+            return False
+        for node in flow.trace(product.right, flow.order_of(product.node, self.index)):
+            if is_transposed(node):
+                return True
+        return False
+
+
+def attention_operands(attention: AttentionIndex) -> list[tuple[FunctionFlow, list[cst.CSTNode]]]:
+    """For each attention (hand-written site or SDPA call): what its query and key (and,
+    for SDPA, value) were computed from."""
+    out = []
+    for site in attention.sites:
+        out.append((site.flow, site.upstream))
+        out += attention.caller_operands(site.flow, site.upstream)
+    for call in attention.sdpa:
+        flow = attention.flow(call)
+        at = flow.order_of(call, attention.index)
+        nodes = []
+        for position, keyword in enumerate(("query", "key", "value")):
+            arg = get_arg(call, keyword, position)
+            if arg is not None:
+                nodes += flow.trace(arg.value, at)
+        out.append((flow, nodes))
+    return out
+
+
+_HEAD_PARTS = {"head", "heads", "nh", "nhead", "nheads"}
+_TIME_PARTS = {"seq", "len", "length", "seqlen", "ctx", "time", "tokens", "t", "l", "s", "n", "tgt", "src", "q"}
+
+
+def head_like(expr) -> bool:
+    name = last_name(expr)
+    if name is None:
+        return False
+    parts = set(snake_parts(name))
+    return bool(parts & _HEAD_PARTS) or name in ("h", "H")
+
+
+def time_like(expr) -> bool:
+    """`T`, `seq_len`, `x.size(1)`, `x.shape[1]`, or `-1` (absorbs the time axis)."""
+    if literal_value(expr, None) == -1:
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size":
+        return len(expr.args) == 1 and literal_value(expr.args[0].value, None) == 1
+    if (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape"
+            and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)):
+        return literal_value(expr.slice[0].slice.value, None) == 1
+    name = last_name(expr)
+    if name is None:
+        return False
+    parts = snake_parts(name)
+    return name in ("T", "L", "S", "N", "t", "l") or (len(parts) > 0 and all(p in _TIME_PARTS for p in parts) and len(name) > 1)
+
+
+def head_dim_like(expr) -> bool:
+    """`head_dim`, `self.head_size`, `hs`, `d_k`, `C // self.n_head`."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.FloorDivide, cst.Divide)):
+        return True
+    name = last_name(expr)
+    if name is None:
+        return False
+    parts = set(snake_parts(name))
+    return bool(parts & {"dim", "hd", "hs", "dk", "d", "size", "headdim"})
+
+
+def shape_args(call: cst.Call) -> list[cst.BaseExpression] | None:
+    """The dimensions of `x.view(a, b, c)` / `x.reshape((a, b, c))`, else None."""
+    if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in ("view", "reshape"):
+        return None
+    args = [a.value for a in call.args if a.keyword is None]
+    if any(a.star for a in call.args):
+        return None
+    if len(args) == 1 and isinstance(args[0], (cst.Tuple, cst.List)):
+        return [el.value for el in args[0].elements]
+    return args
+
+
+def head_splits_before_time(attention: AttentionIndex) -> list[cst.Call]:
+    """`x.view(B, n_heads, T, d)` on the way to an attention, from a tensor that was not
+    transposed: the head axis is carved out of the time axis."""
+    out = []
+    seen = set()
+    for flow, nodes in attention_operands(attention):
+        for node in nodes:
+            for sub in walk(node):
+                if not isinstance(sub, cst.Call) or id(sub) in seen:
+                    continue
+                dims = shape_args(sub)
+                if dims is None or len(dims) != 4 or not head_like(dims[1]) or not time_like(dims[2]):
+                    continue
+                if literal_value(dims[2], None) == -1 and not head_dim_like(dims[3]):
+                    continue  # `(B, heads, -1, N)` of a channels-first feature map is fine
+                receiver = sub.func.value
+                at = flow.order_of(sub, attention.index)
+                if any(is_transposed(n) for n in flow.trace(receiver, at)):
+                    continue
+                seen.add(id(sub))
+                out.append(sub)
+    return out
