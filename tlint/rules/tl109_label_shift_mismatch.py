@@ -8,7 +8,7 @@ import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, last_name, walk
 from tlint.rules.base import Rule
-from tlint.views.model import slice_bounds, causal_evidence, loss_calls
+from tlint.views.model import causal_evidence, loss_calls, slice_bounds
 
 _RESHAPES = ("view", "reshape", "flatten", "contiguous", "long", "to")
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tlint.cst import dotted_name, get_arg, has_star_kwargs, literal_value, snake_parts, walk
+from tlint.cst import (
+    dotted_name,
+    get_arg,
+    has_star_kwargs,
+    literal_value,
+    snake_parts,
+    walk,
+)
 from tlint.rules.base import Rule
 from tlint.views.model import causal_evidence
 
@@ -81,7 +88,7 @@ class MissingCausalMask(Rule):
             reason = evidence.get(module_class.name)
             if reason is None:
                 continue
-            for method, fn in module_class.methods.items():
+            for fn in module_class.methods.values():
                 for call in module_class.calls_of(fn):
                     sub = module_class.attribute_of(call.func)
                     if sub is None or sub.ctor not in _MASK_ARGS:

@@ -444,7 +444,7 @@ class ModelView:
         owner = self.index.enclosing_class(node)
         return self.classes.get(owner.name.value) if owner is not None else None
 
-    def causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, "CausalEvidence"]:
+    def causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, CausalEvidence]:
         """Module class name -> why its model is causal (decoder-only): a next-token loss
         in the file, a `generate` method, or a causal name (`causal_names`, class or file
         names) with a per-position loss over the vocabulary. Never a name alone; masked-LM,
