@@ -86,9 +86,7 @@ def _tokenizer_variables(index) -> set[str]:
         cached = set()
         for node in index.assignments:
             if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
-                func = node.value.func
-                # the class itself: `transformers.X.from_pretrained` folds to `transformers.from_pretrained`
-                callee = dotted_name(func.value if isinstance(func, cst.Attribute) else func) or ""
+                callee = index.call_name(node.value) or ""
                 if "Tokenizer" in callee or "Processor" in callee:
                     for target in node.targets:
                         name = last_name(target.target)

@@ -534,9 +534,6 @@ class TrainingView:
             if inner and is_optimizer_name(inner):
                 return ("optimizer", inner)
             return None
-        if qualified.endswith(".from_pretrained") and isinstance(call.func, cst.Attribute):
-            owner = self.index.qualify(call.func.value)  # `transformers.AutoTokenizer`, not folded away
-            qualified = f"{owner}.from_pretrained" if owner else qualified
         family = _family_of_qualified(qualified)
         return (family, qualified) if family else None
 
