@@ -248,10 +248,9 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
         result.facts.append(Fact(kind, ranges.get(node, Range.point(1)) if kind in POSITIONED else None, data))
     if facts_only:
         return result
-    ruleset = settings.ruleset()
-    for rule, report in ctx.reports:
-        diag = Diagnostic(rule.code, rule.name, ruleset.severity_of(rule.code, rule.severity),
-                          report.message, display, ranges.get(report.node, Range.point(1)), report.fix)
+    for rule, report in ctx.reports:  # `severity` overrides are applied in Linter._finish_file
+        diag = Diagnostic(rule.code, rule.name, rule.severity, report.message, display,
+                          ranges.get(report.node, Range.point(1)), report.fix)
         if report.when is None:
             result.diagnostics.append(diag)
         else:
@@ -413,10 +412,9 @@ class Linter:
                 except Exception as exc:  # isolate the rule, as in phase 1
                     result.diagnostics.append(_internal_error(rule, result.display, exc))
                     continue
-                severity = settings.ruleset().severity_of(rule.code, rule.severity)
                 for where, message in found:
                     result.diagnostics.append(
-                        Diagnostic(rule.code, rule.name, severity, message, result.display, where))
+                        Diagnostic(rule.code, rule.name, rule.severity, message, result.display, where))
 
     def _finish_file(self, result: FileResult, settings: Settings) -> list[Diagnostic]:
         try:
@@ -426,12 +424,12 @@ class Linter:
         ignored = settings.ignored_for(rel)
         enabled = settings.enabled_codes()
         diagnostics = [d for d in result.diagnostics if d.code not in ignored and (d.code in enabled or d.code == "TL003")]
-        ruleset = settings.ruleset()
-        for diag in diagnostics:  # the engine's own findings (TL001) get `severity` overrides too
-            diag.severity = ruleset.severity_of(diag.code, diag.severity)
         apply_suppressions(diagnostics, result.suppressions)
         if "TL002" in enabled and "TL002" not in ignored:
-            diagnostics.extend(_unused_suppressions(result, enabled, settings))
+            diagnostics.extend(_unused_suppressions(result, enabled))
+        ruleset = settings.ruleset()
+        for diag in diagnostics:  # the one place `severity` overrides apply, TL001/TL002 included
+            diag.severity = ruleset.severity_of(diag.code, diag.severity)
         return diagnostics
 
 
@@ -508,24 +506,26 @@ class _Project:
         return kinds
 
 
-def _unused_suppressions(result: FileResult, enabled: set[str], settings: Settings) -> list[Diagnostic]:
+def _unused_suppressions(result: FileResult, enabled: set[str]) -> list[Diagnostic]:
     out = []
+
+    def report(sup: Suppression, message: str) -> None:
+        where = Range(Position(sup.line, sup.column), Position(sup.line, sup.end_column))
+        out.append(Diagnostic("TL002", "unused-suppression", "info", message, result.display, where))
+
     for sup in result.suppressions:
         if sup.kind != "tlint":
             continue
-        where = Range(Position(sup.line, sup.column), Position(sup.line, sup.end_column))
         if not sup.selectors:
             if not sup.used:
-                out.append(Diagnostic("TL002", "unused-suppression", settings.ruleset().severity_of("TL002", "info"),
-                                      "suppression comment suppresses nothing", result.display, where))
+                report(sup, "suppression comment suppresses nothing")
             continue
-        unknown = [s for s in sup.selectors if lookup(s) is None]
-        unused = [s for s in sup.selectors if lookup(s) is not None and lookup(s).code in enabled
-                  and lookup(s).code not in sup.used]
+        rules = {s: lookup(s) for s in sup.selectors}
+        unknown = [s for s, rule in rules.items() if rule is None]
+        unused = [s for s, rule in rules.items() if rule is not None and rule.code in enabled
+                  and rule.code not in sup.used]
         if unknown:
-            out.append(Diagnostic("TL002", "unused-suppression", settings.ruleset().severity_of("TL002", "info"),
-                                  f"suppression names unknown rule(s): {', '.join(unknown)}", result.display, where))
+            report(sup, f"suppression names unknown rule(s): {', '.join(unknown)}")
         if unused:
-            out.append(Diagnostic("TL002", "unused-suppression", settings.ruleset().severity_of("TL002", "info"),
-                                  f"unused suppression of {', '.join(unused)}", result.display, where))
+            report(sup, f"unused suppression of {', '.join(unused)}")
     return out
