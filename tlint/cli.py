@@ -19,7 +19,7 @@ from tlint import __version__
 SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp")
 NOT_IMPLEMENTED = ("scan-data", "lsp")
 CHECK_FORMATS = ("text", "json", "github", "lsp", "sarif", "junit")
-PLANNED_FORMATS = ("sarif", "junit")
+PLANNED_FORMATS = ("junit",)
 STDIN_NAME = "-"
 
 
@@ -109,13 +109,19 @@ def _add_verify_parser(sub) -> None:
                        ("--pad-token-id", "the pad token id (default 0)"), ("--seed", "seed of every probe")):
         verify.add_argument(flag, type=int, metavar="N", help=what)
     verify.add_argument("--causal", action=argparse.BooleanOptionalAction, default=None,
-                        help="the model is causal (default: inferred from its class name and causal-names)")
+                        help="the model is causal (default: the linter's causal evidence, as TL207 decides)")
     verify.add_argument("--padding-side", choices=("right", "left"), help="where probes put padding")
     verify.add_argument("--call", metavar="STYLE", help='how forward is called: "ids,mask", '
                         '"input_ids,attention_mask", "src,src_key_padding_mask", "ids" or an adapter pkg.mod:call')
     verify.add_argument("--device", metavar="DEVICE", help="cpu (default) or cuda")
     verify.add_argument("--timeout", type=float, metavar="SECONDS", help="limit for the whole run (default 600)")
-    verify.add_argument("--format", choices=("text", "json"), default="text")
+    verify.add_argument("--probe-timeout", type=float, metavar="SECONDS",
+                        help="limit for loading the model and for each probe (default 120)")
+    verify.add_argument("--memory-limit", type=float, metavar="MIB",
+                        help="refuse a larger model before allocating it (default: half the machine's memory)")
+    verify.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="with no model configured: files or folders whose flagged classes are built directly")
+    verify.add_argument("--format", choices=("text", "json", "sarif", "lsp"), default="text")
     verify.add_argument("--probe", action="append", metavar="NAME", help="run only this probe (repeatable)")
     verify.add_argument("--list-probes", action="store_true", help="list the probes and exit")
     verify.add_argument("--config", type=Path, metavar="FILE", help="use this config file")

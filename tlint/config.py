@@ -31,6 +31,7 @@ VERIFY_KEYS = {
     "model", "model-kwargs", "vocab-size", "pad-token-id", "eos-token-id", "seq-len",
     "batch-size", "causal", "call", "dataloader", "eval-dataloader", "optimizer",
     "padding-side", "python-path", "timeout", "artifacts", "fields", "device", "seed",
+    "probe-timeout", "memory-limit",
 }
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
@@ -150,17 +151,51 @@ def expand_selectors(selectors) -> set[str]:
 # --- finding and reading config files ---------------------------------------------------
 
 
-def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(r'^\s*"?' + re.escape(key) + r'"?\s*[=.\]]', re.MULTILINE)
-    match = pattern.search(text)
-    if match:
-        return text.count("\n", 0, match.start()) + 1
-    header = re.compile(r"^\s*\[.*" + re.escape(key) + r".*\]", re.MULTILINE).search(text)
-    return text.count("\n", 0, header.start()) + 1 if header else None
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]*?)\s*\]\]?\s*(?:#.*)?$")
 
 
-def _where(path: Path, text: str, key: str) -> str:
-    line = _line_of(text, key)
+def _tlint_lines(text: str, pyproject: bool) -> list[tuple[int, str, bool]]:
+    """(line number, line, is a table header) for the lines of the tlint tables: all of a
+    tlint.toml, the `[tool.tlint...]` tables of a pyproject.toml."""
+    out, inside = [], not pyproject
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _HEADER.match(line)
+        if header:
+            name = re.sub(r'["\'\s]', "", header.group(1))
+            inside = not pyproject or name == "tool.tlint" or name.startswith("tool.tlint.")
+        if inside:
+            out.append((number, line, bool(header)))
+    return out
+
+
+def _line_of(text: str, key: str, value: str | None = None, pyproject: bool = False) -> int | None:
+    """The line of `key` (and of `value` after it, e.g. a code in a multi-line list) in the
+    tlint tables, by a light scan of the text: a `key =` or `key.` line, a table header
+    naming the key, or else any line with the key as a word."""
+    lines = _tlint_lines(text, pyproject)
+    word = re.escape(key)
+    patterns = (
+        re.compile(r'^\s*["\']?' + word + r'["\']?\s*[=.]'),
+        re.compile(r"^\s*\[.*(?<![\w-])" + word + r"(?![\w-]).*\]"),
+        re.compile(r"(?<![\w-])" + word + r"(?![\w-])"),
+    )
+    for pattern in patterns:
+        for index, (number, line, _) in enumerate(lines):
+            if pattern.search(line):
+                if value is None:
+                    return number
+                quoted = re.compile(r"[\"']" + re.escape(value) + r"[\"']")
+                for later, later_line, is_header in lines[index:]:
+                    if is_header and later != number:
+                        break
+                    if quoted.search(later_line):
+                        return later
+                return number
+    return None
+
+
+def _where(path: Path, text: str, key: str, value: str | None = None) -> str:
+    line = _line_of(text, key, value, path.name == "pyproject.toml")
     return f"{path}:{line}" if line else str(path)
 
 
@@ -174,7 +209,16 @@ def read_toml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: config file is not UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        message = str(exc)
+        at = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
+        if at:
+            where, message = f"{path}:{at.group(1)}:{at.group(2)}", message[: at.start()]
+        elif message.endswith("(at end of document)"):
+            lines = raw.decode("utf-8").count("\n") + 1
+            where, message = f"{path}:{lines}", message[: -len("(at end of document)")].rstrip() + " at the end of the file"
+        else:
+            where = str(path)
+        raise ConfigError(f"{where}: invalid TOML: {message}") from None
 
 
 def tlint_table(path: Path) -> dict[str, Any] | None:
@@ -236,7 +280,8 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
     for key in ("select", "ignore", "extend-select"):
         for selector in table.get(key, []):
             if not validate_selector(selector):
-                raise ConfigError(f"{_where(path, text, key)}: unknown rule code or name `{selector}` in `{key}`")
+                raise ConfigError(f"{_where(path, text, key, selector)}: unknown rule code or name `{selector}` in `{key}`")
+    _check_conflicts(path, text, table)
     settings.select = table.get("select")
     settings.ignore = list(table.get("ignore", []))
     settings.extend_select = list(table.get("extend-select", []))
@@ -249,7 +294,7 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
         _expect(_str_list(selectors), path, text, pattern, "a list of rule codes or names")
         for selector in selectors:
             if not validate_selector(selector):
-                raise ConfigError(f"{_where(path, text, pattern)}: unknown rule code or name `{selector}` in per-file-ignores")
+                raise ConfigError(f"{_where(path, text, pattern, selector)}: unknown rule code or name `{selector}` in per-file-ignores")
     settings.per_file_ignores = dict(pfi)
     severity = table.get("severity", {})
     _expect(isinstance(severity, dict), path, text, "severity", "a table of code = severity")
@@ -288,6 +333,35 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
     return settings
 
 
+def _canonical(selector: str) -> str:
+    rule = lookup(selector)
+    return rule.code if rule is not None else selector.upper()
+
+
+def _check_conflicts(path: Path, text: str, table: dict[str, Any]) -> None:
+    """Options that contradict each other in one file: the same rule (or prefix) selected
+    and ignored, or one rule given two severities or two option tables (code and name)."""
+    chosen = {_canonical(s): (key, s) for key in ("select", "extend-select") for s in table.get(key, [])}
+    for selector in table.get("ignore", []):
+        if _canonical(selector) in chosen:
+            key, other = chosen[_canonical(selector)]
+            raise ConfigError(f"{_where(path, text, 'ignore', selector)}: conflicting options: `{selector}` is "
+                              f"in `ignore` and `{other}` in `{key}`; keep one")
+    for key in ("severity", "rules"):
+        entries = table.get(key)
+        if not isinstance(entries, dict):
+            continue
+        seen: dict[str, str] = {}
+        for selector in entries:
+            rule = lookup(selector)
+            if rule is None:
+                continue
+            if rule.code in seen and entries[seen[rule.code]] != entries[selector]:
+                raise ConfigError(f"{_where(path, text, selector)}: conflicting options: `{key}` gives "
+                                  f"{rule.code} twice, as `{seen[rule.code]}` and as `{selector}`")
+            seen[rule.code] = selector
+
+
 def _same_type(default: Any, value: Any) -> bool:
     if isinstance(default, bool) or isinstance(value, bool):
         return isinstance(default, bool) and isinstance(value, bool)
@@ -311,8 +385,10 @@ class ConfigResolver:
         self.fallback_root = (fallback_root or Path.cwd()).resolve()
         self.forced = None
         if forced is not None:
+            if forced.is_dir():
+                raise ConfigError(f"{forced}: is a folder, not a config file (--config)")
             if not forced.is_file():
-                raise ConfigError(f"{forced}: config file not found")
+                raise ConfigError(f"{forced}: config file not found (--config)")
             self.forced = load_settings(forced, self.fallback_root)
 
     def for_folder(self, folder: Path, cli_root: Path | None = None) -> Settings:

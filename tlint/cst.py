@@ -154,8 +154,19 @@ def literal_value(expr: cst.BaseExpression | None, default=_UNKNOWN):
     if isinstance(expr, cst.SimpleString):
         return expr.evaluated_value
     if isinstance(expr, cst.ConcatenatedString):
-        value = expr.evaluated_value
-        return default if value is None else value
+        # iteratively: LibCST's own `evaluated_value` recurses once per piece, and a long
+        # implicitly concatenated string (pydoc_data/topics.py) exhausts the recursion limit
+        pieces = []
+        while isinstance(expr, cst.ConcatenatedString):
+            pieces.append(expr.left)
+            expr = expr.right
+        pieces.append(expr)
+        values = [p.evaluated_value if isinstance(p, cst.SimpleString) else None for p in pieces]
+        if all(isinstance(v, str) for v in values):
+            return "".join(values)
+        if all(isinstance(v, bytes) for v in values):
+            return b"".join(values)
+        return default
     if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[expr.value]
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):

@@ -112,7 +112,9 @@ class GitIgnore:
 
 def discover(paths: list[Path], settings_for) -> tuple[list[tuple[Path, Path]], list[str]]:
     """[(file, cli_root)] to lint, sorted and de-duplicated, plus messages for paths that
-    do not exist. `settings_for(folder, cli_root)` gives the Settings for a folder."""
+    do not exist or folders that cannot be read. `settings_for(folder, cli_root)` gives the
+    Settings for a folder. A `.py` symlink that leads nowhere (broken, or a loop) is kept, so
+    that the engine reports it as unreadable instead of skipping it silently."""
     gitignore = GitIgnore()
     found: dict[Path, Path] = {}
     missing: list[str] = []
@@ -124,7 +126,11 @@ def discover(paths: list[Path], settings_for) -> tuple[list[tuple[Path, Path]], 
             missing.append(f"{given}: no such file or folder")
             continue
         cli_root = given
-        for folder, dirnames, filenames in os.walk(given, followlinks=False):
+
+        def unreadable(error: OSError) -> None:
+            missing.append(f"{error.filename}: cannot read folder ({error.strerror or error})")
+
+        for folder, dirnames, filenames in os.walk(given, onerror=unreadable, followlinks=False):
             folder_path = Path(folder)
             settings = settings_for(folder_path, cli_root)
             keep = []
@@ -139,7 +145,9 @@ def discover(paths: list[Path], settings_for) -> tuple[list[tuple[Path, Path]], 
                     continue
                 file = folder_path / name
                 if not file.is_file():
-                    continue  # broken symlink, or a folder named *.py
+                    if file.is_symlink() and not file.exists() and not _excluded(file, settings):
+                        found.setdefault(file.absolute(), cli_root)  # broken or looping
+                    continue  # otherwise something that is not a file (a folder named *.py)
                 if _excluded(file, settings) or gitignore.ignored(file.resolve(), False):
                     continue
                 found.setdefault(file.resolve(), cli_root)
@@ -148,7 +156,11 @@ def discover(paths: list[Path], settings_for) -> tuple[list[tuple[Path, Path]], 
 
 def _excluded(path: Path, settings) -> bool:
     try:
-        rel = path.resolve().relative_to(settings.root).as_posix()
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: place it by its folder
+        resolved = path.parent.resolve() / path.name
+    try:
+        rel = resolved.relative_to(settings.root).as_posix()
     except ValueError:
         rel = path.name
     return settings.is_excluded(rel)

@@ -36,6 +36,11 @@ from tlint.suppressions import Suppression, apply_suppressions, parse_suppressio
 _MAX_SAFE_NESTING = 150
 # Below this much source, starting worker processes costs more than it saves.
 _PARALLEL_MIN_BYTES = 256 * 1024
+# Files above this size (generated data, mostly) are reported, not parsed: LibCST takes
+# about ten seconds per megabyte of dense code.
+MAX_FILE_BYTES = 5 * 2**20
+# LibCST's native parser overflows its stack somewhere past 5,000 nested nodes.
+_MAX_LIBCST_DEPTH = 4000
 
 
 @dataclass
@@ -69,6 +74,47 @@ class FileResult:
         return {fact.kind for fact in self.facts}
 
 
+class ViewError(Exception):
+    """A shared view (or another view it needs) raised while being built: the rules that
+    ask for it are skipped, and the failure is reported once per file as TL003."""
+
+    def __init__(self, view: str, error: BaseException) -> None:
+        super().__init__(f"view `{view}` failed: {type(error).__name__}: {error}")
+        self.view = view
+        self.error = error
+
+
+class view:
+    """Like `functools.cached_property`, for a FileContext view: built on first use, once
+    per file; when building raises, every later use raises `ViewError` without retrying."""
+
+    def __init__(self, build) -> None:
+        self.build = build
+        self.name = build.__name__
+        self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, ctx, owner=None):
+        if ctx is None:
+            return self
+        failed = ctx.failed_views.get(self.name)
+        if failed is not None:
+            raise ViewError(self.name, failed)
+        try:
+            value = self.build(ctx)
+        except ViewError:
+            raise
+        except RecursionError:
+            raise
+        except Exception as exc:
+            ctx.failed_views[self.name] = exc
+            raise ViewError(self.name, exc) from exc
+        ctx.__dict__[self.name] = value  # later lookups find the instance attribute
+        return value
+
+
 class FileContext:
     """What a rule sees of one file: its index, its views, its options, and `report`."""
 
@@ -80,6 +126,8 @@ class FileContext:
         self.settings = settings
         self._rule: Rule | None = None
         self.reports: list[tuple[Rule, Report]] = []
+        self.failed_views: dict[str, BaseException] = {}
+        self.failed_extractors: dict[str, BaseException] = {}
 
     def report(self, node: cst.CSTNode, message: str, *, fix: Fix | None = None,
                when: ProjectCondition | None = None) -> None:
@@ -97,23 +145,41 @@ class FileContext:
         return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
                 or bool(parts & {"tests", "test", "testing"}))
 
-    @cached_property
+    @view
     def models(self):
         from tlint.views.model import ModelView
 
         return ModelView(self.index)
 
-    @cached_property
+    @view
     def training(self):
         from tlint.views.training import TrainingView
 
         return TrainingView(self.index)
 
-    @cached_property
+    @view
     def facts(self) -> list[tuple[str, cst.CSTNode, dict]]:
-        from tlint.views.facts import extract_facts
+        from tlint.views import facts as facts_view
 
-        return extract_facts(self)
+        try:
+            return facts_view.extract_facts(self)
+        except RecursionError:
+            raise
+        except Exception:  # find the extractor that failed; the others' facts stand
+            found = []
+            for kind, extractor in facts_view.EXTRACTORS:
+                try:
+                    items = list(extractor(self))
+                except RecursionError:
+                    raise
+                except Exception as exc:  # a failed view is reported as such
+                    if not isinstance(exc, ViewError):
+                        self.failed_extractors.setdefault(kind, exc)
+                    continue
+                for item in items:
+                    node, data = item if isinstance(item, tuple) else (item, {})
+                    found.append((kind, node, data))
+            return found
 
 
 # --- reading and parsing ----------------------------------------------------------------
@@ -143,28 +209,65 @@ def _parse_error(display: str, message: str, line: int = 1, column: int = 1) -> 
                       Range(Position(line, column), Position(line, column)))
 
 
+def _too_large(display: str, size: int) -> Diagnostic:
+    return _parse_error(display, f"file too large to lint ({size / 2**20:.1f} MiB; the limit is "
+                        f"{MAX_FILE_BYTES // 2**20} MiB): exclude it in the configuration")
+
+
+def _libcst_depth_risk(tree) -> bool:
+    """True when LibCST would nest deeper than its native parser survives: CPython keeps
+    `a and b and ...` flat, LibCST nests one BooleanOperation per operator."""
+    import ast
+
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        depth += len(node.values) - 1 if isinstance(node, ast.BoolOp) else 1
+        if depth > _MAX_LIBCST_DEPTH:
+            return True
+        stack.extend((child, depth) for child in ast.iter_child_nodes(node))
+    return False
+
+
 def parse_source(text: str, display: str) -> cst.Module | Diagnostic:
-    """The LibCST module, or a TL001 diagnostic saying why the file cannot be parsed."""
-    if ("(" in text or "[" in text or "{" in text) and _max_nesting(text) > _MAX_SAFE_NESTING:
-        try:
-            compile(text, display, "exec", flags=0x400, dont_inherit=True)  # ast only
-        except SyntaxError as exc:
-            return _parse_error(display, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1)
-        except (RecursionError, MemoryError, ValueError) as exc:
-            return _parse_error(display, f"file too deeply nested to parse ({type(exc).__name__})")
+    """The LibCST module, or a TL001 diagnostic saying why the file cannot be parsed.
+
+    CPython's own parser looks first: it is fast, it refuses what Python cannot compile
+    (nesting beyond its limits, NUL bytes) before LibCST spends minutes on it or crashes,
+    and its messages and positions are the clearer. A file it calls a syntax error still
+    goes to LibCST, which may know newer syntax than the running Python."""
+    if len(text) > MAX_FILE_BYTES:
+        return _too_large(display, len(text.encode("utf-8", "surrogatepass")))
+    if "\x00" in text:  # CPython refuses them (a ValueError before 3.12); LibCST does not
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        return _parse_error(display, "syntax error: source code cannot contain null bytes", line)
+    py_error: SyntaxError | None = None
+    try:
+        tree = compile(text, display, "exec", flags=0x400, dont_inherit=True)  # ast only
+    except SyntaxError as exc:
+        py_error = exc
+    except (RecursionError, MemoryError):
+        return _parse_error(display, "file too deeply nested to parse (beyond what Python itself can compile)")
+    except ValueError as exc:  # pragma: no cover - NUL bytes are handled above
+        return _parse_error(display, f"syntax error: {exc}")
+    else:
+        if (text.count(" and") + text.count(" or") > _MAX_LIBCST_DEPTH // 2
+                and _libcst_depth_risk(tree)):
+            return _parse_error(display, "expression too deeply nested to parse (a chain of "
+                                f"more than {_MAX_LIBCST_DEPTH} boolean operators)")
+    if py_error is not None and (("(" in text or "[" in text or "{" in text)
+                                 and _max_nesting(text) > _MAX_SAFE_NESTING):
+        return _parse_error(display, f"syntax error: {py_error.msg}", py_error.lineno or 1, py_error.offset or 1)
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         # LibCST's native parser leaves raw_column at 0 (and raw_line often on the line
         # before); CPython's own parser gives the real position and a clearer message.
-        try:
-            compile(text, display, "exec", flags=0x400, dont_inherit=True)  # ast only
-        except SyntaxError as py_exc:
-            return _parse_error(display, f"syntax error: {py_exc.msg}", py_exc.lineno or 1, py_exc.offset or 1)
-        except (RecursionError, MemoryError, ValueError):
-            pass
+        if py_error is not None:
+            return _parse_error(display, f"syntax error: {py_error.msg}", py_error.lineno or 1, py_error.offset or 1)
         message = exc.message.strip().splitlines()[0] if exc.message.strip() else "invalid syntax"
-        return _parse_error(display, f"syntax error: {message}", max(exc.raw_line, 1), exc.raw_column + 1)
+        return _parse_error(display, f"LibCST cannot parse this file, although Python accepts it: {message}",
+                            max(exc.raw_line, 1), exc.raw_column + 1)
     except RecursionError:
         return _parse_error(display, "file too deeply nested to parse (recursion limit)")
     except Exception as exc:  # the native parser reports some failures as other types
@@ -173,24 +276,37 @@ def parse_source(text: str, display: str) -> cst.Module | Diagnostic:
 
 def read_text(path: Path, display: str) -> str | Diagnostic:
     try:
+        if path.is_symlink() and not path.exists():
+            return _parse_error(display, "cannot read file: broken symbolic link "
+                                f"(or a symlink loop) to {os.readlink(path)}")
         data = path.read_bytes()
     except OSError as exc:
         return _parse_error(display, f"cannot read file: {exc.strerror or exc}")
+    if len(data) > MAX_FILE_BYTES:
+        return _too_large(display, len(data))
     try:
         return decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        reason = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
-        line = data.count(b"\n", 0, exc.start) + 1 if isinstance(exc, UnicodeDecodeError) else 1
-        return _parse_error(display, f"cannot decode file: {reason}", line)
+        if isinstance(exc, UnicodeDecodeError):
+            line_start = data.rfind(b"\n", 0, exc.start) + 1
+            line = data.count(b"\n", 0, exc.start) + 1
+            column = len(data[line_start:exc.start].decode(exc.encoding, "replace")) + 1
+            return _parse_error(display, f"cannot decode file as {exc.encoding}: {exc.reason} "
+                                f"(byte 0x{data[exc.start]:02x})", line, column)
+        return _parse_error(display, f"cannot decode file: {exc}")
 
 
 # --- one file ---------------------------------------------------------------------------
 
 
-def _internal_error(rule: Rule, display: str, exc: BaseException) -> Diagnostic:
+def _internal_error(what: Rule | str, display: str, exc: BaseException, consequence: str = "") -> Diagnostic:
+    """TL003 for a rule (or a view, an extractor, a phase: `what` in words) that raised."""
+    if isinstance(what, Rule) or (isinstance(what, type) and issubclass(what, Rule)):
+        what = f"rule {what.code} ({what.name})"
+    first_line = (str(exc).strip().splitlines() or [""])[0]
     return Diagnostic(
         "TL003", "internal-error", "error",
-        f"rule {rule.code} ({rule.name}) failed on this file with {type(exc).__name__}: {exc}. "
+        f"{what} failed on this file with {type(exc).__name__}: {first_line}{consequence}. "
         "This is a bug in tlint; please report it (--verbose shows the traceback).",
         display, Range(Position(1, 1), Position(1, 1)),
         detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
@@ -199,7 +315,18 @@ def _internal_error(rule: Rule, display: str, exc: BaseException) -> Diagnostic:
 
 def analyse_file(path: Path, display: str, settings: Settings, *, text: str | None = None,
                  facts_only: bool = False) -> FileResult:
-    """Parse one file once, run the enabled rules over its views, extract its facts."""
+    """Parse one file once, run the enabled rules over its views, extract its facts.
+    Never raises: what fails inside tlint becomes a TL003 finding for the file."""
+    try:
+        return _analyse_file(path, display, settings, text, facts_only)
+    except Exception as exc:
+        result = FileResult(path, display)
+        result.diagnostics.append(_internal_error("tlint", display, exc, " (the file was not checked)"))
+        return result
+
+
+def _analyse_file(path: Path, display: str, settings: Settings, text: str | None,
+                  facts_only: bool) -> FileResult:
     result = FileResult(path, display)
     if text is None:
         loaded = read_text(path, display)
@@ -222,6 +349,7 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
         result.diagnostics.append(_parse_error(display, "file too deeply nested to analyse (recursion limit)"))
         result.parse_error = True
         return result
+    skipped: dict[str, list[str]] = {}  # view -> the rules that needed it
     if not facts_only:
         ruleset = settings.ruleset()
         for rule in ruleset.rules:
@@ -231,10 +359,20 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
             before = len(ctx.reports)
             try:
                 rule.check(ctx)
+            except ViewError as exc:  # reported once per view, below
+                del ctx.reports[before:]
+                skipped.setdefault(exc.view, []).append(rule.code)
             except Exception as exc:  # isolate the rule: the others' results stand
                 del ctx.reports[before:]
                 result.diagnostics.append(_internal_error(rule, display, exc))
         ctx._rule = None
+        for name, exc in ctx.failed_views.items():
+            rules = skipped.get(name)
+            consequence = f" (rules skipped here: {', '.join(rules)})" if rules else ""
+            result.diagnostics.append(_internal_error(f"the `{name}` view", display, exc, consequence))
+        for kind, exc in ctx.failed_extractors.items():
+            result.diagnostics.append(_internal_error(
+                f"the `{kind}` fact extractor", display, exc, " (cross-file rules may miss findings)"))
     from tlint.views.facts import POSITIONED
 
     nodes = [report.node for _, report in ctx.reports] + [node for kind, node, _ in facts if kind in POSITIONED]
@@ -388,33 +526,42 @@ class Linter:
         for result in results:
             if result.parse_error:
                 continue
-            undecided = []
-            own = result.fact_kinds()
-            for pending in result.pending:
-                verdict = _decide(pending.when, own, final=False)
-                if verdict is None:
-                    undecided.append(pending)
-                elif verdict:
-                    result.diagnostics.append(pending.diagnostic)
-            result.pending = []
-            for pending in undecided:
-                kinds = project_of(result).related_fact_kinds(result.path, pending.when.scope)
-                if _decide(pending.when, kinds, final=True):
-                    result.diagnostics.append(pending.diagnostic)
-            settings = settings_of[result.path]
-            for rule in settings.ruleset().rules:
-                if type(rule).check_project is Rule.check_project:
-                    continue
-                project = project_of(result)
-                related = {p: project.facts_of(p) for p in sorted(project.related(result.path, rule.project_scope))}
-                try:
-                    found = list(rule.check_project(result.path, related))
-                except Exception as exc:  # isolate the rule, as in phase 1
-                    result.diagnostics.append(_internal_error(rule, result.display, exc))
-                    continue
-                for where, message in found:
-                    result.diagnostics.append(
-                        Diagnostic(rule.code, rule.name, rule.severity, message, result.display, where))
+            try:
+                self._resolve_file(result, settings_of[result.path], project_of)
+            except Exception as exc:  # isolate the file: the other files' results stand
+                result.pending = []
+                result.diagnostics.append(_internal_error("the cross-file phase", result.display, exc))
+
+    @staticmethod
+    def _resolve_file(result: FileResult, settings: Settings, project_of) -> None:
+        undecided = []
+        own = result.fact_kinds()
+        for pending in result.pending:
+            verdict = _decide(pending.when, own, final=False)
+            if verdict is None:
+                undecided.append(pending)
+            elif verdict:
+                result.diagnostics.append(pending.diagnostic)
+        result.pending = []
+        for pending in undecided:
+            kinds = project_of(result).related_fact_kinds(result.path, pending.when.scope)
+            if _decide(pending.when, kinds, final=True):
+                result.diagnostics.append(pending.diagnostic)
+        for rule in settings.ruleset().rules:
+            if type(rule).check_project is Rule.check_project:
+                continue
+            if rule.project_kinds and not own & set(rule.project_kinds):
+                continue  # nothing of this file to compare: skip reading the related files
+            project = project_of(result)
+            related = {p: project.facts_of(p) for p in sorted(project.related(result.path, rule.project_scope))}
+            try:
+                found = list(rule.check_project(result.path, related))
+            except Exception as exc:  # isolate the rule, as in phase 1
+                result.diagnostics.append(_internal_error(rule, result.display, exc))
+                continue
+            for where, message in found:
+                result.diagnostics.append(
+                    Diagnostic(rule.code, rule.name, rule.severity, message, result.display, where))
 
     def _finish_file(self, result: FileResult, settings: Settings) -> list[Diagnostic]:
         try:
@@ -462,8 +609,13 @@ class _Project:
                 and not self._other_project(folder_path / d)
             )
             for name in filenames:
-                file = (folder_path / name).resolve()
-                if name.endswith(".py") and file.is_file() and not gitignore.ignored(file, False):
+                if not name.endswith(".py"):
+                    continue
+                try:
+                    file = (folder_path / name).resolve()
+                except (OSError, RuntimeError):  # a symlink loop
+                    continue
+                if file.is_file() and not gitignore.ignored(file, False):
                     try:
                         self.texts[file] = file.read_bytes().decode("utf-8", errors="replace")
                     except OSError:
@@ -497,6 +649,8 @@ class _Project:
             return {path}
         if scope == "imports":
             return self.graph.import_connected(path)
+        if scope == "program":
+            return self.graph.program(path)
         return self.graph.related(path)
 
     def related_fact_kinds(self, path: Path, scope: str) -> set[str]:

@@ -76,7 +76,11 @@ class ImportGraph:
                     self.reverse[target].add(file)
 
     def _reach(self, start: Path, graph: dict[Path, set[Path]]) -> set[Path]:
-        seen, stack = {start}, [start]
+        return self._reach_all({start}, graph)
+
+    @staticmethod
+    def _reach_all(starts: set[Path], graph: dict[Path, set[Path]]) -> set[Path]:
+        seen, stack = set(starts), list(starts)
         while stack:
             for nxt in graph.get(stack.pop(), ()):
                 if nxt not in seen:
@@ -87,6 +91,13 @@ class ImportGraph:
     def import_connected(self, file: Path) -> set[Path]:
         """`file`, what it imports transitively, and what imports it transitively."""
         return self._reach(file, self.edges) | self._reach(file, self.reverse)
+
+    def program(self, file: Path) -> set[Path]:
+        """The files loaded together with `file` by some entry point: everything that
+        imports `file` (transitively, itself included) and everything those import. Two
+        modules imported by one training script are in one program; two independent
+        scripts of one folder are not."""
+        return self._reach_all(self._reach(file, self.reverse), self.edges)
 
     def related(self, file: Path) -> set[Path]:
         same_folder = {f for f in self.edges if f.parent == file.parent}

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from tests.rules.conftest import lint as lint_project
+from tests.rules.conftest import expected, lint as lint_project
 
 CODE = "TL102"
 
@@ -289,3 +289,38 @@ def test_loops_over_plain_values_do_not_crash_the_view(tmp_path):
                 return self.attn(x, x, x)[0]
     """
     assert lint(tmp_path, {"model.py": model}) == {("model.py", 16, CODE)}
+
+
+def test_padding_folded_into_attn_mask(tmp_path):
+    """SigLIP2's pooling head expands its padding mask into an additive `attn_mask`;
+    a causal `attn_mask` that does not carry the padding mask is still flagged."""
+    files = {"m.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class PoolingHead(nn.Module):
+            def __init__(self, d, heads):
+                super().__init__()
+                self.probe = nn.Parameter(torch.randn(1, 1, d))
+                self.attention = nn.MultiheadAttention(d, heads, batch_first=True)
+                self.heads = heads
+
+            def forward(self, hidden_state, attention_mask=None):
+                probe = self.probe.repeat(hidden_state.shape[0], 1, 1)
+                if attention_mask is not None:
+                    attention_mask = attention_mask[:, None, None, :].repeat(1, self.heads, 1, 1)
+                    attention_mask = attention_mask.reshape(-1, 1, hidden_state.shape[1])
+                return self.attention(probe, hidden_state, hidden_state, attn_mask=attention_mask)[0]
+
+
+        class Decoder(nn.Module):
+            def __init__(self, d, heads):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+
+            def forward(self, x, padding_mask):
+                causal = torch.triu(torch.ones(x.size(1), x.size(1), dtype=torch.bool), 1)
+                return self.attn(x, x, x, attn_mask=causal)[0]  # expect: TL102
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))

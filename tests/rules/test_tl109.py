@@ -70,3 +70,46 @@ def test_unshifted_loss_in_a_training_loop_of_a_causal_file(tmp_path):
                 opt.step()
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_seq2seq_decoder_inputs_shifted_right_from_the_labels(tmp_path):
+    """Encoder-decoder heads (BART, T5, Whisper) build `decoder_input_ids` by shifting the
+    labels right, so the loss against the unshifted labels is the correct next-token loss."""
+    files = {"m.py": """
+        import torch.nn as nn
+        from torch.nn import CrossEntropyLoss
+
+
+        def shift_tokens_right(input_ids, pad_token_id, start_id):
+            shifted = input_ids.new_zeros(input_ids.shape)
+            shifted[:, 1:] = input_ids[:, :-1].clone()
+            shifted[:, 0] = start_id
+            return shifted
+
+
+        class TinyBartForCausalLM(nn.Module):
+            def __init__(self, model, d, vocab):
+                super().__init__()
+                self.model = model
+                self.lm_head = nn.Linear(d, vocab)
+                self.vocab = vocab
+
+            def forward(self, input_ids, decoder_input_ids=None, labels=None):
+                if labels is not None and decoder_input_ids is None:
+                    decoder_input_ids = shift_tokens_right(labels, 0, 2)
+                outputs = self.model(input_ids, decoder_input_ids=decoder_input_ids)
+                lm_logits = self.lm_head(outputs[0])
+                loss = None
+                if labels is not None:
+                    loss_fct = CrossEntropyLoss()
+                    loss = loss_fct(lm_logits.view(-1, self.vocab), labels.view(-1))
+                return loss, lm_logits
+
+
+        class TinyT5ForCausalLM(TinyBartForCausalLM):
+            def forward(self, input_ids, labels=None):
+                decoder_input_ids = self._shift_right(labels)
+                lm_logits = self.lm_head(self.model(input_ids, decoder_input_ids=decoder_input_ids)[0])
+                return CrossEntropyLoss()(lm_logits.view(-1, self.vocab), labels.view(-1))
+    """}
+    assert lint(tmp_path, files, [CODE]) == []

@@ -81,3 +81,46 @@ def test_positional_module_imported_from_another_file(tmp_path):
                 return self.enc(self.add_pos(self.embed(x)))
     """}
     assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_table_read_by_a_function_the_module_hands_itself_to(tmp_path):
+    """Hugging Face's conformer attention: `eager_attention_forward(self, ...)` reads
+    `module.pos_bias_u`; a function that reads the same name but is never given the module,
+    or only initialises it, does not count."""
+    files = {"m.py": """
+        import torch
+        import torch.nn as nn
+
+
+        def eager_attention_forward(module, query, key, value):
+            query = query + module.pos_bias_u[None, :, None, :]
+            scores = torch.matmul(query, key.transpose(-1, -2))
+            return torch.matmul(scores.softmax(dim=-1), value)
+
+
+        def init_weights(module):
+            nn.init.zeros_(module.pos_table)
+
+
+        class ConformerSelfAttention(nn.Module):
+            def __init__(self, heads, d):
+                super().__init__()
+                self.pos_bias_u = nn.Parameter(torch.zeros(heads, d))
+                self.qkv = nn.Linear(d, 3 * d)
+
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                return eager_attention_forward(self, q, k, v)
+
+
+        class Unused(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.pos_table = nn.Parameter(torch.zeros(64, d))  # expect: TL205
+                self.proj = nn.Linear(d, d)
+
+            def forward(self, x):
+                init_weights(self)
+                return self.proj(x)
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

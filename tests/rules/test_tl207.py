@@ -86,3 +86,54 @@ def test_cross_attention_in_a_causal_model_is_not_reported(tmp_path):
                 return ids
     """}
     assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_mask_built_causal_by_the_model_and_passed_down_to_the_layer(tmp_path):
+    """Hugging Face decoders build the causal mask once in the model (`create_causal_mask`)
+    and hand it to each attention layer as `attention_mask`, which the layer adds to the
+    scores; without such a builder in the file the same layer is still flagged."""
+    layer = """
+        import math
+
+        import torch
+        import torch.nn as nn
+        {builder}
+
+
+        class TinyAttention(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.qkv = nn.Linear(d, 3 * d)
+                self.d = d
+
+            def forward(self, x, attention_mask=None):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                scores = q @ k.transpose(-1, -2) / math.sqrt(self.d)
+                if attention_mask is not None:
+                    scores = scores + attention_mask
+                return torch.softmax(scores, dim=-1) @ v  # expect: TL207
+    """
+    model = """
+
+        class TinyForCausalLM(nn.Module):
+            def __init__(self, vocab, d):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, d)
+                self.pos = nn.Embedding(512, d)
+                self.attn = TinyAttention(d)
+                self.lm_head = nn.Linear(d, vocab)
+
+            def forward(self, input_ids, attention_mask=None, labels=None):
+                positions = torch.arange(input_ids.size(1))
+                x = self.embed(input_ids) + self.pos(positions)
+                mask = create_causal_mask(input_ids, attention_mask)
+                logits = self.lm_head(self.attn(x, attention_mask=mask))
+                return nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)),
+                                                   labels[:, 1:].reshape(-1))
+    """
+    builder = "from transformers.masking_utils import create_causal_mask"
+    with_builder = {"m.py": layer.replace("  # expect: TL207", "").format(builder=builder) + model}
+    assert lint(tmp_path / "a", with_builder, [CODE]) == []
+    without = {"m.py": layer.format(builder="") + model.replace("create_causal_mask(input_ids, attention_mask)",
+                                                                "attention_mask")}
+    assert lint(tmp_path / "b", without, [CODE]) == expected(without, CODE)

@@ -19,12 +19,15 @@ from tlint.rules.tl111_pad_to_max_length import PadToMaxLength
 from tlint.rules.tl112_nonfinite_padding_value import NonfinitePaddingValue
 from tlint.rules.tl201_inconsistent_norm_placement import InconsistentNormPlacement
 from tlint.rules.tl202_missing_final_norm import MissingFinalNorm
+from tlint.rules.tl203_missing_residual import MissingResidual
 from tlint.rules.tl204_positional_slice_wrong_axis import PositionalSliceWrongAxis
 from tlint.rules.tl205_positional_encoding_unused import PositionalEncodingUnused
+from tlint.rules.tl206_positional_table_too_short import PositionalTableTooShort
 from tlint.rules.tl207_missing_causal_mask import MissingCausalMask
 from tlint.rules.tl208_unscaled_attention_scores import UnscaledAttentionScores
 from tlint.rules.tl209_softmax_wrong_dim import SoftmaxWrongDim
 from tlint.rules.tl210_neg_inf_mask_fill import NegInfMaskFill
+from tlint.rules.tl211_suspicious_init import SuspiciousInit
 from tlint.rules.tl212_head_split_without_transpose import HeadSplitWithoutTranspose
 from tlint.rules.tl301_missing_grad_clipping import MissingGradClipping
 from tlint.rules.tl302_clip_misordered import ClipMisordered
@@ -61,12 +64,15 @@ ALL_RULES: tuple[type[Rule], ...] = (
     NonfinitePaddingValue,
     InconsistentNormPlacement,
     MissingFinalNorm,
+    MissingResidual,
     PositionalSliceWrongAxis,
     PositionalEncodingUnused,
+    PositionalTableTooShort,
     MissingCausalMask,
     UnscaledAttentionScores,
     SoftmaxWrongDim,
     NegInfMaskFill,
+    SuspiciousInit,
     HeadSplitWithoutTranspose,
     MissingGradClipping,
     ClipMisordered,

@@ -17,7 +17,8 @@ class ProjectCondition:
     `any_of`: at least one related file (the file itself included) has a fact of one of
     these kinds. `none_of`: no related file has a fact of these kinds. `scope` is
     "related" (same folder or import-connected, as rules.md defines) or "imports"
-    (import-connected only, the file itself included).
+    (import-connected only, the file itself included) or "program" (the files some entry
+    point loads together with this one: its importers, transitively, and all they import).
     """
 
     any_of: tuple[str, ...] = ()
@@ -58,6 +59,9 @@ class Rule:
     # which) and yields (Range, message) findings for `path`. Facts a rule reports at must
     # be listed in `tlint.views.facts.POSITIONED` so they carry a range.
     project_scope: ClassVar[str] = "related"
+    # When set, `check_project` runs only for files that have a fact of one of these kinds
+    # themselves (the ones it reports at): other files need not read their related files.
+    project_kinds: ClassVar[tuple[str, ...]] = ()
 
     def check(self, ctx: "FileContext") -> None:  # noqa: F821 - see tlint.engine
         """Per-file analysis; report through `ctx.report`."""

@@ -3,8 +3,9 @@ its padding-mask argument inside a forward that has a padding mask (or a padded 
 
 from __future__ import annotations
 
+import libcst as cst
 
-from tlint.cst import get_arg, positional_count, has_star_kwargs, snake_parts
+from tlint.cst import get_arg, has_star_kwargs, positional_count, snake_parts, walk
 from tlint.rules.base import ProjectCondition, Rule
 
 # ctor -> (padding-mask keywords, positional index of the first of them)
@@ -20,9 +21,23 @@ _PADDING_PARAM_NAMES = {"attention_mask", "key_padding_mask", "src_key_padding_m
                         "pad_mask", "tgt_key_padding_mask", "memory_key_padding_mask", "attn_mask_pad"}
 
 
+_OTHER_MASK_KEYWORDS = frozenset({"attn_mask", "mask", "src_mask", "tgt_mask", "memory_mask"})
+
+
 def is_padding_mask_name(name: str) -> bool:
     lowered = name.lower()
     return lowered in _PADDING_PARAM_NAMES or "pad" in snake_parts(name) or "padding" in lowered
+
+
+def _padding_in_attn_mask(call: cst.Call, padding_params: list[str]) -> bool:
+    """The padding mask folded into the other mask argument (`attn_mask=attention_mask`,
+    as Hugging Face's SigLIP2 pooling head does with its expanded additive mask)."""
+    for arg in call.args:
+        if arg.keyword is None or arg.keyword.value not in _OTHER_MASK_KEYWORDS:
+            continue
+        if any(isinstance(node, cst.Name) and node.value in padding_params for node in walk(arg.value)):
+            return True
+    return False
 
 
 class MissingKeyPaddingMask(Rule):
@@ -50,6 +65,8 @@ class MissingKeyPaddingMask(Rule):
                 if has_star_kwargs(call) or any(get_arg(call, kw) for kw in keywords):
                     continue
                 if positional_count(call) > position:
+                    continue
+                if _padding_in_attn_mask(call, padding_params):
                     continue
                 short = sub.ctor.rsplit(".", 1)[1]
                 if padding_params:

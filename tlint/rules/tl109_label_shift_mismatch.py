@@ -94,13 +94,15 @@ class LabelShiftMismatch(Rule):
             at = flow.order_of(call, index)
             if any(_shifted_forward(n) for n in flow.trace(target, at)):
                 continue
-            # the loss target is the very tensor the logits were computed from
-            fed = False
+            # the loss target is the very tensor the logits were computed from, and not
+            # through a shift (seq2seq: `decoder_input_ids = shift_tokens_right(labels, ...)`)
+            fed = shifted = False
             for node in flow.trace(inp, at):
                 for sub in _calls(node):
                     if any(_base_name(arg.value) == target_name for arg in sub.args):
                         fed = True
-            if fed:
+                        shifted = shifted or "shift" in (last_name(sub.func) or "").lower()
+            if fed and not shifted:
                 ctx.report(call, f"next-token loss compares the logits with `{last_name(target) or target_name}` at "
                                  "the same positions: position t is trained to output its own input token; shift "
                                  "them (`logits[:, :-1]` against `ids[:, 1:]`)")

@@ -53,6 +53,32 @@ def _handed_over(module_class) -> set[str]:
     return out
 
 
+def _self_handed_to_a_call(module_class) -> bool:
+    """A method (not weight initialisation) passes the module itself to a function, as
+    Hugging Face does with `eager_attention_forward(self, query, key, ...)`."""
+    for method, fn in module_class.methods.items():
+        if method in _INIT_METHODS:
+            continue
+        for call in module_class.calls_of(fn):
+            if any(isinstance(arg.value, cst.Name) and arg.value.value == "self" for arg in call.args):
+                return True
+    return False
+
+
+def _read_through_parameters(index) -> set[str]:
+    """Attribute names that module-level functions (not weight initialisation) read from
+    one of their parameters: `module.pos_bias_u` in `def attention(module, query, ...)`."""
+    out: set[str] = set()
+    for fn in index.functions:
+        if not isinstance(index.parents.get(fn), cst.Module) or fn.name.value in _INIT_METHODS:
+            continue
+        params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        for node in walk(fn.body):
+            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in params:
+                out.add(node.attr.value)
+    return out
+
+
 class PositionalEncodingUnused(Rule):
     code = "TL205"
     name = "positional-encoding-unused"
@@ -61,11 +87,17 @@ class PositionalEncodingUnused(Rule):
 
     def check(self, ctx) -> None:
         view = ctx.models
+        through_parameters: set[str] | None = None
         for module_class in view.classes.values():
             reads = module_class.reads
             for name, call in positional_tables(module_class).items():
                 if set(reads.get(name, ())) - _INIT_METHODS or name in _handed_over(module_class):
                     continue
+                if _self_handed_to_a_call(module_class):
+                    if through_parameters is None:
+                        through_parameters = _read_through_parameters(ctx.index)
+                    if name in through_parameters:
+                        continue
                 ctx.report(call, f"positional table `self.{name}` is built in `__init__` but never used: the model "
                                  "sees the tokens as an unordered set (attention is permutation-invariant); add "
                                  "it to the token embeddings in `forward`")

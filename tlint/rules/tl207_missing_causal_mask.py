@@ -33,7 +33,11 @@ def _causal_flag(call: cst.Call) -> bool:
 
 
 def _has_causal_mask(site, index) -> bool:
-    """A mask applied to the scores that is not purely a padding mask."""
+    """A mask applied to the scores that is not purely a padding mask. A mask received as
+    a parameter counts as causal when the file builds a causal mask for its callers to pass
+    down (Hugging Face: `create_causal_mask(...)` in the model, `attention_mask` in the layer)."""
+    fn = index.enclosing_function(site.softmax)
+    params = {p.name.value for p in fn.params.params} if fn is not None else set()
     for use in site.masks():
         names = set()
         for node in site.flow.trace(use.mask, site.flow.order_of(use.node, index)):
@@ -43,9 +47,16 @@ def _has_causal_mask(site, index) -> bool:
                 elif isinstance(sub, cst.Attribute):
                     names.add(sub.attr.value)
         padding_only = any(_padding_name(n) for n in names) and not any(_causal_word(n) for n in names)
-        if not padding_only:
+        if not padding_only or (names & params and _builds_causal_mask(index)):
             return True
     return False
+
+
+def _builds_causal_mask(index) -> bool:
+    """The file names a causal-mask builder or a causal mask: `create_causal_mask(...)`,
+    `mask_function = create_causal_mask if decoder else ...`, `_prepare_4d_causal_attention_mask`,
+    `generate_square_subsequent_mask`, a `causal_mask` variable."""
+    return any("mask" in snake_parts(name) and _causal_word(name) for name in index.identifiers)
 
 
 def _padding_name(name: str) -> bool:

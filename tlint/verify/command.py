@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,8 @@ _PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 FLAG_KEYS = {
     "model": "model", "seq_len": "seq-len", "batch_size": "batch-size", "vocab_size": "vocab-size",
     "pad_token_id": "pad-token-id", "causal": "causal", "padding_side": "padding-side", "call": "call",
-    "device": "device", "seed": "seed", "timeout": "timeout",
+    "device": "device", "seed": "seed", "timeout": "timeout", "probe_timeout": "probe-timeout",
+    "memory_limit": "memory-limit",
 }
 
 
@@ -43,17 +47,23 @@ def run(args) -> int:
         return 0
     try:
         options = load_options(args)
-        result = run_worker(options, verbose=args.verbose)
-        findings = match_findings(result, options)
+        if options.model:
+            result = run_worker(options, verbose=args.verbose)
+            findings = match_findings(result, options)
+            model, probes = result["model"], result["probes"]
+        else:  # no model configured: build the flagged classes that need no arguments
+            from tlint.verify.instantiate import verify_flagged
+
+            model, probes, findings = verify_flagged(options, getattr(args, "paths", None) or [],
+                                                     verbose=args.verbose)
     except (OptionsError, VerifyError) as exc:
         return _fail(args.format, exc.kind, str(exc))
     from tlint.verify import output
 
-    probes = result["probes"]
-    if args.format == "json":
-        output.render_json(result["model"], probes, findings, sys.stdout)
+    if args.format in ("json", "sarif", "lsp"):
+        getattr(output, f"render_{args.format}")(model, probes, findings, sys.stdout)
     else:
-        output.render_text(result["model"], probes, findings, sys.stdout)
+        output.render_text(model, probes, findings, sys.stdout)
     return output.exit_code(probes, findings)
 
 
@@ -62,6 +72,10 @@ def _fail(fmt: str, kind: str, message: str) -> int:
         from tlint.verify.output import error_json
 
         sys.stdout.write(error_json(kind, message))
+    elif fmt == "sarif":
+        from tlint.verify.output import sarif_error
+
+        sys.stdout.write(sarif_error(kind, message))
     else:
         sys.stderr.write(f"tlint: error: {message}\n")
     return 2
@@ -89,40 +103,193 @@ def load_options(args) -> VerifyOptions:
             raise OptionsError(f"--model-kwargs must be a JSON object, e.g. '{{\"d_model\": 64}}': {exc}",
                                kind="usage") from None
     root = config_path.parent.resolve() if config_path else Path.cwd().resolve()
-    options = resolve(settings.verify, config_path, root, flags, settings.causal_names)
+    options = resolve(settings.verify, config_path, root, flags, settings.causal_names, require_model=False)
     options.probes = select_probes(args.probe)
     return options
 
 
-def run_worker(options: VerifyOptions, verbose: bool = False) -> dict[str, Any]:
+def run_worker(options: VerifyOptions, verbose: bool = False, deadline: float | None = None) -> dict[str, Any]:
     """Run the probes in a child process (working directory: a temporary folder, bytecode
-    writing off) and return its result; a timeout or a crash is a VerifyError."""
+    writing off) and return `{"model", "probes", "classes"}`.
+
+    The child reports each stage (model loaded, probe started, probe done) in a progress
+    file that this process watches. Loading and each probe get `probe-timeout` seconds, the
+    whole run `timeout` (until `deadline`, a `time.monotonic()` value, when given): a probe
+    that runs past its limit or crashes the child (a hang or a crash in C code included) is
+    stopped by killing the child, reported as `skip` with the reason, and the remaining
+    probes run in a fresh child. Loading that fails, hangs or crashes is a VerifyError."""
+    deadline = time.monotonic() + options.timeout if deadline is None else deadline
+    pending = list(options.probes)
+    done: dict[str, dict[str, Any]] = {}
+    loaded: dict[str, Any] | None = None
+    while True:
+        run = _run_child(replace(options, probes=pending), deadline, verbose)
+        loaded = loaded or run.loaded
+        for entry in run.done:
+            done[entry["probe"]] = entry
+            pending.remove(entry["probe"])
+        if run.error is not None:
+            raise VerifyError(*run.error)
+        if run.ended or not pending:
+            break
+        if run.loaded is None:
+            raise VerifyError(*_loading_failure(run, options))
+        if run.running is None:  # between two probes: treat the next one as the culprit
+            run.running, run.template = pending[0], _template(pending[0])
+        name = run.running
+        if run.stopped == "timeout":
+            done[name] = _skipped(run.template, f"stopped: the run's `timeout` of {options.timeout:g} s was reached "
+                                  "during this probe", run.elapsed)
+        elif run.stopped == "probe-timeout":
+            done[name] = _skipped(run.template, f"stopped after {options.probe_timeout:g} s (`probe-timeout`): a hang "
+                                  "in forward or in C code it calls, or a model too slow at this size; the other "
+                                  "probes ran in a fresh process. Raise `probe-timeout`, or lower `seq-len`, "
+                                  "`batch-size` or the sizes in `model-kwargs`", run.elapsed)
+        else:
+            done[name] = _skipped(run.template, f"the process running the model {run.how} during this probe"
+                                  + (f" ({' | '.join(run.last_words.splitlines()[-3:])})" if run.last_words else "")
+                                  + "; the other probes ran in a fresh process", run.elapsed)
+        pending.remove(name)
+        if run.stopped == "timeout" or time.monotonic() >= deadline:
+            for name in pending:
+                done[name] = _skipped(_template(name), f"not run: the run's `timeout` of {options.timeout:g} s "
+                                      "was reached", 0.0)
+            break
+        if not pending:
+            break
+    return {"model": loaded["model"], "probes": [done[n] for n in options.probes if n in done],
+            "classes": loaded["classes"]}
+
+
+def _template(name: str) -> dict[str, Any]:
+    return {"probe": name, "status": "skip", "figure": None, "tolerance": 0.0, "unit": "", "module": None,
+            "detail": ""}
+
+
+def _skipped(template: dict[str, Any] | None, reason: str, seconds: float) -> dict[str, Any]:
+    return {**(template or {}), "status": "skip", "figure": None, "module": None, "detail": reason, "extra": {},
+            "seconds": round(seconds, 3)}
+
+
+def _loading_failure(run: _ChildRun, options: VerifyOptions) -> tuple[str, str]:
+    what = f"loading the model `{options.model}` (importing it and building it)"
+    if run.stopped == "timeout":
+        return "timeout", (f"the model did not finish the probes within {options.timeout:g} s (`timeout`, the whole "
+                           f"run) and was stopped while {what}: a hang at import, in the factory or in forward, "
+                           "or a model too large for this machine. Raise `timeout`, or lower `seq-len`, "
+                           "`batch-size` or the sizes in `model-kwargs`")
+    if run.stopped == "probe-timeout":
+        return "timeout", (f"{what[0].upper()}{what[1:]} did not finish within {options.probe_timeout:g} s "
+                           "(`probe-timeout`) and was stopped: a hang at import or in the factory (or in C code "
+                           "they call), or a model too slow to build here. Raise `probe-timeout`, or lower the "
+                           "sizes in `model-kwargs`")
+    return "crash", (f"the process running the model {run.how} before reporting"
+                     + (f"; its last words:\n{run.last_words}" if run.last_words else ""))
+
+
+@dataclass
+class _ChildRun:
+    loaded: dict[str, Any] | None = None     # the "loaded" event: model info and classes
+    done: list[dict[str, Any]] = field(default_factory=list)
+    running: str | None = None               # the probe started and not finished
+    template: dict[str, Any] | None = None   # its skip entry (tolerance, unit)
+    ended: bool = False
+    error: tuple[str, str] | None = None
+    stopped: str | None = None               # "timeout" | "probe-timeout" when this process killed the child
+    how: str = ""                            # how the child ended, when it crashed
+    last_words: str = ""
+    elapsed: float = 0.0                     # seconds since the last event
+
+
+_POLL_S = 0.05
+_EXIT_GRACE_S = 5.0
+
+
+def _run_child(options: VerifyOptions, deadline: float, verbose: bool) -> _ChildRun:
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    run = _ChildRun()
     with tempfile.TemporaryDirectory(prefix="tlint-verify-") as tmp:
-        request, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        request, progress, output = Path(tmp) / "request.json", Path(tmp) / "progress.jsonl", Path(tmp) / "output.txt"
         request.write_text(options.to_json(), encoding="utf-8")
-        command = [sys.executable, "-m", "tlint.verify.worker", str(request), str(result_path)]
+        progress.touch()
+        command = [sys.executable, "-m", "tlint.verify.worker", str(request), str(progress)]
+        with open(output, "wb") as sink:
+            proc = subprocess.Popen(command, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=sink,
+                                    stderr=subprocess.STDOUT, start_new_session=os.name == "posix")
         try:
-            proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True,
-                                  timeout=options.timeout, stdin=subprocess.DEVNULL, check=False)
-        except subprocess.TimeoutExpired:
-            raise VerifyError("timeout", f"the model did not finish the probes within {options.timeout:g} s and "
-                              "was stopped (a hang in forward, or a model too large for this machine): raise "
-                              "`timeout`, or lower `seq-len`, `batch-size` or the sizes in `model-kwargs`") from None
-        if verbose and proc.stderr:
-            sys.stderr.write(proc.stderr)
-        if not result_path.is_file():
-            how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
-                   else f"exited with code {proc.returncode}")
-            tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
-            raise VerifyError("crash", f"the process running the model {how} before reporting"
-                              + (f"; its last words:\n{tail}" if tail else ""))
-        result = json.loads(result_path.read_text(encoding="utf-8"))
-    if "error" in result:
-        raise VerifyError(result["error"]["kind"], result["error"]["message"])
-    return result
+            _watch(proc, progress, run, options, deadline)
+        finally:
+            if proc.poll() is None:
+                _kill(proc)
+        text = output.read_text(encoding="utf-8", errors="replace")
+        if verbose and text:
+            sys.stderr.write(text)
+        run.last_words = "\n".join(text.strip().splitlines()[-6:])
+        code = proc.returncode
+        run.how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    return run
+
+
+def _watch(proc: subprocess.Popen, progress: Path, run: _ChildRun, options: VerifyOptions, deadline: float) -> None:
+    """Follow the child's events until it ends, crashes or runs past a limit (then kill it)."""
+    offset, last_event, ready = 0, time.monotonic(), False
+    while True:
+        exited = proc.poll() is not None
+        with open(progress, "rb") as stream:
+            stream.seek(offset)
+            data = stream.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        offset += len(complete)
+        for line in complete.decode("utf-8").splitlines():
+            _apply(json.loads(line), run)
+            last_event, ready = time.monotonic(), True
+        now = time.monotonic()
+        run.elapsed = now - last_event
+        if run.ended or run.error is not None:
+            try:
+                proc.wait(timeout=_EXIT_GRACE_S)  # e.g. a user thread that keeps the child alive
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+            return
+        if exited:
+            return
+        if now >= deadline:
+            run.stopped = "timeout"
+        elif ready and now - last_event >= options.probe_timeout:  # torch's own import is not the user's
+            run.stopped = "probe-timeout"
+        if run.stopped:
+            _kill(proc)
+            return
+        time.sleep(_POLL_S)
+
+
+def _apply(event: dict[str, Any], run: _ChildRun) -> None:
+    kind = event["event"]
+    if kind == "loaded":
+        run.loaded = {"model": event["model"], "classes": event["classes"]}
+    elif kind == "start":
+        run.running, run.template = event["probe"], event["template"]
+    elif kind == "done":
+        run.done.append(event["entry"])
+        run.running = run.template = None
+    elif kind == "end":
+        run.ended = True
+    elif kind == "error":
+        run.error = (event["kind"], event["message"])
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill the child and whatever it started (its own session on POSIX)."""
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 def match_findings(result: dict[str, Any], options: VerifyOptions) -> list[dict[str, Any]]:

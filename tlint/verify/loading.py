@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -85,6 +86,10 @@ def build_model(options: VerifyOptions, roots: list[Path]) -> nn.Module:
     if not callable(factory):
         raise UserCodeError("factory", f"`model = \"{options.model}\"` is a {type(factory).__name__}, "
                             "not a callable returning a torch.nn.Module nor an nn.Module class")
+    if options.instantiate:
+        _check_no_arguments(factory, options.model)
+    check_memory(factory, options)
+    torch.manual_seed(options.seed)  # the real build draws the same numbers as without the check
     try:
         model = factory(**options.model_kwargs)
     except BaseException as exc:
@@ -95,6 +100,65 @@ def build_model(options: VerifyOptions, roots: list[Path]) -> nn.Module:
         raise UserCodeError("factory", f"`{options.model}` returned a {type(model).__name__}, "
                             "not a torch.nn.Module")
     return model
+
+
+def _check_no_arguments(cls: Any, spec: str) -> None:
+    """A flagged class built directly (no model configured): an nn.Module class whose
+    constructor needs no argument."""
+    if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
+        raise UserCodeError("factory", f"`{spec}` is not a torch.nn.Module class")
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return
+    needed = [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if needed:
+        raise UserCodeError("arguments", f"{cls.__qualname__}({', '.join(needed)}) needs arguments, so the verifier "
+                            "cannot build it alone: set `model` in [tool.tlint.verify] to a factory that builds the "
+                            "model (and `model-kwargs`)")
+
+
+# Weights, their gradients, and the deeper copy depth-growth builds: what the probes hold at once.
+MEMORY_FACTOR = 3
+
+
+def default_memory_limit(device: str) -> float:
+    """MiB: half of the machine's memory (of the GPU's for a CUDA device); 4 GiB when unknown."""
+    try:
+        if device.startswith("cuda") and torch.cuda.is_available():
+            return torch.cuda.get_device_properties(torch.device(device)).total_memory / 2**20 / 2
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20 / 2
+    except (ValueError, OSError, AttributeError, RuntimeError, AssertionError):
+        return 4096.0
+
+
+def check_memory(factory: Any, options: VerifyOptions) -> None:
+    """Build the model on the `meta` device first (no memory allocated) and refuse it when its
+    parameters and buffers, times MEMORY_FACTOR, exceed the memory limit. A factory that
+    cannot build on `meta` (it loads weights, calls .item(), ...) is built for real unchecked."""
+    try:
+        with torch.device("meta"):
+            shadow = factory(**options.model_kwargs)
+    except BaseException:  # noqa: BLE001  (the real build reports the user's error, if any)
+        return
+    if not isinstance(shadow, nn.Module):
+        return
+    tensors = [*shadow.parameters(), *shadow.buffers()]
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    count = sum(p.numel() for p in shadow.parameters())
+    del shadow, tensors
+    limit = options.memory_limit or default_memory_limit(options.device)
+    needed = size * MEMORY_FACTOR / 2**20
+    if needed > limit:
+        raise UserCodeError("memory", f"the model `{options.model}` is too large to verify here: {count:,} parameters "
+                            f"({_mib(size / 2**20)} of weights and buffers, about {_mib(needed)} with gradients and "
+                            f"a deeper copy) exceed the memory limit of {_mib(limit)}. Nothing was allocated. Lower "
+                            "the sizes in `model-kwargs` (layers, width, vocabulary): the probes need only a small "
+                            "model, or raise `memory-limit` (MiB) in [tool.tlint.verify] / --memory-limit")
+
+
+def _mib(value: float) -> str:
+    return f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value:.0f} MiB"
 
 
 def infer_vocab_size(model: nn.Module) -> int | None:

@@ -120,6 +120,8 @@ def _because(result: dict, owner: ModelClass | None) -> str:
     if module and owner is not None:
         if any(module == p or module.startswith(p + ".") for p in owner.paths if p != "(model)"):
             return f"{reason}; it first shows in `{module}`, an instance of {owner.name}"
+        if "(model)" in owner.paths:
+            return f"{reason}; it first shows in `{module}`, inside {owner.name} (the model itself)"
         return f"{reason}; it first shows in `{module}` (the share of {owner.name} is not isolated)"
     return reason
 

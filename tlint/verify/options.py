@@ -30,8 +30,11 @@ CALL_STYLES = {
     "ids": "model(ids), no mask",
 }
 ADAPTER_NOTE = "adapter(model, ids, mask), mask long 1 = keep, 0 = pad"
-FORMATS = ("text", "json")
+FORMATS = ("text", "json", "sarif", "lsp")
 _DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+
+
+NO_MODEL = "no model to verify"
 
 
 class OptionsError(Exception):
@@ -54,13 +57,16 @@ class VerifyOptions:
     pad_token_id: int = 0
     seq_len: int = 16
     batch_size: int = 4
-    causal: bool | None = None     # None: inferred from the model's class name (causal-names)
+    causal: bool | None = None     # None: the linter's causal evidence on the model's source (TL207's)
     causal_names: list[str] = field(default_factory=list)
     call: str | None = None        # None: chosen from forward's signature, trying each style
     padding_side: str = "right"
     device: str = "cpu"
     seed: int = 0
-    timeout: float = 600.0
+    timeout: float = 600.0         # the whole run
+    probe_timeout: float = 120.0   # loading the model, and each probe
+    memory_limit: float | None = None   # MiB the model may take (None: half the machine's memory)
+    instantiate: bool = False      # `model` is a flagged class built without arguments (no model configured)
     probes: list[str] = field(default_factory=lambda: list(PROBES))
 
     def to_json(self) -> str:
@@ -84,14 +90,16 @@ _KEYS = {
     "pad-token-id": ("pad_token_id", _INT), "seq-len": ("seq_len", _POS_INT), "batch-size": ("batch_size", _POS_INT),
     "causal": ("causal", _BOOL), "call": ("call", _STR), "padding-side": ("padding_side", _STR),
     "device": ("device", _STR), "seed": ("seed", _INT), "timeout": ("timeout", _NUMBER),
-    "python-path": ("python_path", _STR_LIST),
+    "python-path": ("python_path", _STR_LIST), "probe-timeout": ("probe_timeout", _NUMBER),
+    "memory-limit": ("memory_limit", _NUMBER),
 }
 
 
 def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags: dict[str, Any],
-            causal_names: tuple[str, ...] = ()) -> VerifyOptions:
+            causal_names: tuple[str, ...] = (), require_model: bool = True) -> VerifyOptions:
     """Merge `[tool.tlint.verify]` (`config`, read from `config_path`) with the flags that
-    were given (`flags`: config key -> value, None for absent), check every value."""
+    were given (`flags`: config key -> value, None for absent), check every value. Without
+    `require_model`, a missing model gives `model = ""` (the flagged classes are built instead)."""
     where = f"{config_path}: " if config_path else ""
     values: dict[str, Any] = {}
     for key, value in config.items():
@@ -107,14 +115,16 @@ def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags:
         if not ok(value):
             raise OptionsError(f"--{key} must be {what}, got {value!r}", kind="usage")
         values[attr] = value
+    if "model" not in values and not require_model:
+        values["model"] = ""
     if "model" not in values:
         raise OptionsError(
-            "no model to verify: give `--model pkg.module:factory` or set `model = \"pkg.module:factory\"` in "
+            NO_MODEL + ": give `--model pkg.module:factory` or set `model = \"pkg.module:factory\"` in "
             "[tool.tlint.verify] (a callable returning a torch.nn.Module, or an nn.Module class; "
             "`model-kwargs` are passed to it)", kind="usage")
     for attr in ("model", "call"):
         spec = values.get(attr)
-        if attr == "call" and (spec is None or spec in CALL_STYLES):
+        if attr == "call" and (spec is None or spec in CALL_STYLES) or attr == "model" and spec == "":
             continue
         if not _DOTTED.match(spec):
             styles = ", ".join(f'"{s}"' for s in CALL_STYLES)

@@ -1,5 +1,6 @@
-"""`tlint verify` reports: text (rich tables, one row per probe and one per finding) and
-JSON (verifier.md's stable schema)."""
+"""`tlint verify` reports: text (rich tables, one row per probe and one per finding),
+JSON (verifier.md's stable schema), and SARIF and LSP for the static findings, which have
+a source location (the same writers as `tlint check`'s, in `tlint.reporters`)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,91 @@ def render_text(model: dict, probes: list[dict], findings: list[dict], stream: T
     counts = summary(probes, findings)
     console.print(f"{counts['probes']} probes, {counts['failed']} failed; {len(findings)} static findings, "
                   f"{counts['confirmed']} confirmed")
+
+
+# --- SARIF and LSP: the static findings, which have a source location ---------------------
+
+# verdict -> (SARIF kind, SARIF level, LSP severity). A SARIF result whose kind is not
+# "fail" must have level "none" (SARIF 2.1.0 §3.27.9): a cleared finding is a "pass", an
+# untested one is left for "review".
+VERDICT_KINDS = {"confirmed": ("fail", "error", 1), "not-checkable": ("review", "none", 2),
+                 "not-reproduced": ("pass", "none", 3)}
+
+
+def _finding_order(finding: dict) -> tuple:
+    start = finding["range"]["start"]
+    return finding["path"], start["line"], start["column"], finding["code"]
+
+
+def _finding_message(finding: dict) -> str:
+    probe = f" ({finding['probe']})" if finding.get("probe") else ""
+    return f"{finding['code']} {finding['verdict']}{probe}: {finding['reason']}"
+
+
+def _finding_properties(finding: dict, probes: list[dict]) -> dict[str, Any]:
+    """verdict, probe and the probe's figure (with its tolerance and unit) of a finding."""
+    probe = next((p for p in probes if p["probe"] == finding.get("probe")), None)
+    return {"verdict": finding["verdict"], "probe": finding.get("probe"), "reason": finding["reason"],
+            "status": probe["status"] if probe else None, "figure": probe["figure"] if probe else None,
+            "tolerance": probe["tolerance"] if probe else None, "unit": probe["unit"] if probe else None}
+
+
+def sarif_document(model: dict, probes: list[dict], findings: list[dict]) -> dict[str, Any]:
+    """A SARIF log: one result per static finding (kind/level from its verdict; verdict,
+    probe and figure in its properties); the model, every probe's result and the summary in
+    the run's properties; the exit code in the invocation."""
+    from tlint.diagnostics import Range
+    from tlint.reporters import SourceLines
+    from tlint.reporters.sarif import SarifLog, location
+
+    sources, log = SourceLines(), SarifLog()
+    for finding in sorted(findings, key=_finding_order):
+        kind, level, _ = VERDICT_KINDS[finding["verdict"]]
+        rng = Range.from_json(finding["range"])
+        log.result(finding["code"], _finding_message(finding), kind=kind, level=level,
+                   locations=[location(sources, finding["path"], rng)],
+                   properties=_finding_properties(finding, probes))
+    document = report_json(model, probes, findings)
+    code = exit_code(probes, findings)
+    return log.document(
+        properties={"model": document["model"], "probes": document["probes"], "summary": document["summary"]},
+        invocation={"executionSuccessful": True, "exitCode": code})
+
+
+def render_sarif(model: dict, probes: list[dict], findings: list[dict], stream: TextIO) -> None:
+    from tlint.reporters.sarif import write
+
+    write(sarif_document(model, probes, findings), stream)
+
+
+def sarif_error(kind: str, message: str) -> str:
+    from tlint.reporters.sarif import error_log
+
+    return json.dumps(error_log(kind, message), indent=2, ensure_ascii=False) + "\n"
+
+
+def render_lsp(model: dict, probes: list[dict], findings: list[dict], stream: TextIO) -> None:
+    """JSON Lines of LSP `publishDiagnostics` params, one per file with findings (0-based
+    lines, UTF-16 characters); the verdict, probe and figure in each diagnostic's `data`."""
+    from tlint.diagnostics import Range
+    from tlint.docs import rule_url
+    from tlint.reporters import SourceLines
+    from tlint.reporters.lsp import file_uri, lsp_range
+
+    sources = SourceLines()
+    by_path: dict[str, list[dict]] = {}
+    for finding in findings:
+        by_path.setdefault(finding["path"], []).append(finding)
+    for path in sorted(by_path):
+        diagnostics = []
+        for finding in sorted(by_path[path], key=_finding_order):
+            diagnostics.append({
+                "range": lsp_range(sources, path, Range.from_json(finding["range"])),
+                "severity": VERDICT_KINDS[finding["verdict"]][2],
+                "code": finding["code"],
+                "codeDescription": {"href": rule_url(finding["code"])},
+                "source": "tlint verify",
+                "message": _finding_message(finding),
+                "data": _finding_properties(finding, probes),
+            })
+        stream.write(json.dumps({"uri": file_uri(path), "diagnostics": diagnostics}, ensure_ascii=False) + "\n")

@@ -47,12 +47,55 @@ def _where_defined(cls: type) -> dict | None:
             "end": start + len(lines) - 1, "paths": []}
 
 
-def _is_causal(model, options: VerifyOptions) -> bool:
-    """The configured `causal`, else whether the model's class name contains one of the
-    `causal-names` (GPT, CausalLM, ...), as the static rules decide."""
+def _is_causal(model, options: VerifyOptions, roots) -> tuple[bool, str]:
+    """The configured `causal`, else the linter's verdict (`causal_evidence`, the one TL207
+    uses) on the source file of the model's class or of a base class in the user's tree;
+    for a class defined outside it (a library's, which `tlint check` never reads), whether
+    its name contains one of the `causal-names`. Returns (causal, why)."""
     if options.causal is not None:
-        return options.causal
-    return any(name in type(model).__name__ for name in options.causal_names)
+        return options.causal, "configured"
+    from tlint.verify.loading import _inside
+
+    for cls in type(model).__mro__:
+        if cls.__module__.split(".")[0] in ("torch", "builtins"):
+            continue
+        try:
+            file = inspect.getsourcefile(cls)
+        except TypeError:
+            file = None
+        if file and _inside(Path(file), roots):
+            evidence = _file_causal_evidence(Path(file).resolve(), tuple(options.causal_names))
+            if cls.__name__ in evidence:
+                return True, f"{cls.__name__}: {evidence[cls.__name__]}"
+        elif any(name in cls.__name__ for name in options.causal_names):
+            return True, f"the library class name `{cls.__name__}` (causal-names)"
+    return False, "no causal evidence in the model's source (as TL207 decides)"
+
+
+_EVIDENCE_CACHE: dict[tuple, dict[str, str]] = {}
+
+
+def _file_causal_evidence(path: Path, causal_names: tuple[str, ...]) -> dict[str, str]:
+    """Class name -> why it is causal, by the linter's shared `causal_evidence` view."""
+    key = (path, causal_names)
+    if key not in _EVIDENCE_CACHE:
+        import libcst as cst
+
+        from tlint.engine import parse_source, read_text
+        from tlint.source import FileIndex
+        from tlint.views.model import ModelView
+
+        out: dict[str, str] = {}
+        text = read_text(path, str(path))
+        module = parse_source(text, str(path)) if isinstance(text, str) else None
+        if isinstance(module, cst.Module):  # else unreadable or a syntax error: no evidence, like the linter
+            try:
+                view = ModelView(FileIndex(module))
+                out = {name: ev.reason for name, ev in view.causal_evidence(causal_names, path.stem).items()}
+            except RecursionError:
+                out = {}
+        _EVIDENCE_CACHE[key] = out
+    return _EVIDENCE_CACHE[key]
 
 
 DEPTH_SETTINGS = ("n_layer", "n_layers", "num_layers", "num_hidden_layers", "depth", "n_blocks", "num_blocks")
@@ -94,7 +137,13 @@ def _passes_kwargs(callable_) -> bool:
         return False
 
 
-def verify(options: VerifyOptions) -> dict:
+def verify(options: VerifyOptions, emit=None) -> dict:
+    """Load the model and run `options.probes`; returns `{"model", "probes", "classes"}`.
+    `emit(event)` (the child process writes each to its progress file) is called with
+    `{"event": "ready"}` once torch is imported (the user's code runs from here on),
+    `{"event": "loaded", "model", "classes"}` once the model answers a call, then
+    `{"event": "start", "probe", "template"}` and `{"event": "done", "probe", "entry"}` around
+    each probe, so the parent can stop a probe that hangs and go on with the others."""
     from tlint.verify.loading import (
         UserCodeError,
         build_model,
@@ -104,10 +153,15 @@ def verify(options: VerifyOptions) -> dict:
         prepare_sys_path,
     )
 
+    emit = emit or (lambda event: None)
     prepare_sys_path(options)
     import torch
 
     from tlint.verify.probes import PROBE_CLASSES, ProbeContext
+
+    if options.causal is None:
+        import tlint.views.model  # noqa: F401  (the causal evidence's parser: ours, not the user's time)
+    emit({"event": "ready"})  # torch is imported: the user's code starts (its limit starts now)
 
     roots = import_roots(options)
     torch.set_num_threads(1)  # tiny models: threads cost more than they save, and runs stay reproducible
@@ -121,23 +175,32 @@ def verify(options: VerifyOptions) -> dict:
     model.eval()
     vocab = options.vocab_size or infer_vocab_size(model)
     if vocab is None:
-        raise UserCodeError("config", "cannot infer the vocabulary size: the model has no nn.Embedding; "
-                            "set `vocab-size` in [tool.tlint.verify] or --vocab-size")
+        raise UserCodeError("config", "cannot infer the vocabulary size: the model has no nn.Embedding (the "
+                            "probes feed token ids); set `vocab-size` in [tool.tlint.verify] or --vocab-size")
     if not 0 <= options.pad_token_id < vocab:
         raise UserCodeError("config", f"pad-token-id {options.pad_token_id} is outside the vocabulary "
                             f"(size {vocab}); set `pad-token-id`")
-    causal = _is_causal(model, options)
+    causal, causal_reason = _is_causal(model, options, roots)
     ctx = ProbeContext(model, None, vocab_size=vocab, pad_token_id=options.pad_token_id, seq_len=options.seq_len,
                        batch_size=options.batch_size, causal=causal, padding_side=options.padding_side,
                        device=options.device, seed=options.seed)
     ids, keep = ctx.padded_batch(ctx.generator(0))
     ctx.caller = choose_caller(model, options, roots, ids.to(options.device), keep.to(options.device))
     ctx.rebuild_deeper = lambda depth: _rebuild_deeper(model, options, roots, depth)
+    model_info = {
+        "factory": options.model, "class": type(model).__name__,
+        "parameters": sum(p.numel() for p in model.parameters()), "call": ctx.caller.style,
+        "convention": ctx.caller.convention, "causal": causal, "causal_reason": causal_reason,
+        "vocab_size": vocab,
+    }
+    classes = _classes(model)
+    emit({"event": "loaded", "model": model_info, "classes": classes})
     probes = []
     for name in options.probes:
         torch.manual_seed(options.seed)
-        started = time.perf_counter()
         probe = PROBE_CLASSES[name]()
+        emit({"event": "start", "probe": name, "template": probe.skip("").to_json()})
+        started = time.perf_counter()
         try:
             result = probe.run(ctx)
         except UserCodeError:
@@ -148,34 +211,36 @@ def verify(options: VerifyOptions) -> dict:
         entry["extra"] = result.extra
         entry["seconds"] = round(time.perf_counter() - started, 3)
         probes.append(entry)
-    model_info = {
-        "factory": options.model, "class": type(model).__name__,
-        "parameters": sum(p.numel() for p in model.parameters()), "call": ctx.caller.style,
-        "convention": ctx.caller.convention, "causal": causal, "vocab_size": vocab,
-    }
-    return {"model": model_info, "probes": probes, "classes": _classes(model)}
+        emit({"event": "done", "probe": name, "entry": entry})
+    return {"model": model_info, "probes": probes, "classes": classes}
 
 
 def main(argv: list[str]) -> int:
-    request, result_path = Path(argv[0]), Path(argv[1])
+    """`REQUEST PROGRESS`: options in, one JSON event per line out (see `verify`), ending
+    with `{"event": "end"}` or `{"event": "error", "kind", "message"}`."""
+    request, progress_path = Path(argv[0]), Path(argv[1])
     sys.dont_write_bytecode = True
     options = VerifyOptions.from_json(request.read_text(encoding="utf-8"))
     from tlint.verify.loading import UserCodeError
 
+    def emit(event: dict) -> None:
+        with open(progress_path, "a", encoding="utf-8") as progress:
+            progress.write(json.dumps(event) + "\n")
+
     try:
-        result = verify(options)
+        verify(options, emit)
+        event = {"event": "end"}
     except UserCodeError as exc:
-        result = {"error": {"kind": exc.kind, "message": str(exc)}}
+        event = {"event": "error", "kind": exc.kind, "message": str(exc)}
     except MemoryError:
-        result = {"error": {"kind": "memory", "message": "the model does not fit in memory: lower the sizes in "
-                            "`model-kwargs`, `batch-size` or `seq-len`"}}
+        event = {"event": "error", "kind": "memory", "message": "the model does not fit in memory: lower the "
+                 "sizes in `model-kwargs`, `batch-size` or `seq-len`"}
     except Exception as exc:
-        if type(exc).__name__ == "OutOfMemoryError":
-            result = {"error": {"kind": "memory", "message": f"out of memory on `{options.device}`: lower the sizes "
-                                "in `model-kwargs`, `batch-size` or `seq-len`, or use --device cpu"}}
-        else:
+        if type(exc).__name__ != "OutOfMemoryError":
             raise
-    result_path.write_text(json.dumps(result), encoding="utf-8")
+        event = {"event": "error", "kind": "memory", "message": f"out of memory on `{options.device}`: lower the "
+                 "sizes in `model-kwargs`, `batch-size` or `seq-len`, or use --device cpu"}
+    emit(event)
     return 0
 
 

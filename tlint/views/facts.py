@@ -23,6 +23,14 @@ decided on the facts of related files. Kinds so far:
   `var`, `function`, `with_model` (the file loads a model from the same literal
   checkpoint) and `test_file`.
 - `tokenizer-saved`: `save_pretrained(<literal folder>)`, with `folder`.
+- `positional-table`: a positional table of a literal size (`size`, `what`, `origins`:
+  the names the value was read through, `via`: the parameter/field whose default gave it);
+  reported at the literal (TL206).
+- `sequence-length`: a literal sequence length the data is built with (`length`, `what`,
+  `origins`, `via`): tokenizer `max_length=`, `block_size=`/`seq_len=` of data classes.
+- `call-args`: which parameters the calls of a name give (`callee`, `keywords`,
+  `positional`, `star`): a default counts only where calls leave it out.
+- `size-override`: `config.block_size = ...` set after construction (`name`).
 
 Adding a kind: write an extractor below and list it in `EXTRACTORS`.
 """
@@ -38,6 +46,7 @@ from tlint.cst import (
     get_arg,
     has_star_kwargs,
     is_literal,
+    keywords,
     last_name,
     literal_value,
     snake_parts,
@@ -654,14 +663,359 @@ def tokenizer_saved_sites(ctx):
             yield call, {"folder": value.rstrip("/") if isinstance(value, str) else None}
 
 
+# --- positional tables and data sequence lengths (TL206) --------------------------------
+
+# snake_case name parts of a positional table (`wpe`, `pos_emb`, `embed_positions`, `pe`)
+POSITIONAL_NAME_PARTS = frozenset({"pos", "position", "positional", "positions", "pe", "wpe"})
+# keyword/field names that size a positional table, on a model config (`GPT2Config`, `GPTConfig`)
+CONFIG_TABLE_KEYS = ("n_positions", "n_ctx", "max_position_embeddings", "block_size", "max_seq_len")
+# ... and on a positional module or model constructor (`PositionalEncoding(d, max_len=...)`)
+CALL_TABLE_KEYS = ("max_len", "max_seq_len", "n_positions", "max_position_embeddings", "num_positions",
+                   "max_positions")
+# keywords that set the sequence length of the data, on a tokenizer or a data class/function
+DATA_LENGTH_KEYS = ("max_length", "max_seq_length", "max_seq_len", "max_len", "seq_len", "seq_length", "block_size")
+_DATA_WORDS = frozenset({"data", "dataset", "datasets", "loader", "collator", "collate", "sampler", "batch",
+                         "batches", "batcher", "corpus", "chunks", "chunk", "texts", "examples"})
+_NOT_MODEL_WORDS = _DATA_WORDS | {"tokenizer", "trainer", "train", "training", "args", "arguments", "generation",
+                                  "eval", "pipeline", "optimizer", "scheduler"}
+_TENSOR_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.randn", "torch.rand",
+                               "torch.Tensor", "torch.FloatTensor"})
+_EMBEDDINGS = frozenset({"torch.nn.Embedding"})
+# `block_size`/`max_seq_len` size positions only on a language-model config: adapter
+# configs (`C3AConfig(block_size=...)`) and block-sparse settings use the names too.
+_AMBIGUOUS_TABLE_KEYS = frozenset({"block_size", "max_seq_len"})
+_MODEL_WORDS = frozenset({"gpt", "gpt2", "lm", "transformer", "model", "decoder", "encoder", "bert", "llama"})
+_MODEL_FIELDS = frozenset({"vocab_size", "n_layer", "n_layers", "num_layers", "n_head", "n_heads", "num_heads",
+                           "n_embd", "d_model", "hidden_size", "dim"})
+# name parts of a size that counts positions (`max_len`, `n_positions`, `block_size`, `n_ctx`)
+_LENGTH_PARTS = frozenset({"len", "maxlen", "length", "positions", "position", "seq", "ctx", "context", "block"})
+_PARAMETER_WRAPPERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
+def _positional_name(name: str | None) -> bool:
+    return name is not None and bool(set(snake_parts(name)) & POSITIONAL_NAME_PARTS)
+
+
+def _camel(name: str | None) -> bool:
+    return bool(name) and name[:1].isupper() and not name.isupper()
+
+
+def _int_size(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _param_via(index, expr: cst.CSTNode) -> dict | None:
+    """When `expr` is a parameter's default: which call supplies the parameter, as
+    {"callee", "param", "index"} (`index` None for keyword-only); the class name for
+    `__init__`. {"callee": None} when it cannot be told (a lambda, a nested method)."""
+    param = index.parent(expr)
+    if not isinstance(param, cst.Param) or param.default is not expr:
+        return None
+    params = index.parent(param)
+    fn = index.parent(params)
+    if not isinstance(params, cst.Parameters) or not isinstance(fn, cst.FunctionDef):
+        return {"callee": None, "param": param.name.value, "index": None}
+    positional = [*params.posonly_params, *params.params]
+    scope = index.enclosing_scope(fn)
+    if isinstance(scope, cst.ClassDef):
+        positional = positional[1:]  # self / cls
+        callee = scope.name.value if fn.name.value == "__init__" else None
+    else:
+        callee = fn.name.value
+    position = next((i for i, p in enumerate(positional) if p is param), None)
+    return {"callee": callee, "param": param.name.value, "index": position}
+
+
+def _self_attribute_value(index, expr: cst.Attribute) -> cst.BaseExpression | None:
+    """The one value `self.<attr>` is assigned in its class (`self.max_len = max_len`)."""
+    cls = index.enclosing_class(expr)
+    if cls is None:
+        return None
+    values = []
+    for node in index.assignments:
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        for target in targets:
+            if (isinstance(target, cst.Attribute) and target.attr.value == expr.attr.value
+                    and isinstance(target.value, cst.Name) and target.value.value == "self"
+                    and index.enclosing_class(node) is cls):
+                values.append(None if isinstance(node, cst.AugAssign) else node.value)
+    return values[0] if len(values) == 1 else None
+
+
+def resolve_size(ctx, expr: cst.BaseExpression | None, *, options: bool = False):
+    """A positive int size as the program runs by default, or None: a literal, followed
+    through names bound once (module constants, locals), parameter defaults and
+    `self.<attr>` assigned once; with `options`, also `args.<name>`-style option
+    defaults (argparse, dataclass fields; see `TrainingView.literal`). Arithmetic is not
+    followed. Returns (value, literal node, origins: the names read on the way, via: the
+    parameter whose default supplied it, see `_param_via`)."""
+    index = ctx.index
+    origins: list[str] = []
+    via = None
+    for _ in range(6):
+        if expr is None:
+            return None
+        value = literal_value(expr, default=None)
+        if _int_size(value):
+            return value, expr, origins, via
+        if isinstance(expr, cst.Name):
+            bound = ctx.training.binding(expr)
+            origins.append(expr.value)
+            if bound is not None and via is None:
+                via = _param_via(index, bound)
+            expr = bound
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            origins.append(expr.attr.value)
+            expr = _self_attribute_value(index, expr)
+        elif options and isinstance(expr, cst.Attribute) and index.qualify(expr) is None:
+            value = ctx.training.literal(expr, default=None)
+            if not _int_size(value):
+                return None
+            return value, expr, [*origins, expr.attr.value], via
+        else:
+            return None
+    return None
+
+
+def _assigned_name(index, node: cst.CSTNode) -> str | None:
+    """The name `node`'s value is stored under: `self.wpe = <node>`, `pe = <node>`,
+    `self.register_buffer("pe", <node>)`, through `nn.Parameter(...)`."""
+    for anc in index.ancestors(node):
+        if isinstance(anc, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in anc.targets] if isinstance(anc, cst.Assign) else [anc.target]
+            return last_name(targets[0]) if len(targets) == 1 else None
+        if isinstance(anc, cst.Call) and isinstance(anc.func, cst.Attribute) \
+                and anc.func.attr.value in ("register_buffer", "register_parameter") and anc.args:
+            value = literal_value(anc.args[0].value, default=None)
+            return value if isinstance(value, str) else None
+        if isinstance(anc, (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.Lambda)):
+            return None
+    return None
+
+
+def _tensor_rows(call: cst.Call) -> cst.BaseExpression | None:
+    """The row count of a `(N, d)` or `(1, N, d)` tensor factory call."""
+    if any(a.keyword is not None or a.star for a in call.args):
+        return None
+    dims = [a.value for a in call.args]
+    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+        dims = [e.value for e in dims[0].elements]
+    if len(dims) == 2:
+        return dims[0]
+    if len(dims) == 3 and literal_value(dims[0], default=None) == 1:
+        return dims[1]
+    return None
+
+
+def _table_fact(ctx, expr, what: str):
+    resolved = resolve_size(ctx, expr)
+    if resolved is None:
+        return None
+    size, literal, origins, via = resolved
+    return literal, {"size": size, "what": what, "origins": origins, "via": via}
+
+
+def positional_table_sites(ctx):
+    """Positional tables of a literal size (see `resolve_size`): a positional-named
+    `nn.Embedding(N, d)`; a positional-named `(N, d)`/`(1, N, d)` tensor (`nn.Parameter(
+    torch.zeros(1, N, d))`, a sinusoidal `pe = torch.zeros(N, d)`, any such tensor in a
+    positional class); `n_positions`/`max_position_embeddings`/`block_size`/... given to
+    a model `*Config(...)` or set as a config class field default; `max_len=`-style
+    keywords given to a positional module or model constructor. Reported at the literal.
+    Not in test files (tiny models next to unrelated fixtures)."""
+    index = ctx.index
+    if ctx.is_test_file:
+        return
+    seen: set[int] = set()
+
+    def emit(item):
+        if item is not None and id(item[0]) not in seen:
+            seen.add(id(item[0]))
+            yield item
+
+    for call in index.calls:
+        qualified = index.qualify(call.func)
+        callee = last_name(call.func)
+        if qualified in _EMBEDDINGS:
+            target = _assigned_name(index, call)
+            if _positional_name(target):
+                size = get_arg(call, "num_embeddings", 0)
+                yield from emit(_table_fact(ctx, size.value if size else None, f"`{target} = nn.Embedding(...)`"))
+        elif qualified in _TENSOR_FACTORIES:
+            rows = _tensor_rows(call)
+            if rows is None:
+                continue
+            target = _assigned_name(index, call)
+            cls = index.enclosing_class(call)
+            if _positional_name(target):
+                yield from emit(_table_fact(ctx, rows, f"`{target}`"))
+            elif cls is not None and _positional_name(cls.name.value):
+                # any (N, d) tensor of a positional class whose N counts positions
+                # (`max_len`), not a bank of distance buckets
+                item = _table_fact(ctx, rows, f"`{target or 'the table'}` of `{cls.name.value}`")
+                if item is not None and item[1]["origins"] and set(snake_parts(item[1]["origins"][0])) & _LENGTH_PARTS:
+                    yield from emit(item)
+        elif _camel(callee) and qualified not in _PARAMETER_WRAPPERS:
+            parts = set(snake_parts(callee))
+            if parts & _NOT_MODEL_WORDS:
+                continue
+            keys = CONFIG_TABLE_KEYS if callee.endswith("Config") else CALL_TABLE_KEYS
+            model_like = bool(parts & _MODEL_WORDS) or bool(keywords(call) & _MODEL_FIELDS)
+            for key in keys:
+                arg = get_arg(call, key)
+                if arg is not None and (model_like or key not in _AMBIGUOUS_TABLE_KEYS):
+                    yield from emit(_table_fact(ctx, arg.value, f"`{key}=` of `{callee}(...)`"))
+    for cls in index.classes:
+        name = cls.name.value
+        if not name.endswith("Config") or set(snake_parts(name)) & _NOT_MODEL_WORDS \
+                or not isinstance(cls.body, cst.IndentedBlock):
+            continue
+        model_like = bool(set(snake_parts(name)) & _MODEL_WORDS) or bool(_class_fields(cls) & _MODEL_FIELDS)
+        position = 0
+        for statement in cls.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.AnnAssign):
+                    field, value = last_name(small.target), small.value
+                elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    field, value = last_name(small.targets[0].target), small.value
+                else:
+                    continue
+                if isinstance(small, cst.AnnAssign):
+                    position += 1
+                if field in CONFIG_TABLE_KEYS and _int_size(literal_value(value, default=None)) \
+                        and (model_like or field not in _AMBIGUOUS_TABLE_KEYS):
+                    via = {"callee": name, "param": field, "index": position - 1 if isinstance(small, cst.AnnAssign)
+                           else None}
+                    yield from emit((value, {"size": literal_value(value), "what": f"`{name}.{field}`",
+                                             "origins": [field], "via": via}))
+
+
+def _class_fields(cls: cst.ClassDef) -> set[str]:
+    out = set()
+    if isinstance(cls.body, cst.IndentedBlock):
+        for statement in cls.body.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.AnnAssign):
+                        out.add(last_name(small.target))
+                    elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+                        out.add(last_name(small.targets[0].target))
+    return out
+
+
+def sequence_length_sites(ctx):
+    """Sequence lengths the data is built with: `max_length=` of a tokenizer call
+    (encode, `tokenizer.pad`), and `max_length`/`block_size`/`seq_len`/... keywords given
+    to a data class or function (`*Dataset`, `*Collator`, `group_texts`); literal values
+    (see `resolve_size`, option defaults included). Reported in the table's message.
+    Not in test files."""
+    index = ctx.index
+    if ctx.is_test_file:
+        return
+    calls = list(tokenizer_encode_calls(index))
+    calls += [c for c in index.calls if isinstance(c.func, cst.Attribute) and c.func.attr.value == "pad"
+              and tokenizer_object(index, c.func.value)]
+    seen: set[int] = set()
+    for call in calls:
+        arg = get_arg(call, "max_length")
+        resolved = resolve_size(ctx, arg.value, options=True) if arg is not None else None
+        if resolved is not None and id(call) not in seen:
+            seen.add(id(call))
+            yield arg, {"length": resolved[0], "what": "`max_length=` of the tokenizer", "origins": resolved[2],
+                        "via": resolved[3]}
+    for call in index.calls:
+        callee = last_name(call.func)
+        if callee is None or id(call) in seen or not set(snake_parts(callee)) & _DATA_WORDS:
+            continue
+        for key in DATA_LENGTH_KEYS:
+            arg = get_arg(call, key)
+            resolved = resolve_size(ctx, arg.value, options=True) if arg is not None else None
+            if resolved is not None:
+                yield arg, {"length": resolved[0], "what": f"`{key}=` of `{callee}(...)`", "origins": resolved[2],
+                            "via": resolved[3]}
+                break
+    if any(word in ctx.text for word in _CHUNK_WORDS):
+        yield from _chunk_slices(ctx)
+
+
+# `data[i:i + block_size]`: a window of the token stream (nanoGPT's `get_batch`)
+_CHUNK_WORDS = ("block_size", "seq_len", "seq_length", "context_length", "ctx_len")
+_STREAM_PARTS = frozenset({"data", "tokens", "token", "ids", "corpus", "text", "train", "val", "stream", "buf"})
+
+
+def _chunk_slices(ctx):
+    index = ctx.index
+    roots = [node.value for node in index.assignments if node.value is not None]
+    roots += [arg.value for call in index.calls for arg in call.args]
+    seen: set[int] = set()
+    for root in roots:
+        for node in walk(root):
+            if id(node) in seen or not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+                continue
+            seen.add(id(node))
+            window = node.slice[0].slice
+            if not isinstance(window, cst.Slice) or window.step is not None:
+                continue
+            upper = window.upper
+            if not (isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add)):
+                continue
+            size = upper.right
+            name = last_name(size)
+            stream = last_name(node.value)
+            if name is None or stream is None or not set(snake_parts(stream)) & _STREAM_PARTS:
+                continue
+            if not (name in _CHUNK_WORDS or name.lower() in _CHUNK_WORDS):
+                continue
+            resolved = resolve_size(ctx, size, options=True)
+            if resolved is not None:
+                yield node, {"length": resolved[0], "what": f"`{stream}[i:i + {name}]` windows",
+                             "origins": resolved[2], "via": resolved[3]}
+
+
+def call_args_sites(ctx):
+    """Which parameters calls give, for defaults that only count when not overridden:
+    {"callee": last name, "keywords", "positional": count, "star": *args/**kwargs given},
+    for calls of a plain name (`build(...)`) or of a class (`model.GPT(...)`)."""
+    seen = set()
+    for call in ctx.index.calls:
+        func = call.func
+        if isinstance(func, cst.Name):
+            callee = func.value
+        elif isinstance(func, cst.Attribute) and _camel(func.attr.value):
+            callee = func.attr.value
+        else:
+            continue
+        star = any(a.star for a in call.args)
+        keys = tuple(sorted(a.keyword.value for a in call.args if a.keyword is not None))
+        positional = sum(1 for a in call.args if a.keyword is None and not a.star)
+        key = (callee, keys, positional, star)
+        if key not in seen:
+            seen.add(key)
+            yield call, {"callee": callee, "keywords": list(keys), "positional": positional, "star": star}
+
+
+def size_override_sites(ctx):
+    """`config.block_size = ...` (not `self.`): a config field set after construction."""
+    for node in ctx.index.assignments:
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, cst.Attribute) and target.attr.value in CONFIG_TABLE_KEYS \
+                    and not (isinstance(target.value, cst.Name) and target.value.value == "self"):
+                yield node, {"name": target.attr.value}
+
+
 EXTRACTORS = (
     ("pads", padding_sites), ("transformer", transformer_sites), ("warmup", _warmup_sites),
     ("masks-pad-labels", masks_pad_labels_sites), ("pad-labels-by-id", pad_labels_by_id_sites),
     ("distinct-pad", distinct_pad_sites), ("feeds-training", feeds_training_sites), ("static-shapes", static_shapes_sites),
     ("tokenizer", tokenizer_sites), ("tokenizer-saved", tokenizer_saved_sites),
+    ("positional-table", positional_table_sites), ("sequence-length", sequence_length_sites),
+    ("call-args", call_args_sites), ("size-override", size_override_sites),
 )
 # Fact kinds that cross-file rules report at: only these get a (costly) source range.
-POSITIONED: frozenset[str] = frozenset({"tokenizer"})
+POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequence-length"})
 
 
 def extract_facts(ctx) -> list[tuple[str, cst.CSTNode, dict]]:

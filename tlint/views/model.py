@@ -6,7 +6,10 @@ Rules ask questions here instead of walking the tree: `ModelView(index).classes`
 hand-written attention (in `forward`, helper methods or free functions)
 `ModelView.attention` (`tlint.views.attention.AttentionIndex`: softmax calls, attention
 sites with their product, scaling, masks and softmax `dim`, SDPA calls, per-function data
-flow).
+flow). `ModuleClass.stream()` (`tlint.views.stream.BlockStream`) follows the residual stream
+through `forward`: which attention/MLP sub-layers it applies, and whether each one's output
+is added back to the stream or overwrites it; `ModuleClass.passthrough_params()` says which
+inputs a module returns through an identity path (a residual kept inside it).
 """
 
 from __future__ import annotations
@@ -179,6 +182,32 @@ class ModuleClass:
 
     def calls_of(self, fn: cst.FunctionDef | None) -> list[cst.Call]:
         return [] if fn is None else self.view.index.statement_calls.get(fn, [])
+
+    # --- the residual stream (tlint.views.stream) -------------------------------------
+
+    def stream(self):
+        """`BlockStream`: the sub-layers `forward` applies (attention / MLP / block / other),
+        whether it applies a norm, and the statements writing the residual stream, each
+        saying whether it keeps the stream's earlier value or overwrites it."""
+        cached = self.__dict__.get("_stream")
+        if cached is None:
+            from tlint.views.stream import BlockStream, analyse_block
+
+            self.__dict__["_stream"] = BlockStream(self)  # re-entry (a class holding itself) sees no block
+            cached = self.__dict__["_stream"] = analyse_block(self)
+        return cached
+
+    def passthrough_params(self) -> frozenset:
+        """Parameters of `forward` whose value reaches its return through an identity path
+        (a residual kept inside the module: `BertSelfOutput`'s `LayerNorm(h + input_tensor)`,
+        a `Residual` wrapper's `fn(x) + x`)."""
+        cached = self.__dict__.get("_passthrough")
+        if cached is None:
+            from tlint.views.stream import passthrough_params
+
+            self.__dict__["_passthrough"] = frozenset()
+            cached = self.__dict__["_passthrough"] = passthrough_params(self)
+        return cached
 
     # --- residual structure ---------------------------------------------------------
 
@@ -420,6 +449,53 @@ class ModelView:
             return True
         last = ctor.rsplit(".", 1)[-1]
         return last.endswith(("LayerNorm", "RMSNorm", "Norm"))
+
+    def sublayer_kind(self, module_class: ModuleClass, sub: SubModule) -> str:
+        """"attention" (a leaf attention), "mlp", "block" (keeps its own residual) or
+        "other", for a sub-module of `module_class` (see `tlint.views.stream`)."""
+        from tlint.views.stream import sublayer_kind
+
+        cache = self.__dict__.setdefault("_kinds", {})
+        key = (module_class.name, sub.name)
+        if key not in cache:
+            cache[key] = "other"  # re-entry guard
+            cache[key] = sublayer_kind(module_class, sub)
+        return cache[key]
+
+    @cached_property
+    def attention_classes(self) -> frozenset[str]:
+        """Module classes whose own methods compute attention: a softmax, a hand-written
+        attention site or `F.scaled_dot_product_attention`."""
+        out = set()
+        nodes = [site.softmax for site in self.attention.sites] + list(self.attention.sdpa)
+        nodes += [call for call, _, _ in self.attention.softmaxes
+                  if (fn := self.index.enclosing_function(call)) is not None and fn.name.value == "forward"]
+        for node in nodes:
+            owner = self.index.enclosing_class(node)
+            if owner is not None and owner.name.value in self.classes:
+                out.add(owner.name.value)
+        return frozenset(out)
+
+    def does_attention(self, module_class: ModuleClass, depth: int = 0) -> bool:
+        """Does the class compute attention itself or through a sub-module (an
+        `nn.MultiheadAttention`, or a class of the file that does)?"""
+        if module_class.name in self.attention_classes:
+            return True
+        if depth > 3:
+            return False
+        for sub in module_class.attributes.values():
+            if sub.ctor == "torch.nn.MultiheadAttention":
+                return True
+            inner = self.classes.get(sub.ctor or "")
+            if inner is not None and inner is not module_class and self.does_attention(inner, depth + 1):
+                return True
+        return False
+
+    def is_mlp_class(self, module_class: ModuleClass) -> bool:
+        """A feed-forward class: two or more `Linear`/`Conv1d` layers and no attention."""
+        linear = sum(1 for sub in module_class.attributes.values()
+                     if sub.ctor in ("torch.nn.Linear", "torch.nn.Conv1d") and not sub.is_list)
+        return linear >= 2 and not self.does_attention(module_class)
 
     @cached_property
     def attention(self):

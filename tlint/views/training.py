@@ -1000,6 +1000,14 @@ class TrainingView:
                 return None
             scope = index.enclosing_scope(scope)
 
+    def binding(self, name: cst.Name) -> cst.BaseExpression | None:
+        """The one expression `name` is bound to, seen from its use: an assignment's value,
+        or a parameter's default (then its parent is the `cst.Param`); None when the name
+        is imported, bound several times, or to something unknown."""
+        if name.value in self.index.imports.aliases:
+            return None
+        return self._resolve_name(name)
+
     def _name_value(self, name: cst.Name, depth: int):
         if name.value in self.index.imports.aliases:
             return UNKNOWN

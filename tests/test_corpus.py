@@ -1,0 +1,53 @@
+"""A bounded, sampled run of scripts/corpus_run.py: a few real files of the standard
+library, torch and transformers (those installed) linted with every rule on must give no
+internal error (TL003). The full run is `python scripts/corpus_run.py`."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import corpus_run
+
+
+@pytest.mark.parametrize("corpus", ["stdlib", "torch", "transformers"])
+def test_sampled_corpus_has_no_internal_error(corpus):
+    if corpus != "stdlib" and importlib.util.find_spec(corpus) is None:
+        pytest.skip(f"{corpus} is not installed")
+    report = corpus_run.run_corpus(corpus, sample=15, seed=2026)
+    assert report.files == 15 and report.lines > 0
+    assert report.internal_errors == []
+
+
+def test_python_files_walks_everything_but_caches(tmp_path):
+    for name in ("a.py", "build/b.py", "__pycache__/c.py", "site-packages/d.py", "notes.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n")
+    found = [p.relative_to(tmp_path).as_posix() for p in corpus_run.python_files(tmp_path)]
+    assert found == ["a.py", "build/b.py"]
+
+
+def test_long_implicitly_concatenated_string_is_linted(tmp_path):
+    """Found by the stdlib run (pydoc_data/topics.py): a string of more than a thousand implicitly
+    concatenated pieces is valid Python and must not be TL001 (recursion limit)."""
+    import libcst as cst
+
+    from tests.lintutil import lint_paths
+    from tlint.cst import literal_value
+
+    pieces = "".join(f"    'line {i}\\n'\n" for i in range(1100))
+    path = tmp_path / "topics.py"
+    path.write_text(f"topics = {{'assert': (\n{pieces})}}\nlabels = -100\n", encoding="utf-8")
+    result = lint_paths([path], select=["ALL"])
+    assert [d.code for d in result.diagnostics if d.code in ("TL001", "TL003")] == []
+    long = cst.parse_module(path.read_text(encoding="utf-8")).body[0].body[0].value.elements[0].value
+    assert literal_value(long).startswith("line 0\nline 1\n")
+    expr = cst.parse_expression("'a' 'b' 'c'")
+    assert literal_value(expr) == "abc"
+    assert literal_value(cst.parse_expression("b'a' b'b'")) == b"ab"
+    assert literal_value(cst.parse_expression("'a' f'{x}'"), default=None) is None

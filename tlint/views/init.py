@@ -1,0 +1,261 @@
+"""Weight initialisation: the calls that set a tensor's initial values, and what the
+tensor is (which module kind, under which name).
+
+`find_init_calls(index)` lists `torch.nn.init.*` calls and in-place tensor initialisers
+(`w.zero_()`, `w.data.fill_(0)`, `w.normal_(0, 1)`) with the scheme and its literal
+constant or std; `init_target(ctx, init)` says what the tensor belongs to: a sub-module
+attribute (`self.q_proj.weight`), a module narrowed by `isinstance` in an HF-style
+`_init_weights(self, module)` / `for m in self.modules()` loop, a local module, or a raw
+`nn.Parameter`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from tlint.cst import dotted_name, get_arg, literal_value, walk
+
+_CONSTANT_FUNCTIONS = {"zeros_": 0.0, "zeros": 0.0, "ones_": 1.0, "ones": 1.0}
+_VALUE_FUNCTIONS = frozenset({"constant_", "constant"})
+_NORMAL_FUNCTIONS = frozenset({"normal_", "normal", "trunc_normal_"})
+# Initialisers that draw fresh, non-constant values (they re-initialise a tensor).
+_RANDOM_NAMES = frozenset({
+    "normal_", "normal", "trunc_normal_", "trunc_normal_tf_", "uniform_", "uniform", "xavier_uniform_",
+    "xavier_normal_", "xavier_uniform", "xavier_normal", "kaiming_uniform_", "kaiming_normal_",
+    "kaiming_uniform", "kaiming_normal", "orthogonal_", "orthogonal", "sparse_", "eye_", "dirac_",
+    "lecun_normal_", "variance_scaling_", "init_weights", "reset_parameters",
+})
+_TENSOR_METHODS = frozenset({"zero_", "fill_", "normal_", "uniform_", "copy_", "mul_", "div_"})
+
+LINEAR_KINDS = frozenset({"torch.nn.Linear", "torch.nn.LazyLinear", "torch.nn.Bilinear", "transformers.Conv1D",
+                          "transformers.pytorch_utils.Conv1D",
+                          "torch.nn.modules.linear.NonDynamicallyQuantizableLinear"})
+EMBEDDING_KINDS = frozenset({"torch.nn.Embedding", "torch.nn.EmbeddingBag"})
+ATTENTION_KINDS = frozenset({"torch.nn.MultiheadAttention"})
+CONV_KINDS = frozenset({"torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d"})
+# Weights of a MultiheadAttention that project q, k and v.
+ATTENTION_INPUT_WEIGHTS = frozenset({"in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight"})
+# `einsum` is left out: its equations are as often batched dot products as matmuls.
+_MATMUL_FUNCTIONS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.nn.functional.linear"})
+
+
+@dataclass
+class InitCall:
+    """One initialisation of `target` (`.data` stripped): `scheme` is "constant" (with
+    `value`, None when not a literal), "normal" (with `value` = the std, None when not a
+    literal) or "random" (any other initialiser that draws fresh values)."""
+
+    call: cst.Call
+    target: cst.BaseExpression
+    scheme: str
+    value: float | None
+
+
+@dataclass
+class InitTarget:
+    """What an initialised tensor is: `kind` is "linear", "embedding", "attention-input",
+    "conv", "parameter" or None (unknown); `name` is the attribute or variable name of the
+    module (None when only an `isinstance` test tells the kind); `ctor_call` is the
+    module's constructor call (`nn.Linear(d, 1)`) or the `nn.Parameter(...)` call of a raw
+    parameter, when known."""
+
+    kind: str | None
+    name: str | None
+    ctor_call: cst.Call | None = None
+
+
+def _number(expr) -> float | None:
+    value = literal_value(expr, default=None)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def strip_data(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`w.data` -> `w` (also `w.data.data`)."""
+    while isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+        expr = expr.value
+    return expr
+
+
+def _function_init(call: cst.Call, qualified: str) -> InitCall | None:
+    last = qualified.rsplit(".", 1)[-1]
+    tensor = get_arg(call, "tensor", 0)
+    if tensor is None:
+        return None
+    target = strip_data(tensor.value)
+    if qualified.startswith("torch.nn.init."):
+        if last in _CONSTANT_FUNCTIONS:
+            return InitCall(call, target, "constant", _CONSTANT_FUNCTIONS[last])
+        if last in _VALUE_FUNCTIONS:
+            value = get_arg(call, "val", 1)
+            return InitCall(call, target, "constant", _number(value.value) if value else None)
+        if last in _NORMAL_FUNCTIONS:
+            std = get_arg(call, "std", 2)
+            return InitCall(call, target, "normal", 1.0 if std is None else _number(std.value))
+    if last in _RANDOM_NAMES:
+        return InitCall(call, target, "random", None)
+    return None
+
+
+def _method_init(call: cst.Call) -> InitCall | None:
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in _TENSOR_METHODS:
+        return None
+    target = strip_data(func.value)
+    method = func.attr.value
+    if method == "zero_" and not call.args:
+        return InitCall(call, target, "constant", 0.0)
+    if method == "fill_" and len(call.args) == 1:
+        return InitCall(call, target, "constant", _number(call.args[0].value))
+    if method == "normal_":
+        std = get_arg(call, "std", 1)
+        return InitCall(call, target, "normal", 1.0 if std is None else _number(std.value))
+    # uniform_, copy_ and in-place rescaling give the tensor other values
+    return InitCall(call, target, "random", None)
+
+
+def find_init_calls(index) -> list[InitCall]:
+    """Every initialisation call of the file, in source order."""
+    out = []
+    for call in index.calls:
+        func = call.func
+        qualified = index.qualify(func)
+        if qualified is not None and qualified.startswith("torch.nn.init."):
+            found = _function_init(call, qualified)
+        elif isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
+            found = _method_init(call)
+        else:
+            name = qualified or dotted_name(func)
+            found = _function_init(call, name) if name and name.rsplit(".", 1)[-1] in _RANDOM_NAMES else None
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def kind_of_ctor(ctor: str | None) -> str | None:
+    if ctor in LINEAR_KINDS:
+        return "linear"
+    if ctor in EMBEDDING_KINDS:
+        return "embedding"
+    if ctor in ATTENTION_KINDS:
+        return "attention"
+    if ctor in CONV_KINDS:
+        return "conv"
+    return None
+
+
+def _isinstance_kinds(index, test: cst.BaseExpression, variable: str) -> list[str] | None:
+    """Qualified classes that an `isinstance(variable, ...)` in `test` narrows to."""
+    for node in walk(test):
+        if (isinstance(node, cst.Call) and dotted_name(node.func) == "isinstance" and len(node.args) == 2
+                and dotted_name(node.args[0].value) == variable):
+            classes = node.args[1].value
+            elements = classes.elements if isinstance(classes, (cst.Tuple, cst.List)) else None
+            exprs = [el.value for el in elements] if elements is not None else [classes]
+            return [index.qualify(expr) or dotted_name(expr) or "" for expr in exprs]
+    return None
+
+
+def narrowed_classes(index, node: cst.CSTNode, variable: str) -> list[str] | None:
+    """The classes an enclosing `if isinstance(variable, ...)` (the call in its body)
+    narrows `variable` to, innermost first; None when no such test encloses `node`."""
+    child = node
+    for anc in index.ancestors(node):
+        if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        if isinstance(anc, cst.If) and child is anc.body:
+            kinds = _isinstance_kinds(index, anc.test, variable)
+            if kinds is not None:
+                return kinds
+        child = anc
+    return None
+
+
+_NEUTRAL_CALLS = frozenset({"isinstance", "hasattr", "getattr", "callable", "type"})
+
+
+def _neutral_test(test: cst.BaseExpression) -> bool:
+    """A test that only asks what an object is (`isinstance`, `hasattr`, `is None`),
+    not which option the user chose."""
+    if isinstance(test, cst.BooleanOperation):
+        return _neutral_test(test.left) and _neutral_test(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _neutral_test(test.expression)
+    if isinstance(test, cst.Call):
+        return dotted_name(test.func) in _NEUTRAL_CALLS
+    if isinstance(test, cst.Comparison):
+        return all(isinstance(target.operator, (cst.Is, cst.IsNot)) and dotted_name(target.comparator) == "None"
+                   for target in test.comparisons)
+    return False
+
+
+def under_option(index, node: cst.CSTNode) -> bool:
+    """Whether `node` runs only under a user's choice: inside an `if`/`elif`/`else` or a
+    conditional expression whose test is more than an `isinstance`/`is None` check (a
+    config flag, an argument, a parameter name), within its function."""
+    child = node
+    for anc in index.ancestors(node):
+        if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module)):
+            return False
+        if isinstance(anc, cst.If) and child is not anc.test and not _neutral_test(anc.test):
+            return True
+        if isinstance(anc, cst.IfExp) and child is not anc.test and not _neutral_test(anc.test):
+            return True
+        child = anc
+    return False
+
+
+def is_matmul_operand(index, expr: cst.CSTNode) -> bool:
+    """Whether `expr` (a reference to a tensor, possibly transposed or indexed) is an
+    operand of a matrix product (`x @ W`, `W @ x`, `torch.matmul`/`mm`/`bmm`,
+    `x.matmul(W)`) or `F.linear`'s weight."""
+    node = expr
+    parent = index.parent(node)
+    while isinstance(parent, (cst.Subscript, cst.SubscriptElement, cst.Index)) or (
+            isinstance(parent, cst.Attribute) and parent.attr.value in ("T", "t", "mT", "transpose")):
+        node = parent
+        parent = index.parent(node)
+        if isinstance(parent, cst.Call) and isinstance(parent.func, cst.Attribute) and parent.func is node:
+            node = parent
+            parent = index.parent(node)
+    if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply):
+        return True
+    if isinstance(parent, cst.Arg):
+        call = index.parent(parent)
+        if not isinstance(call, cst.Call):
+            return False
+        qualified = index.qualify(call.func) or ""
+        position = [arg for arg in call.args if arg.keyword is None].index(parent) if parent.keyword is None else -1
+        if qualified == "torch.nn.functional.linear":
+            return position == 1 or (parent.keyword is not None and parent.keyword.value == "weight")
+        if qualified in _MATMUL_FUNCTIONS:
+            return position in (0, 1) or (parent.keyword is not None and parent.keyword.value in ("input", "other"))
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("matmul", "mm", "bmm"):
+            return position == 0
+    return False
+
+
+def is_scaled_use(index, expr: cst.CSTNode) -> bool:
+    """Whether a reference to a tensor, or the matrix product it enters, is multiplied or
+    divided right away (`x @ W * s`, `W / math.sqrt(d)`, `W.mul(s)`)."""
+    node = expr
+    for _ in range(6):
+        parent = index.parent(node)
+        if parent is None:
+            return False
+        if isinstance(parent, cst.BinaryOperation) and isinstance(
+                parent.operator, (cst.Multiply, cst.Divide)):
+            return True
+        if isinstance(parent, cst.Call) and isinstance(parent.func, cst.Attribute) and parent.func.attr.value in (
+                "mul", "div", "mul_", "div_"):
+            return True
+        through = (isinstance(parent, (cst.Attribute, cst.Subscript, cst.SubscriptElement, cst.Index, cst.Arg))
+                   or (isinstance(parent, cst.Call) and (parent.func is node or isinstance(node, cst.Arg)))
+                   or (isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply)))
+        if not through:
+            return False
+        node = parent
+    return False
