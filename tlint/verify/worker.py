@@ -15,7 +15,7 @@ from pathlib import Path
 from tlint.verify.options import VerifyOptions
 
 
-def _classes(model) -> list[dict]:
+def _classes(model, roots) -> list[dict]:
     """Where each class of the model's modules (and their bases) is defined, with its module
     paths; and the other classes of the same source modules (no paths), so findings in them
     are known not to belong to this model."""
@@ -25,23 +25,28 @@ def _classes(model) -> list[dict]:
             if cls.__module__.split(".")[0] in ("torch", "builtins"):
                 continue
             if cls not in by_class:
-                by_class[cls] = _where_defined(cls)
+                by_class[cls] = _where_defined(cls, roots)
             if by_class[cls] is not None:
                 by_class[cls]["paths"].append(path or "(model)")
     for module_name in {cls.__module__ for cls, entry in by_class.items() if entry is not None}:
         for obj in list(vars(sys.modules.get(module_name, object)).values()):
             if inspect.isclass(obj) and obj.__module__ == module_name and obj not in by_class:
-                by_class[obj] = _where_defined(obj)
+                by_class[obj] = _where_defined(obj, roots)
     return [entry for entry in by_class.values() if entry is not None]
 
 
-def _where_defined(cls: type) -> dict | None:
+def _where_defined(cls: type, roots) -> dict | None:
+    """Where the user's class is defined; None for a class outside the user's tree (a
+    library's: `tlint check` never reads it, so no finding can name it, and reading its
+    source class by class is slow for big modules such as a Hugging Face modeling file)."""
+    from tlint.verify.loading import _inside
+
     try:
         file = inspect.getsourcefile(cls)
+        if file is None or not _inside(Path(file), roots):
+            return None
         lines, start = inspect.getsourcelines(cls)
     except (TypeError, OSError):
-        return None
-    if file is None:
         return None
     return {"name": cls.__qualname__, "file": str(Path(file).resolve()), "start": start,
             "end": start + len(lines) - 1, "paths": []}
@@ -193,7 +198,7 @@ def verify(options: VerifyOptions, emit=None) -> dict:
         "convention": ctx.caller.convention, "causal": causal, "causal_reason": causal_reason,
         "vocab_size": vocab,
     }
-    classes = _classes(model)
+    classes = _classes(model, roots)
     emit({"event": "loaded", "model": model_info, "classes": classes})
     probes = []
     for name in options.probes:
