@@ -113,7 +113,7 @@ def test_planned_formats_exit_2(project, fmt):
     assert f"--format {fmt} is not implemented yet" in proc.stderr
 
 
-@pytest.mark.parametrize("command", ["scan-data", "lsp"])
+@pytest.mark.parametrize("command", ["lsp"])
 def test_unbuilt_subcommands_exit_2(tmp_path, command):
     proc = run_tlint(command, "--model", "pkg.mod:factory", cwd=tmp_path)
     assert proc.returncode == 2

@@ -51,3 +51,37 @@ def test_long_implicitly_concatenated_string_is_linted(tmp_path):
     assert literal_value(expr) == "abc"
     assert literal_value(cst.parse_expression("b'a' b'b'")) == b"ab"
     assert literal_value(cst.parse_expression("'a' f'{x}'"), default=None) is None
+
+
+def test_literal_value_of_every_piece_of_a_long_concatenation_is_linear(monkeypatch):
+    """A walker calling `literal_value` on every node meets each right-nested suffix of an
+    implicit concatenation: the pieces must be evaluated once per chain, not once per suffix
+    (quadratic: a 3,000-piece string took ~29 s)."""
+    import libcst as cst
+
+    from tlint.cst import literal_value, walk
+
+    calls = []
+    original = cst.SimpleString.evaluated_value
+
+    def counting(self):
+        calls.append(self)
+        return original.fget(self)
+
+    monkeypatch.setattr(cst.SimpleString, "evaluated_value", property(counting))
+    n = 300
+    expr = cst.parse_expression("(" + " ".join(f"'p{i} '" for i in range(n)) + ")")
+    chains = [node for node in walk(expr) if isinstance(node, cst.ConcatenatedString)]
+    assert len(chains) == n - 1
+    values = [literal_value(node) for node in chains]
+    assert values[0] == "".join(f"p{i} " for i in range(n))
+    assert values[-1] == f"p{n - 2} p{n - 1} "
+    assert all(values[i].endswith(values[i + 1]) for i in range(n - 2))
+    assert len(calls) <= n + 2
+    # a suffix met after another chain was evaluated is still right
+    other = cst.parse_expression("'x' 'y'")
+    assert literal_value(other) == "xy"
+    assert literal_value(chains[5]) == "".join(f"p{i} " for i in range(5, n))
+    mixed = cst.parse_expression("'a' f'{x}' 'b' 'c'")
+    inner = [node for node in walk(mixed) if isinstance(node, cst.ConcatenatedString)]
+    assert [literal_value(node, default=None) for node in inner] == [None, None, "bc"]

@@ -322,6 +322,7 @@ def test_a_failing_check_project_is_tl003(tmp_path, monkeypatch):
         raise RuntimeError("boom in check_project")
 
     monkeypatch.setattr(rule, "check_project", boom)
+    monkeypatch.setattr(rule, "project_kinds", ())  # run it for a file without its facts too
     write_tree(tmp_path, {"model.py": MODEL})
     diags = lint_dir(tmp_path, select=["ALL"])
     assert any(rule.code in d.message and "boom in check_project" in d.message for d in _tl003(diags))
@@ -335,7 +336,9 @@ def test_a_failing_project_phase_is_tl003(tmp_path, monkeypatch):
         raise OSError("boom in the import graph")
 
     monkeypatch.setattr(tlint.engine, "ImportGraph", boom)
-    write_tree(tmp_path, {"model.py": MODEL})
+    # a file a cross-file rule compares (a tokenizer), so that the project is needed
+    tokenizer = 'from transformers import AutoTokenizer\n\ntok = AutoTokenizer.from_pretrained("gpt2")\n'
+    write_tree(tmp_path, {"model.py": MODEL, "data.py": tokenizer})
     diags = lint_dir(tmp_path, select=["ALL"])
     assert any("cross-file phase" in d.message for d in _tl003(diags))
     assert MODEL_AT in found(diags, tmp_path)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cliutil import REPO, make_project, run_tlint
+from tlint.verify.options import PROBES
 
 pytest.importorskip("torch")
 
@@ -87,7 +88,8 @@ def test_verify_tagger_confirms_the_real_leak_and_clears_the_planted_finding(tmp
     assert probes["mask-leak"]["module"] == "blocks.0.attn"
     verdicts = {(f["code"], f["range"]["start"]["line"]): (f["verdict"], f["probe"]) for f in report["findings"]}
     assert verdicts == {("TL102", 26): ("confirmed", "mask-leak"), ("TL103", 12): ("not-reproduced", "mask-leak")}
-    assert report["summary"] == {"probes": 10, "failed": 2, "confirmed": 1}
+    # the third failure: attention-maps, the real positions attend to the padding (TL102's leak)
+    assert report["summary"] == {"probes": len(PROBES), "failed": 3, "confirmed": 1}
 
 
 def test_verify_text_output_and_probe_selection(tmp_path):
@@ -104,7 +106,7 @@ def test_correct_zoo_model_exits_0(tmp_path):
     proc = run_tlint("verify", "--model", "bert:build_encoder", "--format", "json", cwd=REPO / "fixtures" / "models")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
-    assert report["summary"] == {"probes": 10, "failed": 0, "confirmed": 0}
+    assert report["summary"] == {"probes": len(PROBES), "failed": 0, "confirmed": 0}
     assert not list((REPO / "fixtures" / "models").rglob("__pycache__"))
 
 
@@ -165,7 +167,9 @@ def test_list_probes(tmp_path):
     assert [line.split()[0] for line in proc.stdout.splitlines()] == [
         "mask-leak", "causal-leak", "nan-trace", "position-blind", "batch-coupling", "grad-flow", "init-stats",
         "attention-entropy", "depth-growth",
-        "padding-equivalence"]
+        "padding-equivalence", "activation-ranges", "attention-maps",
+        "optimizer-coverage", "overfit-batch", "warmup-ab"]
+    assert "only with --probe overfit-batch or --probe training" in proc.stdout
 
 
 def test_demo_findings_get_verdicts(tmp_path):

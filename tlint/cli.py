@@ -16,8 +16,8 @@ from pathlib import Path
 
 from tlint import __version__
 
-SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp")
-NOT_IMPLEMENTED = ("scan-data", "lsp")
+SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean")
+NOT_IMPLEMENTED = ("lsp",)
 CHECK_FORMATS = ("text", "json", "github", "lsp", "sarif", "junit")
 PLANNED_FORMATS = ("junit",)
 STDIN_NAME = "-"
@@ -94,8 +94,18 @@ def build_parser() -> _Parser:
 
     _add_verify_parser(sub)
 
-    for name, what in (("scan-data", "scan a dataloader's batches"),
-                       ("lsp", "serve diagnostics to an editor over stdio")):
+    clean = sub.add_parser("clean", help="remove tlint's cache folders")
+    clean.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                       help="the projects' cache and any cache folder below these (default: .)")
+    clean.add_argument("--config", type=Path, metavar="FILE", help="use this config file (its cache-dir)")
+    clean.set_defaults(handler=_clean)
+
+    from tlint.verify.data import add_arguments
+
+    scan = sub.add_parser("scan-data", help="scan a data loader's first batches: NaN/Inf, padding, labels")
+    add_arguments(scan)
+    scan.set_defaults(handler=_scan_data)
+    for name, what in (("lsp", "serve diagnostics to an editor over stdio"),):
         sub.add_parser(name, help=f"{what} (not implemented yet)", add_help=False)
     return parser
 
@@ -119,14 +129,33 @@ def _add_verify_parser(sub) -> None:
                         help="limit for loading the model and for each probe (default 120)")
     verify.add_argument("--memory-limit", type=float, metavar="MIB",
                         help="refuse a larger model before allocating it (default: half the machine's memory)")
+    verify.add_argument("--optimizer", metavar="PKG.MOD:FACTORY",
+                        help="callable(model) returning the optimiser (warmup-ab, optimizer-coverage)")
+    verify.add_argument("--lr", type=float, metavar="LR", help="learning rate for warmup-ab (overrides the optimiser's)")
+    verify.add_argument("--max-seconds", type=float, metavar="SECONDS",
+                        help="time budget of each training probe (default 30); its runs stop early")
+    verify.add_argument("--artifacts", type=Path, metavar="DIR",
+                        help="folder for the files verify writes (attention-map PNGs); none are written without it")
     verify.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                         help="with no model configured: files or folders whose flagged classes are built directly")
     verify.add_argument("--format", choices=("text", "json", "sarif", "lsp"), default="text")
-    verify.add_argument("--probe", action="append", metavar="NAME", help="run only this probe (repeatable)")
+    verify.add_argument("--probe", action="append", metavar="NAME",
+                        help="run only this probe (repeatable); the training probes run only when named "
+                        "(`--probe training`: all three)")
     verify.add_argument("--list-probes", action="store_true", help="list the probes and exit")
     verify.add_argument("--config", type=Path, metavar="FILE", help="use this config file")
     verify.add_argument("--verbose", "-v", action="store_true", help="show the model process's output")
+    verify.add_argument("--data", action="store_true", help="also scan the configured data loader(s)")
+    from tlint.verify.data import add_arguments
+
+    add_arguments(verify, verify=True)
     verify.set_defaults(handler=_verify)
+
+
+def _scan_data(args: argparse.Namespace) -> int:
+    from tlint.verify.data import run_command
+
+    return run_command(args)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -200,7 +229,8 @@ def _check(args: argparse.Namespace) -> int:
     try:
         linter = Linter(ConfigResolver(forced=args.config), jobs=args.jobs,
                         select=selections["select"] if args.select else None,
-                        extend_select=selections["extend_select"], ignore=selections["ignore"])
+                        extend_select=selections["extend_select"], ignore=selections["ignore"],
+                        cache=not args.no_cache)
         result = linter.run(paths, stdin=stdin)
     except ConfigError as exc:
         return _error(str(exc))
@@ -250,6 +280,39 @@ def _exit_code(result, args: argparse.Namespace) -> int:
     threshold = SEVERITY_RANK[args.fail_on]
     failing = any(SEVERITY_RANK[d.severity] >= threshold for d in result.diagnostics if not d.suppressed)
     return 1 if failing else 0
+
+
+# --- clean ------------------------------------------------------------------------------
+
+
+def _clean(args: argparse.Namespace) -> int:
+    """Remove the cache folder of each named path's project, and every tlint cache folder
+    found below the paths (only folders tlint created: they carry its `.gitignore`)."""
+    from tlint.cache import CACHE_DIR_NAME, cache_dir_for, remove_cache_dir
+    from tlint.config import DEFAULT_EXCLUDE, ConfigError, ConfigResolver
+
+    candidates: list[Path] = []
+    try:
+        resolver = ConfigResolver(forced=args.config)
+        for path in args.paths or [Path(".")]:
+            if not path.exists():
+                raise UsageError(f"{path}: no such file or folder")
+            folder = path if path.is_dir() else path.parent
+            candidates.append(cache_dir_for(resolver.for_folder(folder, folder)))
+            for current, dirnames, _ in os.walk(folder):
+                if CACHE_DIR_NAME in dirnames:
+                    candidates.append(Path(current) / CACHE_DIR_NAME)
+                dirnames[:] = [d for d in dirnames if d not in DEFAULT_EXCLUDE]
+    except ConfigError as exc:
+        return _error(str(exc))
+    seen = set()
+    for folder in candidates:
+        key = folder.resolve()
+        if key not in seen:
+            seen.add(key)
+            if remove_cache_dir(key):
+                sys.stderr.write(f"tlint: removed {folder}\n")
+    return 0
 
 
 # --- rule -------------------------------------------------------------------------------

@@ -25,13 +25,13 @@ from tlint.rules.base import Rule, RuleSet
 
 TOP_KEYS = {
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
-    "severity", "rules", "verify", "causal-names",
+    "severity", "rules", "verify", "causal-names", "cache-dir",
 }
 VERIFY_KEYS = {
     "model", "model-kwargs", "vocab-size", "pad-token-id", "eos-token-id", "seq-len",
     "batch-size", "causal", "call", "dataloader", "eval-dataloader", "optimizer",
     "padding-side", "python-path", "timeout", "artifacts", "fields", "device", "seed",
-    "probe-timeout", "memory-limit",
+    "probe-timeout", "memory-limit", "lr", "max-seconds",
 }
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
@@ -61,6 +61,7 @@ class Settings:
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     verify: dict[str, Any] = field(default_factory=dict)
     causal_names: tuple[str, ...] = DEFAULT_CAUSAL_NAMES
+    cache_dir: str | None = None  # relative to root; None: `.tlint_cache`
     _ruleset: RuleSet | None = None
 
     def ruleset(self) -> RuleSet:
@@ -288,6 +289,10 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
     settings.exclude = list(table.get("exclude", DEFAULT_EXCLUDE)) + list(table.get("extend-exclude", []))
     if "causal-names" in table:
         settings.causal_names = tuple(table["causal-names"])
+    if "cache-dir" in table:
+        _expect(isinstance(table["cache-dir"], str) and table["cache-dir"].strip() != "", path, text,
+                "cache-dir", "a folder name (relative to the config's folder)")
+        settings.cache_dir = table["cache-dir"]
     pfi = table.get("per-file-ignores", {})
     _expect(isinstance(pfi, dict), path, text, "per-file-ignores", "a table of glob = [codes]")
     for pattern, selectors in pfi.items():

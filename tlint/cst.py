@@ -144,6 +144,52 @@ def keywords(call: cst.Call) -> set[str]:
 _UNKNOWN = object()
 
 
+# The last implicit concatenation evaluated: LibCST nests `'a' 'b' 'c'` to the right
+# (`Concat('a', Concat('b', 'c'))`), and a walker that calls `literal_value` on every node
+# meets each inner suffix of the chain right after the whole. Remembering the chain's piece
+# values (and, per suffix, whether its pieces are all str or all bytes) answers those
+# suffixes without re-evaluating their pieces, so evaluating every node of an n-piece string
+# costs O(n) piece evaluations instead of O(n^2). One chain is kept (the nodes are not
+# weak-referenceable), so the memory held is bounded by the largest string of the file.
+_chain_nodes: dict[int, tuple[cst.ConcatenatedString, int]] = {}
+_chain_values: list = []
+_chain_kinds: list = []
+
+
+def _concatenated_value(expr: cst.ConcatenatedString, default):
+    global _chain_nodes, _chain_values, _chain_kinds
+    hit = _chain_nodes.get(id(expr))
+    if hit is None or hit[0] is not expr:
+        # iteratively: LibCST's own `evaluated_value` recurses once per piece, and a long
+        # implicitly concatenated string (pydoc_data/topics.py) exhausts the recursion limit
+        nodes, pieces = [], []
+        node: cst.BaseExpression = expr
+        while isinstance(node, cst.ConcatenatedString):
+            nodes.append(node)
+            pieces.append(node.left)
+            node = node.right
+        pieces.append(node)
+        values = [p.evaluated_value if isinstance(p, cst.SimpleString) else None for p in pieces]
+        # kinds[i]: str or bytes when pieces i.. are all of that type, else None
+        kinds: list = [None] * len(values)
+        following = type(values[-1]) if isinstance(values[-1], (str, bytes)) else None
+        kinds[-1] = following
+        for i in range(len(values) - 2, -1, -1):
+            own = type(values[i]) if isinstance(values[i], (str, bytes)) else None
+            following = own if own is not None and own is following else None
+            kinds[i] = following
+        _chain_nodes = {id(n): (n, i) for i, n in enumerate(nodes)}
+        _chain_values, _chain_kinds = values, kinds
+        hit = _chain_nodes[id(expr)]
+    start = hit[1]
+    kind = _chain_kinds[start]
+    if kind is str:
+        return "".join(_chain_values[start:])
+    if kind is bytes:
+        return b"".join(_chain_values[start:])
+    return default
+
+
 def literal_value(expr: cst.BaseExpression | None, default=_UNKNOWN):
     """The value of a literal expression (numbers, strings, True/False/None, -x,
     float("nan")/float("inf"), math.inf), or `default` when it is not a literal."""
@@ -154,19 +200,7 @@ def literal_value(expr: cst.BaseExpression | None, default=_UNKNOWN):
     if isinstance(expr, cst.SimpleString):
         return expr.evaluated_value
     if isinstance(expr, cst.ConcatenatedString):
-        # iteratively: LibCST's own `evaluated_value` recurses once per piece, and a long
-        # implicitly concatenated string (pydoc_data/topics.py) exhausts the recursion limit
-        pieces = []
-        while isinstance(expr, cst.ConcatenatedString):
-            pieces.append(expr.left)
-            expr = expr.right
-        pieces.append(expr)
-        values = [p.evaluated_value if isinstance(p, cst.SimpleString) else None for p in pieces]
-        if all(isinstance(v, str) for v in values):
-            return "".join(values)
-        if all(isinstance(v, bytes) for v in values):
-            return b"".join(values)
-        return default
+        return _concatenated_value(expr, default)
     if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[expr.value]
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):

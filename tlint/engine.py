@@ -21,13 +21,14 @@ from typing import Any
 
 import libcst as cst
 
+from tlint.cache import FileCache, cache_disabled_by_env, recording_inputs
 from tlint.config import ConfigResolver, Settings
 from tlint.diagnostics import Diagnostic, Fix, Position, Range
 from tlint.discovery import GitIgnore, _excluded, discover
 from tlint.positions import node_ranges
 from tlint.project import ImportGraph
 from tlint.rules import ENGINE_CODES, lookup
-from tlint.rules.base import ProjectCondition, Report, Rule
+from tlint.rules.base import ProjectCondition, RelatedFacts, Report, Rule
 from tlint.source import FileIndex
 from tlint.suppressions import Suppression, apply_suppressions, parse_suppressions
 
@@ -69,6 +70,8 @@ class FileResult:
     facts: list[Fact] = field(default_factory=list)
     suppressions: list[Suppression] = field(default_factory=list)
     parse_error: bool = False
+    # Other files the analysis read (DeepSpeed JSON configs): the cache checks them too.
+    inputs: set[Path] = field(default_factory=set)
 
     def fact_kinds(self) -> set[str]:
         return {fact.kind for fact in self.facts}
@@ -317,12 +320,14 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
                  facts_only: bool = False) -> FileResult:
     """Parse one file once, run the enabled rules over its views, extract its facts.
     Never raises: what fails inside tlint becomes a TL003 finding for the file."""
-    try:
-        return _analyse_file(path, display, settings, text, facts_only)
-    except Exception as exc:
-        result = FileResult(path, display)
-        result.diagnostics.append(_internal_error("tlint", display, exc, " (the file was not checked)"))
-        return result
+    with recording_inputs() as inputs:
+        try:
+            result = _analyse_file(path, display, settings, text, facts_only)
+        except Exception as exc:
+            result = FileResult(path, display)
+            result.diagnostics.append(_internal_error("tlint", display, exc, " (the file was not checked)"))
+    result.inputs = inputs
+    return result
 
 
 def _analyse_file(path: Path, display: str, settings: Settings, text: str | None,
@@ -396,6 +401,25 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
     return result
 
 
+def analyse_cached(cache: FileCache | None, path: Path, display: str, settings: Settings, *,
+                   facts_only: bool = False) -> FileResult:
+    """`analyse_file` of a file on disk through the cache (when there is one): the stored
+    result if the file, its settings and tlint are unchanged, else a fresh one, stored.
+    For the project phase's unnamed files (`facts_only`): a full entry answers too."""
+    if cache is None:
+        return analyse_file(path, display, settings, facts_only=facts_only)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return analyse_file(path, display, settings, facts_only=facts_only)
+    key = cache.key(path, display, settings, data)
+    result = cache.load(path, key, settings, facts_only=facts_only)
+    if result is None:
+        result = analyse_file(path, display, settings, facts_only=facts_only)
+        cache.store(path, key, settings, result, facts_only=facts_only)
+    return result
+
+
 def _analyse_task(task):
     path, display, settings, text = task
     return analyse_file(path, display, settings, text=text)
@@ -439,8 +463,10 @@ def display_path(path: Path) -> str:
 class Linter:
     def __init__(self, resolver: ConfigResolver, *, jobs: int | None = None,
                  select: list[str] | None = None, extend_select: list[str] | None = None,
-                 ignore: list[str] | None = None) -> None:
+                 ignore: list[str] | None = None, cache: bool = False) -> None:
         self.resolver = resolver
+        # The per-file result cache (`tlint check` turns it on unless --no-cache).
+        self.cache = FileCache() if cache and not cache_disabled_by_env() else None
         self.jobs = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
         self.cli_select, self.cli_extend, self.cli_ignore = select, extend_select or [], ignore or []
         self._overridden: dict[int, Settings] = {}
@@ -479,7 +505,7 @@ class Linter:
             settings = self.settings_for(file.parent, cli_root)
             text = stdin[1] if stdin is not None else None
             tasks.append((file, display_path(file) if stdin is None else stdin[0].as_posix(), settings, text))
-        results = self._analyse_all(tasks)
+        results = self._analyse_cached(tasks) if self.cache is not None and stdin is None else self._analyse_all(tasks)
         overrides = {stdin_path: stdin[1]} if stdin is not None else {}
         self._resolve_projects(results, {t[0]: t[2] for t in tasks}, overrides)
         diagnostics: list[Diagnostic] = []
@@ -487,6 +513,26 @@ class Linter:
             diagnostics.extend(self._finish_file(result, settings))
         diagnostics.sort(key=Diagnostic.sort_key)
         return RunResult(diagnostics, [t[1] for t in tasks], sum(r.parse_error for r in results), errors)
+
+    def _analyse_cached(self, tasks) -> list[FileResult]:
+        """Phase 1 through the cache: stored results for unchanged files, a fresh analysis
+        (then stored) for the others. Stored before phase 2, which changes the results."""
+        cache = self.cache
+        results: list[FileResult | None] = [None] * len(tasks)
+        keys: list[str | None] = [None] * len(tasks)
+        for i, (path, display, settings, _) in enumerate(tasks):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue  # analysed (and reported) afresh, never cached
+            keys[i] = cache.key(path, display, settings, data)
+            results[i] = cache.load(path, keys[i], settings)
+        missing = [i for i, result in enumerate(results) if result is None]
+        for i, result in zip(missing, self._analyse_all([tasks[i] for i in missing])):
+            results[i] = result
+            if keys[i] is not None:
+                cache.store(tasks[i][0], keys[i], tasks[i][2], result)
+        return results
 
     # phase 1: per file, possibly in worker processes
     def _analyse_all(self, tasks) -> list[FileResult]:
@@ -552,8 +598,7 @@ class Linter:
                 continue
             if rule.project_kinds and not own & set(rule.project_kinds):
                 continue  # nothing of this file to compare: skip reading the related files
-            project = project_of(result)
-            related = {p: project.facts_of(p) for p in sorted(project.related(result.path, rule.project_scope))}
+            related = project_of(result).related_facts(result.path, rule.project_scope, rule.project_facts)
             try:
                 found = list(rule.check_project(result.path, related))
             except Exception as exc:  # isolate the rule, as in phase 1
@@ -630,6 +675,11 @@ class _Project:
                     pass
         self.graph = ImportGraph(root, self.texts)
         self._facts: dict[Path, list[Fact]] = {}
+        # Bit sets over `self.graph.order`: the files whose facts are read, and per fact
+        # kind the files that have one, so a related set's kinds are a few integer ANDs.
+        self._read = 0
+        self._kind_files: dict[str, int] = {}
+        self._shared: dict[tuple, RelatedFacts] = {}  # related sets handed to check_project
 
     def _other_project(self, folder: Path) -> bool:
         return self.settings_for(folder, self.root).root != self.root
@@ -642,22 +692,58 @@ class _Project:
                 settings = self.settings_for(path.parent, self.root)
                 result = analyse_file(path, display_path(path), settings, text=self.texts.get(path), facts_only=True)
             facts = self._facts[path] = result.facts
+            bit = self.graph.bit.get(path)
+            if bit is not None:
+                self._read |= 1 << bit
+                for kind in {fact.kind for fact in facts}:
+                    self._kind_files[kind] = self._kind_files.get(kind, 0) | (1 << bit)
         return facts
 
+    def _related_mask(self, path: Path, scope: str) -> int:
+        """The related set of `path` as a bit set, every file of it read."""
+        mask = self.graph.mask(path, scope)
+        unread = mask & ~self._read
+        if unread:
+            for other in self.graph.paths(unread):
+                self.facts_of(other)
+        return mask
+
     def related(self, path: Path, scope: str) -> set[Path]:
-        if path not in self.graph.edges:
+        if path not in self.graph.bit:
             return {path}
-        if scope == "imports":
-            return self.graph.import_connected(path)
-        if scope == "program":
-            return self.graph.program(path)
-        return self.graph.related(path)
+        return set(self.graph.paths(self.graph.mask(path, scope)))
 
     def related_fact_kinds(self, path: Path, scope: str) -> set[str]:
-        kinds: set[str] = set()
-        for other in sorted(self.related(path, scope)):
-            kinds |= {fact.kind for fact in self.facts_of(other)}
-        return kinds
+        if path not in self.graph.bit:
+            return {fact.kind for fact in self.facts_of(path)}
+        mask = self._related_mask(path, scope)
+        return {kind for kind, files in self._kind_files.items() if files & mask}
+
+    def related_facts(self, path: Path, scope: str, kinds: tuple[str, ...] = ()) -> RelatedFacts:
+        """{path: [Fact]} of the files related to `path`, sorted by path; with `kinds`, only
+        facts of these kinds, of the files that have one. Files with the same set share
+        one mapping (and so the rules' `project_index` of it)."""
+        if path not in self.graph.bit:
+            facts = self.facts_of(path)
+            return RelatedFacts({path: [f for f in facts if f.kind in kinds] if kinds else facts})
+        mask = self._related_mask(path, scope)
+        if kinds:
+            having = 0
+            for kind in kinds:
+                having |= self._kind_files.get(kind, 0)
+            mask &= having
+        key = (mask, kinds)
+        related = self._shared.get(key)
+        if related is None:
+            wanted = set(kinds)
+            related = RelatedFacts()
+            for other in self.graph.paths(mask):
+                facts = self.facts_of(other)
+                related[other] = [f for f in facts if f.kind in wanted] if kinds else facts
+            if len(self._shared) >= 64:  # unfiltered sets can be large: keep the recent ones
+                del self._shared[next(iter(self._shared))]
+            self._shared[key] = related
+        return related
 
 
 def _unused_suppressions(result: FileResult, enabled: set[str]) -> list[Diagnostic]:

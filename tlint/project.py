@@ -62,7 +62,14 @@ def _resolve(module: str, importer: Path, root: Path, files: set[Path]) -> Path 
 
 
 class ImportGraph:
-    """Directed import edges between the files of one project."""
+    """Directed import edges between the files of one project.
+
+    Reachability is computed once for the whole graph, not per file: the strongly connected
+    components (import cycles) are condensed, and each component gets its forward reach,
+    reverse reach and program as a bit set (a Python int; bit `i` is the `i`-th file in
+    sorted path order), so a file's related set is a few integer ORs and files with the
+    same set share one value.
+    """
 
     def __init__(self, root: Path, texts: dict[Path, str]) -> None:
         files = set(texts)
@@ -74,31 +81,128 @@ class ImportGraph:
                 if target is not None and target != file:
                     self.edges[file].add(target)
                     self.reverse[target].add(file)
+        self.order: list[Path] = sorted(files)
+        self.bit: dict[Path, int] = {f: i for i, f in enumerate(self.order)}
+        self._closure: tuple | None = None
+        self._folders: dict[Path, int] | None = None
 
-    def _reach(self, start: Path, graph: dict[Path, set[Path]]) -> set[Path]:
-        return self._reach_all({start}, graph)
+    # --- bit sets -----------------------------------------------------------------------
 
-    @staticmethod
-    def _reach_all(starts: set[Path], graph: dict[Path, set[Path]]) -> set[Path]:
-        seen, stack = set(starts), list(starts)
-        while stack:
-            for nxt in graph.get(stack.pop(), ()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    stack.append(nxt)
-        return seen
+    def paths(self, mask: int) -> list[Path]:
+        """The files of `mask`, in sorted path order."""
+        out, order, base = [], self.order, 0
+        while mask:
+            chunk = mask & 0xFFFFFFFFFFFFFFFF
+            while chunk:
+                low = chunk & -chunk
+                out.append(order[base + low.bit_length() - 1])
+                chunk ^= low
+            mask >>= 64
+            base += 64
+        return out
+
+    def _components(self):
+        """Tarjan's strongly connected components, iteratively; sinks come first."""
+        index: dict[Path, int] = {}
+        low: dict[Path, int] = {}
+        on_stack: set[Path] = set()
+        stack: list[Path] = []
+        components: list[list[Path]] = []
+        for start in self.order:
+            if start in index:
+                continue
+            work = [(start, iter(sorted(self.edges[start])))]
+            index[start] = low[start] = len(index)
+            stack.append(start)
+            on_stack.add(start)
+            while work:
+                node, children = work[-1]
+                advanced = False
+                for child in children:
+                    if child not in index:
+                        index[child] = low[child] = len(index)
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, iter(sorted(self.edges[child]))))
+                        advanced = True
+                        break
+                    if child in on_stack:
+                        low[node] = min(low[node], index[child])
+                if advanced:
+                    continue
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    components.append(component)
+        return components
+
+    def _closures(self):
+        """Per file: its forward reach, reverse reach and program, as bit sets shared by
+        the files of one import cycle."""
+        if self._closure is None:
+            components = self._components()
+            comp_of: dict[Path, int] = {}
+            own: list[int] = []
+            for c, members in enumerate(components):
+                bits = 0
+                for member in members:
+                    comp_of[member] = c
+                    bits |= 1 << self.bit[member]
+                own.append(bits)
+            succ = [{comp_of[t] for m in members for t in self.edges[m]} - {c} for c, members in enumerate(components)]
+            pred = [{comp_of[s] for m in members for s in self.reverse[m]} - {c} for c, members in enumerate(components)]
+            forward = list(own)
+            for c in range(len(components)):  # sinks first: successors are done
+                for s in succ[c]:
+                    forward[c] |= forward[s]
+            backward = list(own)
+            program = list(forward)
+            for c in reversed(range(len(components))):  # sources first: predecessors are done
+                for p in pred[c]:
+                    backward[c] |= backward[p]
+                    program[c] |= program[p]
+            self._closure = (comp_of, forward, backward, program)
+        return self._closure
+
+    def _folder_mask(self, file: Path) -> int:
+        if self._folders is None:
+            self._folders = {}
+            for f, i in self.bit.items():
+                self._folders[f.parent] = self._folders.get(f.parent, 0) | (1 << i)
+        return self._folders.get(file.parent, 0)
+
+    def mask(self, file: Path, scope: str) -> int:
+        """The related set of `file` for `scope` ("imports", "program" or "related") as a
+        bit set; `file` must be a file of the graph."""
+        comp_of, forward, backward, program = self._closures()
+        c = comp_of[file]
+        if scope == "imports":
+            return forward[c] | backward[c]
+        if scope == "program":
+            return program[c]
+        return forward[c] | backward[c] | self._folder_mask(file)
+
+    # --- sets, for callers that want paths -----------------------------------------------
 
     def import_connected(self, file: Path) -> set[Path]:
         """`file`, what it imports transitively, and what imports it transitively."""
-        return self._reach(file, self.edges) | self._reach(file, self.reverse)
+        return set(self.paths(self.mask(file, "imports")))
 
     def program(self, file: Path) -> set[Path]:
         """The files loaded together with `file` by some entry point: everything that
         imports `file` (transitively, itself included) and everything those import. Two
         modules imported by one training script are in one program; two independent
         scripts of one folder are not."""
-        return self._reach_all(self._reach(file, self.reverse), self.edges)
+        return set(self.paths(self.mask(file, "program")))
 
     def related(self, file: Path) -> set[Path]:
-        same_folder = {f for f in self.edges if f.parent == file.parent}
-        return self.import_connected(file) | same_folder
+        return set(self.paths(self.mask(file, "related")))

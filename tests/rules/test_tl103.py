@@ -169,3 +169,176 @@ def test_functions_outside_any_forward_are_not_checked(tmp_path):
                 return self
     """
     assert lint(tmp_path, {"m.py": src}) == set()
+
+
+# --- parameters kept for signature compatibility (issue 9, transformers triage) -------------
+
+
+def test_mask_documented_as_unused_is_not_reported(tmp_path):
+    src = '''
+        import torch.nn as nn
+
+
+        class AudioEncoder(nn.Module):
+            def forward(self, input_features, attention_mask=None):
+                """
+                Args:
+                    attention_mask (`torch.Tensor`, *optional*):
+                        This model does not support masking of the features; the argument is
+                        preserved for compatibility, but it is not used.
+                """
+                return self.layers(input_features)
+    '''
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+def test_mask_named_in_an_unused_warning_is_not_reported(tmp_path):
+    src = '''
+        import logging
+
+        import torch.nn as nn
+
+        logger = logging.getLogger(__name__)
+
+
+        class RecurrentModel(nn.Module):
+            def forward(self, input_ids, attention_mask=None):
+                if attention_mask is not None:
+                    logger.warning("`attention_mask` was passed, but it is unused in this model.")
+                return self.blocks(self.embed(input_ids))
+
+
+        class RecurrentLM(nn.Module):
+            def forward(self, input_ids, attention_mask=None, labels=None):
+                return self.head(self.model(input_ids)), labels
+    '''
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+def test_a_docstring_that_does_not_say_unused_keeps_the_finding(tmp_path):
+    src = '''
+        import torch.nn as nn
+
+
+        class Layer(nn.Module):
+            def forward(self, x, attention_mask=None):
+                """attention_mask: the padding mask, 1 for real tokens."""
+                return self.mlp(x)
+    '''
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 5, CODE)}
+
+
+def test_layer_taking_the_uniform_keyword_set_is_not_reported(tmp_path):
+    # a recurrent/deformable block called with the same keywords as the attention blocks
+    src = '''
+        import torch.nn as nn
+
+
+        class RecurrentBlock(nn.Module):
+            def forward(self, hidden_states, position_ids, attention_mask, use_cache=True, **kwargs):
+                return self.rg_lru(self.conv(hidden_states), position_ids)
+    '''
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+
+def test_attention_layer_with_kwargs_that_drops_its_mask_is_reported(tmp_path):
+    # `**kwargs` is no excuse for a layer that computes attention itself
+    src = '''
+        import torch
+        import torch.nn as nn
+
+
+        class SelfAttention(nn.Module):
+            def forward(self, hidden_states, attention_mask=None, **kwargs):
+                q, k, v = self.qkv(hidden_states).chunk(3, dim=-1)
+                scores = q @ k.transpose(-2, -1) * self.scale
+                return torch.softmax(scores, dim=-1) @ v
+    '''
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 6, CODE)}
+
+POSITION_FAMILY = '''
+    import torch
+    import torch.nn as nn
+
+
+    class SinePositionEmbedding(nn.Module):
+        def forward(self, shape, device, dtype, mask=None):
+            not_mask = torch.ones(shape, device=device) if mask is None else ~mask
+            return not_mask.cumsum(1).to(dtype)
+
+
+    class LearnedPositionEmbedding(nn.Module):
+        def forward(self, shape, device, dtype, mask=None):
+            rows = self.row_embeddings(torch.arange(shape[-2], device=device))
+            return rows.to(dtype)
+'''
+
+
+def test_member_of_an_interchangeable_family_that_computes_no_attention_is_not_reported(tmp_path):
+    # the learned grid embedding ignores the pixel mask, as the original DETR's does
+    assert lint(tmp_path, {"m.py": POSITION_FAMILY}) == set()
+
+
+def test_attention_variant_dropping_the_mask_of_its_family_is_reported(tmp_path):
+    src = '''
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class SoftmaxAttention(nn.Module):
+            def forward(self, q, k, v, mask=None):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+        class ChunkedAttention(nn.Module):
+            def forward(self, q, k, v, mask=None):
+                return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+    '''
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 12, CODE)}
+
+
+def test_unused_word_in_the_next_documented_argument_does_not_count(tmp_path):
+    src = '''
+        import torch.nn as nn
+
+
+        class Layer(nn.Module):
+            def forward(self, x, attention_mask=None, head_mask=None):
+                """
+                Args:
+                    attention_mask (`torch.Tensor`, *optional*):
+                        Padding mask, 1 for real tokens.
+                    head_mask (`torch.Tensor`, *optional*):
+                        Deprecated and unused.
+                """
+                del head_mask
+                return self.mlp(x)
+    '''
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 5, CODE)}
+
+
+def test_layer_sharing_parameter_names_with_its_caller_is_not_a_family(tmp_path):
+    # Block builds and calls FeedForward: the same parameter names, but its caller, not a sibling
+    src = '''
+        import torch
+        import torch.nn as nn
+
+
+        class FeedForward(nn.Module):
+            def forward(self, x, padding_mask=None):
+                return self.down(torch.relu(self.up(x)))
+
+
+        class Block(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.ff = FeedForward(d)
+
+            def forward(self, x, padding_mask):
+                h = self.ln1(x)
+                x = x + self.attn(h, h, h, key_padding_mask=padding_mask)[0]
+                return x + self.ff(self.ln2(x), padding_mask)
+    '''
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 6, CODE)}

@@ -107,3 +107,36 @@ def test_test_files_and_models_of_their_own_are_not_compared(tmp_path):
         """,
     }
     assert lint_project(tmp_path, files, [CODE]) == []
+
+
+# --- issue 9 transformers triage: decoding tokenizers of separate heads ----------------------
+
+DECODERS = '''
+    from transformers import AutoTokenizer
+
+
+    class MultiHeadDecoder:
+        def __init__(self, char_tokenizer):
+            self.char_tokenizer = char_tokenizer
+            self.bpe_tokenizer = AutoTokenizer.from_pretrained("openai-community/gpt2")
+            self.wp_tokenizer = AutoTokenizer.from_pretrained("google-bert/bert-base-uncased")
+
+        def bpe_decode(self, ids):
+            return self.bpe_tokenizer.batch_decode(ids)
+
+        def wp_decode(self, ids):
+            return [s.replace(" ", "") for s in self.wp_tokenizer.batch_decode(ids)]
+'''
+
+
+def test_tokenizers_only_used_to_decode_their_own_heads_are_not_compared(tmp_path):
+    assert lint_project(tmp_path, {"decoders.py": textwrap.dedent(DECODERS)}, ["TL104"]) == []
+
+
+def test_tokenizers_that_also_encode_are_still_compared(tmp_path):
+    src = textwrap.dedent(DECODERS) + textwrap.indent(textwrap.dedent('''
+        def encode(self, texts):
+            return self.wp_tokenizer(texts, padding=True), self.bpe_tokenizer(texts, padding=True)
+    '''), "    ")
+    got = lint_project(tmp_path, {"decoders.py": src}, ["TL104"])
+    assert sorted(line for _, line, _ in got) == [7, 8]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from tests.rules.conftest import expected
 from tests.rules.conftest import lint as lint_project
 
 CODE = "TL203"
@@ -402,3 +403,82 @@ def test_local_cross_attention_that_takes_the_query_second(tmp_path):
             return self.feed_forward(self.layer_norm(attention_out))
     """
     assert lint(tmp_path, {"m.py": src}) == set()
+
+
+_GPT = """
+    import torch.nn as nn
+
+
+    class Attention(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * d)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            return (q @ k.transpose(-2, -1)).softmax(-1) @ v
+
+
+    class Block(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(d)
+            self.attn = Attention(d)
+            self.ln_2 = nn.LayerNorm(d)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+"""
+
+
+def test_subclass_of_a_block_of_another_file_is_checked_by_attribute_names(tmp_path):
+    # the base's `__init__` (and so `attn`/`mlp`) lives in gpt.py: the names tell the kinds
+    files = {
+        "gpt.py": _GPT,
+        "variants.py": """
+            from gpt import Block
+
+
+            class PostBlock(Block):
+                def forward(self, x):
+                    x = self.ln_1(x + self.attn(x))
+                    return self.ln_2(x + self.mlp(x))
+
+
+            class NoResidualBlock(Block):
+                def forward(self, x):
+                    x = self.attn(self.ln_1(x))  # expect: TL203
+                    x = self.mlp(self.ln_2(x))  # expect: TL203
+                    return x
+
+
+            class Adapter(Block):
+                def forward(self, x):
+                    x = self.proj_in(x)  # an unknown sub-layer of the base: not attention/MLP
+                    return x + self.mlp(self.ln_2(x + self.attn(self.ln_1(x))))
+        """,
+    }
+    assert lint_project(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_subclass_of_a_block_of_the_same_file_uses_the_bases_attributes(tmp_path):
+    files = {"m.py": _GPT + """
+
+    class NoResidualBlock(Block):
+        def forward(self, x):
+            h = self.attn(self.ln_1(x))
+            return self.mlp(self.ln_2(h))  # expect: TL203
+
+
+    class MixerBlock(nn.Module):  # names that look like sub-layers, but declared as norms/projections
+        def __init__(self, d):
+            super().__init__()
+            self.attn_norm = nn.LayerNorm(d)
+            self.mlp_proj = nn.Linear(d, d)
+
+        def forward(self, x):
+            return self.mlp_proj(self.attn_norm(x))
+    """}
+    assert lint_project(tmp_path, files, [CODE]) == expected(files, CODE)

@@ -124,3 +124,138 @@ def test_table_read_by_a_function_the_module_hands_itself_to(tmp_path):
                 return self.proj(x)
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+# --- issue 9 transformers triage: tables used where this class cannot see it -----------------
+
+
+def test_position_index_buffer_is_not_a_table(tmp_path):
+    files = {"m.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Embeddings(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+                self.position_embeddings = nn.Embedding(config.max_positions, config.hidden_size)
+                self.register_buffer("position_ids", torch.arange(config.max_positions).expand((1, -1)))
+                self.token_ids = nn.Buffer(torch.arange(config.max_positions)[None], persistent=False)
+
+            def forward(self, input_ids, position_ids):
+                return self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+    """}
+    assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_unused_index_buffer_does_not_hide_the_unused_table(tmp_path):
+    files = {"m.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Embeddings(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+                self.position_embeddings = nn.Embedding(config.max_positions, config.hidden_size)  # expect: TL205
+                self.register_buffer("position_ids", torch.arange(config.max_positions))
+
+            def forward(self, input_ids):
+                return self.word_embeddings(input_ids)
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_table_read_by_the_parent_through_the_child_is_used(tmp_path):
+    files = {"m.py": """
+        import torch.nn as nn
+
+
+        class Embeddings(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+                self.position_embeddings = nn.Embedding(config.max_positions, config.hidden_size)
+
+            def forward(self, input_ids):
+                return self.word_embeddings(input_ids)
+
+
+        class Model(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.embeddings = Embeddings(config)
+
+            def forward(self, input_ids, position_ids):
+                return self.embeddings(input_ids) + self.embeddings.position_embeddings(position_ids)
+    """}
+    assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_subclass_of_an_imported_model_that_only_swaps_init(tmp_path):
+    # a modular/template file: forward, which reads the table, is inherited from the other file
+    files = {"modular_m.py": """
+        import torch.nn as nn
+
+        from .modeling_base import BaseVisionPreTrainedModel
+
+
+        class VisionModel(BaseVisionPreTrainedModel):
+            def __init__(self, config):
+                super().__init__(config)
+                self.query_position_embeddings = nn.Embedding(config.num_queries, config.d_model)
+    """}
+    assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_module_handed_to_an_imported_attention_function(tmp_path):
+    files = {"modular_m.py": """
+        import torch
+        import torch.nn as nn
+
+        from .modeling_base import relative_attention_forward
+
+
+        class ConformerSelfAttention(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.pos_bias_u = nn.Parameter(torch.zeros(d))
+                self.pos_bias_v = nn.Parameter(torch.zeros(d))
+
+            def forward(self, hidden_states, relative_position_embeddings):
+                return relative_attention_forward(self, hidden_states, relative_position_embeddings)
+    """}
+    assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_module_handed_to_an_unrelated_imported_helper_keeps_the_finding(tmp_path):
+    files = {"m.py": """
+        import torch.nn as nn
+
+        from .utils import is_fsdp_managed_module
+
+
+        class PositionalConvEmbedding(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.conv = nn.Conv1d(config.d, config.d, 128, padding=64, groups=16)
+
+            def forward(self, hidden_states):
+                return self.conv(hidden_states)
+
+
+        class Encoder(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.pos_conv_embed = PositionalConvEmbedding(config)  # expect: TL205
+                self.layers = nn.ModuleList([nn.Linear(config.d, config.d) for _ in range(2)])
+
+            def forward(self, hidden_states):
+                synced = is_fsdp_managed_module(self)
+                for layer in self.layers:
+                    hidden_states = layer(hidden_states)
+                return hidden_states, synced
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

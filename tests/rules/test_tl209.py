@@ -69,3 +69,36 @@ def test_a_local_softmax_function_is_not_torch(tmp_path):
             return softmax(q @ k.transpose(-2, -1))
     """}
     assert lint(tmp_path, files, [CODE]) == []
+
+
+# --- issue 9 transformers triage: dual-softmax matching is not attention ---------------------
+
+
+def test_dual_softmax_matching_confidence_is_not_attention(tmp_path):
+    files = {"m.py": """
+        import torch.nn as nn
+
+
+        class CoarseMatching(nn.Module):
+            def forward(self, feats0, feats1, temperature=0.1):
+                similarity = feats0 @ feats1.transpose(-1, -2) / temperature
+                return nn.functional.softmax(similarity, 1) * nn.functional.softmax(similarity, 2)
+    """}
+    assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_one_wrong_softmax_times_something_else_is_still_reported(tmp_path):
+    files = {"m.py": """
+        import torch
+
+
+        def attention(q, k, v, gate):
+            scores = q @ k.transpose(-2, -1)
+            return (torch.softmax(scores, dim=1) * gate) @ v  # expect: TL209
+
+
+        def same_axis_twice(q, k, v):
+            scores = q @ k.transpose(-2, -1)
+            return (torch.softmax(scores, dim=1) * torch.softmax(scores, dim=1)) @ v  # expect: TL209
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

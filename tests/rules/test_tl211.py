@@ -315,3 +315,80 @@ def test_custom_linear_with_its_own_weight_parameter(tmp_path):
                 return F.linear(x, self.weight, self.bias)
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+_BERT = """
+    import torch.nn as nn
+
+
+    class SelfAttention(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * d)
+            self.out = nn.Linear(d, d)
+            self.score_bias = nn.Linear(d, 1)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            return self.out((q @ k.transpose(-2, -1)).softmax(-1) @ v)
+"""
+
+
+def test_projection_declared_by_a_base_class_of_another_file(tmp_path):
+    files = {
+        "bert.py": _BERT,
+        "variants.py": """
+            import torch.nn as nn
+            from bert import SelfAttention
+
+
+            class ZeroQKV(SelfAttention):
+                def __init__(self, d, heads):
+                    super().__init__(d, heads)
+                    nn.init.zeros_(self.qkv.weight)  # expect: TL211
+
+
+            class WideQKV(SelfAttention):
+                def __init__(self, d, heads):
+                    super().__init__(d, heads)
+                    nn.init.normal_(self.qkv.weight, std=1.0)  # expect: TL211
+                    nn.init.normal_(self.qkv.weight, std=0.02)
+
+
+            class Fine(SelfAttention):
+                def __init__(self, d, heads):
+                    super().__init__(d, heads)
+                    nn.init.zeros_(self.out.weight)  # a residual output projection: Fixup-style
+                    nn.init.zeros_(self.score_bias.weight)  # not a q/k/v name: kind unknown
+                    nn.init.zeros_(self.qkv.bias)
+                    nn.init.zeros_(self.gate.weight)
+
+
+            class Reinit(SelfAttention):
+                def __init__(self, d, heads, zero=False):
+                    super().__init__(d, heads)
+                    if zero:
+                        nn.init.zeros_(self.qkv.weight)  # the user's option
+                    nn.init.zeros_(self.q_proj.weight)
+                    nn.init.xavier_uniform_(self.q_proj.weight)
+
+
+            class Plain(nn.Module):  # torch's Module declares nothing: no guess
+                def __init__(self):
+                    super().__init__()
+                    nn.init.zeros_(self.qkv.weight)
+        """,
+    }
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_projection_declared_by_a_base_class_of_the_same_file(tmp_path):
+    files = {"m.py": _BERT + """
+
+    class ZeroQKV(SelfAttention):
+        def __init__(self, d, heads):
+            super().__init__(d, heads)
+            nn.init.zeros_(self.qkv.weight)  # expect: TL211
+            nn.init.zeros_(self.score_bias.weight)  # one output unit
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

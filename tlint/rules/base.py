@@ -62,12 +62,43 @@ class Rule:
     # When set, `check_project` runs only for files that have a fact of one of these kinds
     # themselves (the ones it reports at): other files need not read their related files.
     project_kinds: ClassVar[tuple[str, ...]] = ()
+    # When set, `related` holds only the facts of these kinds (and only the related files
+    # that have one): the rest of the project is not copied for this rule.
+    project_facts: ClassVar[tuple[str, ...]] = ()
 
     def check(self, ctx: "FileContext") -> None:  # noqa: F821 - see tlint.engine
         """Per-file analysis; report through `ctx.report`."""
 
     def check_project(self, path, related):
         return ()
+
+    def project_index(self, related) -> Any:
+        """What `check_project` needs from all the related facts, whatever the file (sets,
+        lists by kind). The engine gives every file with the same related set one shared
+        `related` mapping, so `self.indexed(related)` builds this once per set, not per file."""
+        return None
+
+    def indexed(self, related) -> Any:
+        """`project_index(related)`, built once per shared related set."""
+        if isinstance(related, RelatedFacts):
+            return related.index_for(self)
+        return self.project_index(related)
+
+
+class RelatedFacts(dict):
+    """{path: [Fact]} of the related files, sorted by path, as `check_project` receives it.
+    One instance is shared by every file whose related set (and `project_facts`) is the
+    same: read it, never change it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._indexes: dict[int, tuple[Rule, Any]] = {}
+
+    def index_for(self, rule: Rule) -> Any:
+        entry = self._indexes.get(id(rule))
+        if entry is None or entry[0] is not rule:
+            entry = self._indexes[id(rule)] = (rule, rule.project_index(self))
+        return entry[1]
 
 
 @dataclass

@@ -3,9 +3,11 @@ reads it."""
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from tlint.cst import dotted_name, walk
+from tlint.cst import dotted_name, last_name, literal_value, walk
 from tlint.rules.base import Rule
 
 
@@ -61,6 +63,67 @@ def _deleted(fn: cst.FunctionDef, name: str) -> bool:
     return False
 
 
+# Words that say an argument is ignored on purpose, in a docstring or a warning message.
+_IGNORED_WORDS = re.compile(
+    r"\b(unused|not used|never used|ignored|is ignored|not supported|does not support|"
+    r"doesn't support|no effect|compatib\w*|deprecated|placeholder|kept for|for bc)\b",
+    re.IGNORECASE,
+)
+_NEXT_ENTRY = re.compile(r"\n\s*\n|\n\s*`?\w+`?\s*(\(|:)")
+_ATTENTION_CALLS = {"softmax", "log_softmax", "scaled_dot_product_attention", "matmul", "bmm",
+                    "baddbmm", "einsum", "masked_fill", "masked_fill_", "where"}
+
+
+def _strings(node: cst.CSTNode) -> list[str]:
+    out = []
+    for n in walk(node):
+        if isinstance(n, (cst.SimpleString, cst.ConcatenatedString)):
+            value = literal_value(n, None)
+            if isinstance(value, str):
+                out.append(value)
+    return out
+
+
+def _documented_unused(texts: list[str], name: str) -> bool:
+    """Some text names `name` and, within the same sentence or two, says it is unused,
+    ignored, unsupported, deprecated or kept for compatibility."""
+    pattern = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
+    for text in texts:
+        for match in pattern.finditer(text):
+            # from the start of its line to the end of its description: the next
+            # documented argument (`head_mask (...)`, `head_mask:`) or a blank line ends it
+            start = text.rfind("\n", 0, match.start()) + 1
+            after = text[match.end(): match.end() + 240]
+            end = _NEXT_ENTRY.search(after)
+            window = text[start: match.end()] + (after[: end.start()] if end else after)
+            if _IGNORED_WORDS.search(window):
+                return True
+    return False
+
+
+def _does_attention(fn: cst.FunctionDef) -> bool:
+    """The function mixes positions itself: a softmax, a matrix product, an attention call."""
+    for node in walk(fn.body):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+            return True
+        if isinstance(node, cst.Call):
+            name = last_name(node.func) or ""
+            if name in _ATTENTION_CALLS or "attention" in name.lower() or "attn" in name.lower():
+                return True
+    return False
+
+
+def _param_names(fn: cst.FunctionDef) -> tuple[str, ...]:
+    params = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
+    return tuple(p.name.value for p in params)
+
+
+def _builds(cls: cst.ClassDef, name: str) -> bool:
+    """`cls` constructs a `name` (`self.ff = FeedForward(d)`): it is its caller, not a sibling."""
+    return any(isinstance(node, cst.Call) and (dotted_name(node.func) or "").split(".")[-1] == name
+               for node in walk(cls.body))
+
+
 class UnusedMaskArgument(Rule):
     code = "TL103"
     name = "unused-mask-argument"
@@ -70,9 +133,21 @@ class UnusedMaskArgument(Rule):
     def check(self, ctx) -> None:
         index = ctx.index
         seen: set[int] = set()
+        self._texts: list[str] | None = None
+        self._ctx = ctx
+        # method name -> [(class, parameter names)] over the file, for interchangeable families
+        self._signatures: dict[str, list[tuple[cst.ClassDef, tuple[str, ...]]]] = {}
+        for cls in index.classes:
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+            for stmt in body:
+                if isinstance(stmt, cst.FunctionDef):
+                    self._signatures.setdefault(stmt.name.value, []).append((cls, _param_names(stmt)))
+        self._owner: dict[int, cst.ClassDef] = {}
         for cls in index.classes:
             body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
             methods = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+            for method in methods.values():
+                self._owner.setdefault(id(method), cls)
             forward = methods.get("forward")
             if forward is None:
                 continue
@@ -117,6 +192,44 @@ class UnusedMaskArgument(Rule):
                 continue
             if _deleted(fn, name):
                 continue
+            other_mask_read = any(p.name.value != name and "mask" in p.name.value.lower()
+                                  and p.name.value in reads for p in params)
+            if self._ignored_on_purpose(fn, param, other_mask_read):
+                continue
             where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
             ctx.report(param, f"parameter `{name}` of {where} is never read: the mask is silently ignored, "
                               "so padded or future positions are attended to")
+
+    def _ignored_on_purpose(self, fn: cst.FunctionDef, param: cst.Param, other_mask_read: bool) -> bool:
+        """The parameter exists for signature compatibility, and the code says so:
+        - a string of the function or its class docstring, or a message passed to a call
+          anywhere in the file (a warning,
+          an error) names it and says it is unused, ignored, unsupported,
+          deprecated or kept for compatibility;
+        - the function takes `**kwargs` and either computes no attention itself or applies
+          another mask it takes: it accepts the uniform keyword set its caller passes to
+          every layer (recurrent or convolution blocks beside attention ones, a deformable
+          attention applying `attention_mask` but not `encoder_attention_mask`) and uses
+          what it supports;
+        - another class of the file defines the same method with the same parameters (an
+          interchangeable family selected by configuration, such as a learned and a sine
+          position embedding; not a class that builds this one, its caller) and this one computes no attention itself (no softmax,
+          matrix product or attention call), so it has nothing to apply the mask to.
+        """
+        name = param.name.value
+        attends = _does_attention(fn)
+        if isinstance(fn.params.star_kwarg, cst.Param) and (not attends or other_mask_read):
+            return True
+        owner = self._owner.get(id(fn))
+        if owner is not None and not attends:
+            signature = _param_names(fn)
+            if any(cls is not owner and sig == signature and not _builds(cls, owner.name.value)
+                   for cls, sig in self._signatures.get(fn.name.value, ())):
+                return True
+        local = _strings(fn) + ([owner.get_docstring() or ""] if owner is not None else [])
+        if _documented_unused(local, name):
+            return True
+        if self._texts is None:
+            # messages anywhere in the file: `logger.warning("`mask` is unused ...")`
+            self._texts = [t for call in self._ctx.index.calls for arg in call.args for t in _strings(arg.value)]
+        return _documented_unused(self._texts, name)

@@ -21,10 +21,18 @@ class TokenizerMismatch(Rule):
     severity = "error"
     summary = "Related files build tokenizers from different checkpoints or with different settings."
 
-    def check_project(self, path, related):
+    # Only a file that builds a tokenizer is reported at, and only these facts are compared.
+    project_kinds = ("tokenizer",)
+    project_facts = ("tokenizer", "tokenizer-saved")
+
+    def project_index(self, related):
         saved = {fact.data["folder"] for facts in related.values() for fact in facts if fact.kind == "tokenizer-saved"}
         tokenizers = [(other, fact) for other, facts in sorted(related.items())
                       for fact in facts if fact.kind == "tokenizer" and not self._reloaded(fact, saved)]
+        return saved, tokenizers
+
+    def check_project(self, path, related):
+        saved, tokenizers = self.indexed(related)
         for fact in related.get(path, []):
             if fact.kind != "tokenizer" or self._reloaded(fact, saved):
                 continue
@@ -44,9 +52,10 @@ class TokenizerMismatch(Rule):
     @staticmethod
     def _reloaded(fact, saved: set) -> bool:
         """Not compared: no literal checkpoint (a variable, a CLI argument), a folder the
-        project saves to, or a test file (tests load whatever small checkpoint they need)."""
+        project saves to, a test file (tests load whatever small checkpoint they need), or a
+        tokenizer only used to decode ids (each decoding head has its own vocabulary)."""
         checkpoint = fact.data["checkpoint"]
-        if checkpoint is None or fact.data["test_file"]:
+        if checkpoint is None or fact.data["test_file"] or fact.data.get("decode_only"):
             return True
         return checkpoint.rstrip("/") in saved or (None in saved and checkpoint.startswith(_LOCAL_PREFIXES))
 

@@ -79,6 +79,78 @@ def _read_through_parameters(index) -> set[str]:
     return out
 
 
+_INDEX_CHAIN = frozenset({"expand", "unsqueeze", "view", "reshape", "long", "int", "to", "clone", "repeat"})
+
+
+def _index_buffer(call: cst.Call) -> bool:
+    """A buffer of position *indices* (`register_buffer("position_ids", torch.arange(n))`,
+    `nn.Buffer(torch.arange(n).expand((1, -1)))`): kept for serialization and slicing, it
+    is not a positional encoding table; the table it indexes is checked on its own."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ("register_buffer", "register_parameter"):
+        value = call.args[1].value if len(call.args) > 1 else None
+    else:
+        value = call.args[0].value if call.args else None
+    while value is not None:
+        if isinstance(value, cst.Subscript):
+            value = value.value
+        elif (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+              and value.func.attr.value in _INDEX_CHAIN):
+            value = value.func.value
+        else:
+            break
+    return isinstance(value, cst.Call) and (dotted_name(value.func) or "").split(".")[-1] == "arange"
+
+
+def _read_through_owners(index) -> set[str]:
+    """Attribute names read through another attribute in a method other than weight
+    initialisation: `self.embeddings.position_embeddings(...)` in the parent model reads the
+    child's table."""
+    out: set[str] = set()
+    for fn in index.functions:
+        if fn.name.value in _INIT_METHODS:
+            continue
+        for node in walk(fn.body):
+            if (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Attribute)
+                    and dotted_name(node.value.value) == "self"):
+                out.add(node.attr.value)
+    return out
+
+
+def _behaviour_inherited(module_class, ctx) -> bool:
+    """The class defines no `forward` and derives from a class of another module (not torch):
+    its forward, which reads the table, lives in that file (a modular/template subclass that
+    only swaps `__init__`)."""
+    if module_class.forward is not None:
+        return False
+    for base in module_class.node.bases:
+        name = dotted_name(base.value)
+        qualified = ctx.index.qualify(base.value) or name or ""
+        if name in ctx.models.classes or qualified.startswith("torch."):
+            continue
+        return True
+    return False
+
+
+def _self_handed_to_an_outside_function(module_class) -> bool:
+    """A method passes the module itself to a positional or attention function this file does
+    not define (`_apply_relative_position_encoding(self, q, k)` imported from another
+    modeling file): it may read any attribute. Other helpers that take the module
+    (`is_fsdp_managed_module(self)`) do not count."""
+    index = module_class.view.index
+    local = {fn.name.value for fn in index.functions if isinstance(index.parents.get(fn), cst.Module)}
+    for method, fn in module_class.methods.items():
+        if method in _INIT_METHODS:
+            continue
+        for call in module_class.calls_of(fn):
+            if any(isinstance(arg.value, cst.Name) and arg.value.value == "self" for arg in call.args):
+                name = dotted_name(call.func)
+                if (name is not None and "." not in name and name not in local
+                        and set(snake_parts(name)) & (_POSITION_WORDS | {"attention", "attn"})):
+                    return True
+    return False
+
+
 class PositionalEncodingUnused(Rule):
     code = "TL205"
     name = "positional-encoding-unused"
@@ -88,10 +160,17 @@ class PositionalEncodingUnused(Rule):
     def check(self, ctx) -> None:
         view = ctx.models
         through_parameters: set[str] | None = None
+        through_owners: set[str] | None = None
         for module_class in view.classes.values():
             reads = module_class.reads
             for name, call in positional_tables(module_class).items():
                 if set(reads.get(name, ())) - _INIT_METHODS or name in _handed_over(module_class):
+                    continue
+                if _index_buffer(call) or _behaviour_inherited(module_class, ctx):
+                    continue
+                if through_owners is None:
+                    through_owners = _read_through_owners(ctx.index)
+                if name in through_owners or _self_handed_to_an_outside_function(module_class):
                     continue
                 if _self_handed_to_a_call(module_class):
                     if through_parameters is None:

@@ -19,8 +19,9 @@ class PositionalTableTooShort(Rule):
     # (a classifier and a language model) are not compared.
     project_scope = "program"
     project_kinds = ("positional-table",)
+    project_facts = ("positional-table", "sequence-length", "call-args", "size-override")
 
-    def check_project(self, path, related):
+    def project_index(self, related):
         facts = [(other, fact) for other, fs in sorted(related.items()) for fact in fs]
         calls: dict[str, list] = {}
         overridden = set()
@@ -31,6 +32,10 @@ class PositionalTableTooShort(Rule):
                 overridden.add(fact.data["name"])
         lengths = [(other, fact) for other, fact in facts if fact.kind == "sequence-length"
                    and self._runs_with_default(fact.data["via"], calls, overridden)]
+        return calls, overridden, lengths
+
+    def check_project(self, path, related):
+        calls, overridden, lengths = self.indexed(related)
         reported = set()
         for fact in related.get(path, []):
             if fact.kind != "positional-table" or not self._runs_with_default(fact.data["via"], calls, overridden):

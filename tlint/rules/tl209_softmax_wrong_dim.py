@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tlint.cst import get_arg, walk
+from tlint.cst import get_arg, literal_value, walk
 from tlint.rules.base import Rule
 
 _IMPLICIT = ("torch.nn.functional.softmax", "torch.softmax", "torch.nn.Softmax")
@@ -59,7 +59,28 @@ class SoftmaxWrongDim(Rule):
             if not isinstance(dim, int) or isinstance(dim, bool):
                 continue
             ndim = scores_ndim(site)
-            if wrong_axis(dim, ndim):
+            if wrong_axis(dim, ndim) and not self._dual_softmax(index, site.softmax):
                 ctx.report(site.softmax, f"softmax over attention scores with dim={dim}: the weights must sum to 1 "
                                          "over the keys, the last axis (`dim=-1`); this normalises over "
                                          + ("queries or heads" if ndim is None else f"axis {dim} of {ndim}"))
+
+    @staticmethod
+    def _dual_softmax(index, call) -> bool:
+        """`softmax(s, 1) * softmax(s, 2)`: the same scores normalised over both axes and
+        multiplied, the mutual-nearest-neighbour confidence of feature matching (LoFTR,
+        SuperGlue-style dual softmax), not attention over keys."""
+        if not isinstance(call, cst.Call) or not call.args:
+            return False
+        parent = index.parents.get(call)
+        if not (isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Multiply)):
+            return False
+        other = parent.right if parent.left is call else parent.left
+        if not (isinstance(other, cst.Call) and other.args and index.qualify(other.func) == index.qualify(call.func)):
+            return False
+
+        def dim_of(c):
+            arg = get_arg(c, "dim", 1)
+            return literal_value(arg.value, None) if arg is not None else None
+
+        return (other.args[0].value.deep_equals(call.args[0].value)
+                and dim_of(other) is not None and dim_of(call) is not None and dim_of(other) != dim_of(call))

@@ -14,6 +14,7 @@ from tlint.views.init import (
     InitCall,
     InitTarget,
     find_init_calls,
+    is_attention_input_name,
     is_matmul_operand,
     is_scaled_use,
     kind_of_ctor,
@@ -69,12 +70,17 @@ def _resolve_module(ctx, node: cst.CSTNode, owner: cst.BaseExpression) -> InitTa
         owner = owner.value
     if isinstance(owner, cst.Attribute):
         name = owner.attr.value
+        on_self = dotted_name(owner.value) == "self"
         module_class = view.class_of(node)
-        sub = module_class.attributes.get(name) if module_class is not None and dotted_name(owner.value) == "self" \
-            else None
+        sub = module_class.declared(name) if module_class is not None and on_self else None
+        if sub is not None and sub.guessed:
+            sub = None
         if sub is None:  # a deeper path (`self.blocks[0].attn.q`): the attribute of that name in the file
             sub = next((cls.attributes[name] for cls in view.classes.values() if name in cls.attributes), None)
         if sub is None:
+            if on_self and _inherits_from_elsewhere(ctx, node) and is_attention_input_name(name):
+                # declared by a base class of another file (or library): known by its name only
+                return InitTarget("attention-input", name)
             return InitTarget(None, name)
         return InitTarget(kind_of_ctor(sub.ctor), name, None if sub.is_list else sub.call)
     if isinstance(owner, cst.Name):
@@ -89,6 +95,13 @@ def _resolve_module(ctx, node: cst.CSTNode, owner: cst.BaseExpression) -> InitTa
         call = _local_module(ctx, node, variable)
         return InitTarget(kind_of_ctor(ctx.models.ctor_name(call)) if call is not None else None, variable, call)
     return InitTarget(None, None)
+
+
+def _inherits_from_elsewhere(ctx, node: cst.CSTNode) -> bool:
+    """`node` is in a class whose base's `__init__` is not in the file (see
+    `ModelView.has_opaque_base`)."""
+    cls = ctx.index.enclosing_class(node)
+    return cls is not None and ctx.models.has_opaque_base(cls)
 
 
 def _local_module(ctx, node, variable: str) -> cst.Call | None:

@@ -16,11 +16,13 @@ from typing import Any
 
 from tlint.verify.options import (
     PROBES,
+    TRAINING_PROBES,
     OptionsError,
     VerifyOptions,
     resolve,
     select_probes,
 )
+from tlint.verify.progress import ProgressBar
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 # command-line flag (argparse dest) -> config key
@@ -28,7 +30,7 @@ FLAG_KEYS = {
     "model": "model", "seq_len": "seq-len", "batch_size": "batch-size", "vocab_size": "vocab-size",
     "pad_token_id": "pad-token-id", "causal": "causal", "padding_side": "padding-side", "call": "call",
     "device": "device", "seed": "seed", "timeout": "timeout", "probe_timeout": "probe-timeout",
-    "memory_limit": "memory-limit",
+    "memory_limit": "memory-limit", "optimizer": "optimizer", "lr": "lr", "max_seconds": "max-seconds",
 }
 
 
@@ -44,9 +46,14 @@ def run(args) -> int:
     if args.list_probes:
         for name, question in PROBES.items():
             sys.stdout.write(f"{name:16} {question}\n")
+        for name, question in TRAINING_PROBES.items():
+            sys.stdout.write(f"{name:16} {question} (training: only with --probe {name} or --probe training"
+                             + ("; by default when `optimizer` is configured" if name == "optimizer-coverage" else "")
+                             + ")\n")
         return 0
     try:
         options = load_options(args)
+        data_options = _data_options(args) if getattr(args, "data", False) else None  # checked before any run
         if options.model:
             result = run_worker(options, verbose=args.verbose)
             findings = match_findings(result, options)
@@ -56,15 +63,36 @@ def run(args) -> int:
 
             model, probes, findings = verify_flagged(options, getattr(args, "paths", None) or [],
                                                      verbose=args.verbose)
+        data_report = _scan_data(data_options, args.verbose) if data_options is not None else None
     except (OptionsError, VerifyError) as exc:
         return _fail(args.format, exc.kind, str(exc))
     from tlint.verify import output
+
+    if data_report is not None:  # `verify --data`: the data scan's checks after the probes
+        from tlint.verify.data import render_with_verify
+
+        return render_with_verify(args.format, data_report, model, probes, findings)
 
     if args.format in ("json", "sarif", "lsp"):
         getattr(output, f"render_{args.format}")(model, probes, findings, sys.stdout)
     else:
         output.render_text(model, probes, findings, sys.stdout)
     return output.exit_code(probes, findings)
+
+
+def _data_options(args):
+    from tlint.verify.data import load_data_options
+
+    return load_data_options(args)
+
+
+def _scan_data(data_options, verbose: bool) -> dict[str, Any]:
+    from tlint.verify.data import DataError, scan
+
+    try:
+        return scan(data_options, verbose=verbose)
+    except DataError as exc:
+        raise VerifyError(exc.kind, str(exc)) from None
 
 
 def _fail(fmt: str, kind: str, message: str) -> int:
@@ -95,7 +123,9 @@ def load_options(args) -> VerifyOptions:
                     else default_settings(Path.cwd().resolve()))
     except ConfigError as exc:
         raise OptionsError(str(exc)) from None
-    flags = {key: getattr(args, dest) for dest, key in FLAG_KEYS.items()}
+    flags = {key: getattr(args, dest, None) for dest, key in FLAG_KEYS.items()}
+    if getattr(args, "artifacts", None) is not None:  # relative to the working directory, not the config
+        flags["artifacts"] = str(Path(args.artifacts).resolve())
     if args.model_kwargs is not None:
         try:
             flags["model-kwargs"] = json.loads(args.model_kwargs)
@@ -104,7 +134,7 @@ def load_options(args) -> VerifyOptions:
                                kind="usage") from None
     root = config_path.parent.resolve() if config_path else Path.cwd().resolve()
     options = resolve(settings.verify, config_path, root, flags, settings.causal_names, require_model=False)
-    options.probes = select_probes(args.probe)
+    options.probes = select_probes(args.probe, optimizer=bool(options.optimizer))
     return options
 
 
@@ -218,9 +248,11 @@ def _run_child(options: VerifyOptions, deadline: float, verbose: bool) -> _Child
         with open(output, "wb") as sink:
             proc = subprocess.Popen(command, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=sink,
                                     stderr=subprocess.STDOUT, start_new_session=os.name == "posix")
+        bar = ProgressBar()
         try:
-            _watch(proc, progress, run, options, deadline)
+            _watch(proc, progress, run, options, deadline, bar)
         finally:
+            bar.close()
             if proc.poll() is None:
                 _kill(proc)
         text = output.read_text(encoding="utf-8", errors="replace")
@@ -232,9 +264,11 @@ def _run_child(options: VerifyOptions, deadline: float, verbose: bool) -> _Child
     return run
 
 
-def _watch(proc: subprocess.Popen, progress: Path, run: _ChildRun, options: VerifyOptions, deadline: float) -> None:
+def _watch(proc: subprocess.Popen, progress: Path, run: _ChildRun, options: VerifyOptions, deadline: float,
+           bar: ProgressBar | None = None) -> None:
     """Follow the child's events until it ends, crashes or runs past a limit (then kill it)."""
     offset, last_event, ready = 0, time.monotonic(), False
+    bar = bar or ProgressBar()
     while True:
         exited = proc.poll() is not None
         with open(progress, "rb") as stream:
@@ -243,7 +277,11 @@ def _watch(proc: subprocess.Popen, progress: Path, run: _ChildRun, options: Veri
         complete = data[: data.rfind(b"\n") + 1]
         offset += len(complete)
         for line in complete.decode("utf-8").splitlines():
-            _apply(json.loads(line), run)
+            event = json.loads(line)
+            if event["event"] == "progress":  # a long probe's steps: a bar, not a new stage
+                bar.update(event)
+                continue
+            _apply(event, run)
             last_event, ready = time.monotonic(), True
         now = time.monotonic()
         run.elapsed = now - last_event

@@ -22,6 +22,9 @@ PROBES_OF_RULE: dict[str, tuple[str, ...]] = {
 }
 DATA_SCAN_RULES = {"TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL110", "TL111", "TL206"}
 CALL_SITE_RULES = {"TL101"}
+# Training-loop rules: their findings sit in the training scripts beside the model's files,
+# and warmup-ab judges them with its own A/B figures.
+TRAINING_RULES = {"TL301", "TL304", "TL307"}
 
 
 @dataclass
@@ -61,7 +64,7 @@ def lint(files: list[Path], classes: list[ModelClass]):
         if diag.suppressed:
             continue
         path = str(Path(diag.path).resolve())
-        if path in model_files or diag.code in CALL_SITE_RULES:
+        if path in model_files or diag.code in CALL_SITE_RULES or diag.code in TRAINING_RULES:
             kept.append(diag)
     return kept
 
@@ -90,7 +93,7 @@ def _owner(diag, classes: list[ModelClass]) -> ModelClass | None:
 def _verdict(diag, classes: list[ModelClass], probes: dict[str, dict]) -> tuple[str, str | None, str]:
     wanted = PROBES_OF_RULE.get(diag.code, ())
     if diag.code in DATA_SCAN_RULES:
-        return "not-checkable", None, "checked by the data scan, which is not built yet"
+        return "not-checkable", None, "checked by the data scan: `tlint scan-data` or `tlint verify --data`"
     if not wanted:
         return "not-checkable", None, f"no runtime probe can test {diag.code}"
     owner = _owner(diag, classes)
@@ -99,6 +102,8 @@ def _verdict(diag, classes: list[ModelClass], probes: dict[str, dict]) -> tuple[
         return "not-checkable", wanted[0], f"needs the {' or '.join(wanted)} probe, not run (not built yet or not selected)"
     if diag.code == "TL101":
         return _unmasked_call(probes.get("mask-leak"))
+    if diag.code in TRAINING_RULES:
+        return _warmup_verdict(diag.code, probes["warmup-ab"])
     if "mask-leak" in wanted and owner is not None:
         own = _own_leak(probes.get("mask-leak"), owner)
         if own is not None:
@@ -160,3 +165,36 @@ def _unmasked_call(mask_leak: dict | None) -> tuple[str, str, str]:
                                           f"by {figure:.4g} (> {tolerance}) when only pad tokens change")
     return "not-reproduced", "mask-leak", (f"called with ids alone, real positions change by {figure:.4g} "
                                            f"(within {tolerance}): pad tokens do not leak")
+
+
+def _warmup_verdict(code: str, result: dict) -> tuple[str, str, str]:
+    """TL307 (high LR): the configured run (no warmup, no clipping) is unstable. TL304 (no
+    warmup): it is, and the warmup run is not. TL301 (no clipping): it is and the clipped run
+    is not, or its gradient norm spikes above 10x its median."""
+    if result["status"] == "skip":
+        return "not-checkable", "warmup-ab", f"warmup-ab skipped: {result['detail']}"
+    extra = result.get("extra", {})
+    runs = extra.get("runs", {})
+    plain = runs.get("plain", {})
+    figures = (f"max loss spike {result['figure']} of the initial loss (tolerance {result['tolerance']}), final "
+               f"loss {plain.get('final', float('nan')):.4g}" + (", diverged" if plain.get("diverged") else "")
+               + (f" ({extra['optimizer']})" if extra.get("optimizer") else ""))
+    unstable = result["status"] == "fail"
+    if code == "TL307":
+        if unstable:
+            return "confirmed", "warmup-ab", f"the configured learning rate is unstable without warmup: {figures}"
+        return "not-reproduced", "warmup-ab", f"the configured learning rate trains stably here: {figures}"
+    if code == "TL304":
+        warm = runs.get("warmup", {})
+        if extra.get("needs_warmup"):
+            return "confirmed", "warmup-ab", (f"without warmup {figures}; with warmup the spike is "
+                                              f"{warm.get('spike', 0):.3g}")
+        why = "warmup does not fix it" if unstable else "the configured run is stable without warmup"
+        return "not-reproduced", "warmup-ab", f"{why}: {figures}"
+    grad_spike = extra.get("grad_spike", 0.0)
+    if extra.get("needs_clipping") or grad_spike > 10:
+        return "confirmed", "warmup-ab", (f"without clipping {figures}; gradient norm peaks at {grad_spike:.3g}x "
+                                          f"its median; with clipping the spike is "
+                                          f"{runs.get('clip', {}).get('spike', 0):.3g}")
+    why = "clipping does not fix it" if unstable else "no loss or gradient-norm spike without clipping"
+    return "not-reproduced", "warmup-ab", f"{why}: {figures}; gradient norm peaks at {grad_spike:.3g}x its median"

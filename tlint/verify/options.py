@@ -21,7 +21,18 @@ PROBES = {
     "attention-entropy": "are attention rows saturated at init (or not normalised over the keys)?",
     "depth-growth": "is the residual stream (and its gradient) stable with depth?",
     "padding-equivalence": "does a sequence give the same outputs padded (right, left) and unpadded?",
+    "activation-ranges": "what range does each sub-layer's output have (min, max, std, saturated, constant)?",
+    "attention-maps": "where does attention go: share on pad positions per layer (PNG maps with --artifacts)?",
 }
+# The training probes (tlint/verify/training_probes.py): short seeded training runs, so they
+# run only when asked for (`--probe NAME`, or `--probe training` for the three), except
+# optimizer-coverage (one step), which runs by default when `optimizer` is configured.
+TRAINING_PROBES = {
+    "optimizer-coverage": "does the configured optimiser hold every trainable parameter and change it in one step?",
+    "overfit-batch": "can the model memorise one small batch (and not its constant-input control)?",
+    "warmup-ab": "does the configured learning rate need warmup or clipping (K steps, A/B)?",
+}
+PROBE_GROUPS = {"training": tuple(TRAINING_PROBES)}
 # Built-in `call` styles: how forward is called, and the mask convention each one uses.
 CALL_STYLES = {
     "ids,mask": "model(ids, mask), mask long 1 = keep, 0 = pad",
@@ -68,6 +79,10 @@ class VerifyOptions:
     memory_limit: float | None = None   # MiB the model may take (None: half the machine's memory)
     instantiate: bool = False      # `model` is a flagged class built without arguments (no model configured)
     probes: list[str] = field(default_factory=lambda: list(PROBES))
+    artifacts: str | None = None   # absolute folder for PNG maps; None: write no files
+    optimizer: str | None = None   # "pkg.mod:make_optimizer", callable(model) -> optimiser (training probes)
+    lr: float | None = None        # the learning rate of warmup-ab (overrides the optimiser's)
+    max_seconds: float = 30.0      # each training probe's time budget (it stops its runs early)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -91,7 +106,8 @@ _KEYS = {
     "causal": ("causal", _BOOL), "call": ("call", _STR), "padding-side": ("padding_side", _STR),
     "device": ("device", _STR), "seed": ("seed", _INT), "timeout": ("timeout", _NUMBER),
     "python-path": ("python_path", _STR_LIST), "probe-timeout": ("probe_timeout", _NUMBER),
-    "memory-limit": ("memory_limit", _NUMBER),
+    "memory-limit": ("memory_limit", _NUMBER), "artifacts": ("artifacts", _STR),
+    "optimizer": ("optimizer", _STR), "lr": ("lr", _NUMBER), "max-seconds": ("max_seconds", _NUMBER),
 }
 
 
@@ -122,9 +138,10 @@ def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags:
             NO_MODEL + ": give `--model pkg.module:factory` or set `model = \"pkg.module:factory\"` in "
             "[tool.tlint.verify] (a callable returning a torch.nn.Module, or an nn.Module class; "
             "`model-kwargs` are passed to it)", kind="usage")
-    for attr in ("model", "call"):
+    for attr in ("model", "call", "optimizer"):
         spec = values.get(attr)
-        if attr == "call" and (spec is None or spec in CALL_STYLES) or attr == "model" and spec == "":
+        if attr == "call" and (spec is None or spec in CALL_STYLES) or attr == "model" and spec == "" \
+                or attr == "optimizer" and spec is None:
             continue
         if not _DOTTED.match(spec):
             styles = ", ".join(f'"{s}"' for s in CALL_STYLES)
@@ -138,14 +155,20 @@ def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags:
         raise OptionsError("`seq-len` must be at least 4 (the probes pad and permute within a sequence)",
                            kind="usage")
     values["python_path"] = [str((root / p).resolve()) for p in values.get("python_path", [])]
+    if values.get("artifacts"):  # the config's is relative to its folder; the flag's arrives absolute
+        values["artifacts"] = str((root / values["artifacts"]).resolve())
     return VerifyOptions(root=str(root.resolve()), causal_names=list(causal_names), **values)
 
 
-def select_probes(names: list[str] | None) -> list[str]:
+def select_probes(names: list[str] | None, optimizer: bool = False) -> list[str]:
+    """The probes to run: the named ones (a group name such as `training` stands for its
+    probes), else the default set, plus optimizer-coverage when an optimiser is configured."""
     if not names:
-        return list(PROBES)
-    unknown = [n for n in names if n not in PROBES]
+        return list(PROBES) + (["optimizer-coverage"] if optimizer else [])
+    every = {**PROBES, **TRAINING_PROBES}
+    names = [m for n in names for m in PROBE_GROUPS.get(n, (n,))]
+    unknown = [n for n in names if n not in every]
     if unknown:
         raise OptionsError(f"unknown probe `{unknown[0]}` (tlint verify --list-probes lists them: "
-                           f"{', '.join(PROBES)})", kind="usage")
-    return [n for n in PROBES if n in names]
+                           f"{', '.join([*every, *PROBE_GROUPS])})", kind="usage")
+    return [n for n in every if n in names]

@@ -25,11 +25,13 @@ def exit_code(probes: list[dict], findings: list[dict]) -> int:
 
 
 def report_json(model: dict[str, Any], probes: list[dict], findings: list[dict]) -> dict[str, Any]:
+    from tlint.verify.activations_report import json_fields
+
     keys = ("probe", "status", "figure", "tolerance", "unit", "module", "detail")
     return {
         "tool": "tlint", "version": __version__,
         "model": {k: model[k] for k in ("factory", "class", "parameters", "call")},
-        "probes": [{k: p[k] for k in keys} for p in probes],
+        "probes": [{**{k: p[k] for k in keys}, **json_fields(p)} for p in probes],
         "findings": findings,
         "summary": summary(probes, findings),
     }
@@ -63,6 +65,9 @@ def render_text(model: dict, probes: list[dict], findings: list[dict], stream: T
         table.add_row(p["probe"], Text(p["status"], style=_STATUS_STYLE[p["status"]]), figure,
                       f"{p['tolerance']:g}", p["unit"], p["detail"])
     console.print(table)
+    from tlint.verify.activations_report import render_text_extras
+
+    render_text_extras(console, probes)
     if findings:
         table = Table(title="static findings", title_justify="left")
         for column in ("finding", "location", "verdict", "probe", "reason"):

@@ -931,3 +931,4 @@ PROBE_CLASSES: dict[str, type[Probe]] = {
                                     BatchCouplingProbe, GradFlowProbe, InitStatsProbe,
                                     AttentionEntropyProbe, DepthGrowthProbe, PaddingEquivalenceProbe)
 }
+import tlint.verify.activations  # noqa: F401  (registers activation-ranges and attention-maps)

@@ -163,6 +163,7 @@ def verify(options: VerifyOptions, emit=None) -> dict:
     import torch
 
     from tlint.verify.probes import PROBE_CLASSES, ProbeContext
+    from tlint.verify.training_probes import TRAINING_PROBE_CLASSES, training_settings
 
     if options.causal is None:
         import tlint.views.model  # noqa: F401  (the causal evidence's parser: ours, not the user's time)
@@ -192,6 +193,9 @@ def verify(options: VerifyOptions, emit=None) -> dict:
     ids, keep = ctx.padded_batch(ctx.generator(0))
     ctx.caller = choose_caller(model, options, roots, ids.to(options.device), keep.to(options.device))
     ctx.rebuild_deeper = lambda depth: _rebuild_deeper(model, options, roots, depth)
+    ctx.artifacts = options.artifacts  # where attention-maps may write PNG files (None: nowhere)
+    if any(name in TRAINING_PROBE_CLASSES for name in options.probes):
+        ctx.training = training_settings(options, roots, emit)
     model_info = {
         "factory": options.model, "class": type(model).__name__,
         "parameters": sum(p.numel() for p in model.parameters()), "call": ctx.caller.style,
@@ -203,7 +207,7 @@ def verify(options: VerifyOptions, emit=None) -> dict:
     probes = []
     for name in options.probes:
         torch.manual_seed(options.seed)
-        probe = PROBE_CLASSES[name]()
+        probe = (PROBE_CLASSES.get(name) or TRAINING_PROBE_CLASSES[name])()
         emit({"event": "start", "probe": name, "template": probe.skip("").to_json()})
         started = time.perf_counter()
         try:

@@ -650,7 +650,36 @@ def tokenizer_sites(ctx):
         yield call, {"checkpoint": checkpoint, "options": options, "dynamic": dynamic, "var": var,
                      "function": function.name.value if function is not None else None,
                      "with_model": checkpoint is not None and checkpoint in model_checkpoints,
-                     "test_file": ctx.is_test_file}
+                     "test_file": ctx.is_test_file,
+                     "decode_only": _decode_only(index, parent.targets[0].target)
+                     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 else False}
+
+
+_DECODE_METHODS = frozenset({"decode", "batch_decode", "convert_ids_to_tokens", "convert_tokens_to_string"})
+
+
+def _decode_only(index, target: cst.BaseExpression) -> bool:
+    """The tokenizer assigned to `target` (`tok`, `self.bpe_tokenizer`) is used in the file,
+    and only to decode ids (`.decode`, `.batch_decode`, ...): it turns the outputs of its own
+    head back into text and never encodes the text a model is trained or evaluated on."""
+    spelled = dotted_name(target)
+    if spelled is None:
+        return False
+    uses = 0
+    for call in index.calls:
+        func = call.func
+        if dotted_name(func) == spelled:
+            return False  # `tok(texts)`: encodes
+        if isinstance(func, cst.Attribute) and dotted_name(func.value) == spelled:
+            if func.attr.value not in _DECODE_METHODS:
+                return False
+            uses += 1
+    if uses == 0:
+        return False
+    # any other mention (`return tok`, `Trainer(tokenizer=tok)`) may encode elsewhere
+    kind = type(target)
+    mentions = sum(1 for node in walk(index.module) if isinstance(node, kind) and dotted_name(node) == spelled)
+    return mentions == uses + 1
 
 
 def tokenizer_saved_sites(ctx):

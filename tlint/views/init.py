@@ -11,6 +11,7 @@ attribute (`self.q_proj.weight`), a module narrowed by `isinstance` in an HF-sty
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -37,6 +38,19 @@ ATTENTION_KINDS = frozenset({"torch.nn.MultiheadAttention"})
 CONV_KINDS = frozenset({"torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d"})
 # Weights of a MultiheadAttention that project q, k and v.
 ATTENTION_INPUT_WEIGHTS = frozenset({"in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight"})
+# Attribute names of the Linear layers that project an attention's input to q, k and v
+# (fused or not): nanoGPT/GPT-2 `c_attn`, HF `q_proj`/`query`/`query_key_value`, MPT `Wqkv`,
+# lucidrains `to_q`/`to_kv`, LLaMA `wq`, T5 `q`. Used when the module's class is not visible.
+_ATTENTION_INPUT_NAME = re.compile(r"^(?:w_?|to_|in_)?(?:q|k|v|qk|kv|qkv|query|key|value|query_key_value)"
+                                   r"(?:_?(?:proj|projection|lin|linear|dense|layer))?$|^(?:in_proj|c_attn)$")
+
+
+def is_attention_input_name(name: str) -> bool:
+    """`qkv`, `q_proj`, `key`, `in_proj`, `c_attn`, `Wqkv`, `to_q`: the name of a q/k/v
+    input projection of an attention module."""
+    return bool(_ATTENTION_INPUT_NAME.match(name.lower()))
+
+
 # `einsum` is left out: its equations are as often batched dot products as matmuls.
 _MATMUL_FUNCTIONS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.nn.functional.linear"})
 

@@ -10,6 +10,12 @@ flow). `ModuleClass.stream()` (`tlint.views.stream.BlockStream`) follows the res
 through `forward`: which attention/MLP sub-layers it applies, and whether each one's output
 is added back to the stream or overwrites it; `ModuleClass.passthrough_params()` says which
 inputs a module returns through an identity path (a residual kept inside it).
+
+Inheritance: `ModuleClass.inherited` holds the sub-modules declared by its module-class bases
+of the same file, and `ModuleClass.opaque_base` says a base's `__init__` is not visible (a
+class imported from another file or library, an unknown name); `ModuleClass.declared(name)`
+/ `attribute_of` then take an undeclared `self.<name>` for a sub-module of that base, known
+by its name only (`SubModule.guessed`, `ctor` None), so name conventions decide its kind.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ _MODULE_BASE_SUFFIXES = ("PreTrainedModel", "LightningModule")
 _NORM_NAME_PARTS = {"ln", "norm", "layernorm", "rmsnorm", "layer_norm", "rms_norm", "lnf"}
 _NON_SUBLAYER_PARTS = {"drop", "dropout", "act", "activation", "emb", "embed", "embedding",
                        "embeddings", "wte", "wpe", "pos", "pe"}
+# Bases whose `__init__` declares no sub-module a subclass could use.
+_VISIBLE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "object", "abc.ABC",
+                            "typing.Generic", "typing.Protocol"})
 _LIST_CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.ModuleDict"})
 
 
@@ -52,6 +61,7 @@ class SubModule:
     ctor: str | None  # qualified torch name, or a local class name, or None
     call: cst.Call | None
     is_list: bool = False  # held in a ModuleList/Sequential/list comprehension
+    guessed: bool = False  # not declared in the file: assumed from an opaque base (see `declared`)
 
 
 @dataclass
@@ -66,7 +76,12 @@ class Residual:
 class ModuleClass:
     node: cst.ClassDef
     view: "ModelView"
-    attributes: dict[str, SubModule] = field(default_factory=dict)
+    attributes: dict[str, SubModule] = field(default_factory=dict)  # declared by the class itself
+    # declared by its module-class bases of the same file (nearest base first), not overridden
+    inherited: dict[str, SubModule] = field(default_factory=dict)
+    # a base (or a base's base) whose `__init__` is not visible: a class imported from another
+    # file or library, or an unknown name (torch's `nn.Module` and the file's classes are visible)
+    opaque_base: bool = False
 
     @property
     def name(self) -> str:
@@ -124,12 +139,22 @@ class ModuleClass:
         fn = self.forward
         return [] if fn is None else [p for p in _all_params(fn) if p.name.value != "self"]
 
+    def declared(self, name: str) -> SubModule | None:
+        """The sub-module `self.<name>` declared by the class or inherited from a base of the
+        file; for a class with an opaque base, an undeclared `self.<name>` is taken for a
+        sub-module the base declares, known by its name only (`ctor` None, `guessed`)."""
+        sub = self.attributes.get(name) or self.inherited.get(name)
+        if sub is None and self.opaque_base and name not in self.methods:
+            sub = SubModule(name, None, None, guessed=True)
+        return sub
+
     def attribute_of(self, expr: cst.BaseExpression) -> SubModule | None:
-        """The sub-module that `self.x`, `self.x[i]` or a loop variable over `self.x` names."""
+        """The sub-module that `self.x`, `self.x[i]` or a loop variable over `self.x` names
+        (see `declared`)."""
         if isinstance(expr, cst.Subscript):
             expr = expr.value
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            return self.attributes.get(expr.attr.value)
+            return self.declared(expr.attr.value)
         if isinstance(expr, cst.Name):
             loop_source = self._loop_sources().get(expr.value)
             if loop_source is not None:
@@ -396,6 +421,8 @@ class ModelView:
                     changed = True
         for module_class in self.classes.values():
             self._collect_attributes(module_class)
+        for module_class in self.classes.values():
+            self._inherit(module_class, set())
 
     def _is_module_class(self, cls: cst.ClassDef, local) -> bool:
         for base in cls.bases:
@@ -407,6 +434,39 @@ class ModelView:
                 return True
         body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
         return any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in body)
+
+    def _inherit(self, module_class: ModuleClass, active: set) -> None:
+        """Fill `inherited` and `opaque_base` from the class's bases (bases first)."""
+        if module_class.__dict__.get("_inherited_done") or module_class.name in active:
+            return
+        active.add(module_class.name)
+        for base in module_class.node.bases:
+            if base.keyword is not None:  # `metaclass=...`
+                continue
+            value = base.value.value if isinstance(base.value, cst.Subscript) else base.value  # `Generic[T]`
+            name = dotted_name(value)
+            local = self.classes.get(name) if name else None
+            if local is not None and local is not module_class:
+                self._inherit(local, active)
+                for attr, sub in (*local.attributes.items(), *local.inherited.items()):
+                    if attr not in module_class.attributes:
+                        module_class.inherited.setdefault(attr, sub)
+                module_class.opaque_base = module_class.opaque_base or local.opaque_base
+            elif name is None or name not in self.index.classes_by_name:
+                qualified = self.index.qualify(value) or name
+                if qualified not in _VISIBLE_BASES:
+                    module_class.opaque_base = True
+        module_class.__dict__["_inherited_done"] = True
+
+    def has_opaque_base(self, cls: cst.ClassDef) -> bool:
+        """`ModuleClass.opaque_base` for any class of the file (one that is not taken for a
+        module, as a subclass of an imported model class that only overrides `__init__`)."""
+        known = self.classes.get(cls.name.value)
+        if known is not None and known.node is cls:
+            return known.opaque_base
+        probe = ModuleClass(cls, self)
+        self._inherit(probe, set())
+        return probe.opaque_base
 
     def _collect_attributes(self, module_class: ModuleClass) -> None:
         for fn in module_class.methods.values():

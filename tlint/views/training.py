@@ -29,6 +29,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 import libcst as cst
 
+from tlint.cache import note_input
 from tlint.cst import children, dotted_name, get_arg, has_star_kwargs, last_name, literal_value, snake_parts
 from tlint.source import FileIndex
 
@@ -1609,7 +1610,9 @@ def _is_lr_subscript(target: cst.BaseExpression) -> bool:
     return isinstance(index, cst.Index) and literal_value(index.value, UNKNOWN) == "lr"
 
 
-_JSON_CACHE: dict[Path, dict | None] = {}
+# Read once per version of the file: keyed by its size and modification time, so a
+# long-lived process (a language server, the tests) sees an edited config.
+_JSON_CACHE: dict[tuple, dict | None] = {}
 
 
 def _read_json(folder: Path, name: str) -> dict | None:
@@ -1617,16 +1620,22 @@ def _read_json(folder: Path, name: str) -> dict | None:
     path = Path(name)
     if not path.is_absolute():
         path = folder / path
-    if path in _JSON_CACHE:
-        return _JSON_CACHE[path]
+    note_input(path)  # a cached result of this file holds only while the JSON is unchanged
+    try:
+        stat = path.stat()
+        key = (path, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        return None
+    if key in _JSON_CACHE:
+        return _JSON_CACHE[key]
     loaded = None
     try:
-        if path.is_file() and path.stat().st_size < 2_000_000:
+        if path.is_file() and stat.st_size < 2_000_000:
             data = json.loads(path.read_text(encoding="utf-8"))
             loaded = data if isinstance(data, dict) else None
     except (OSError, ValueError):
         loaded = None
-    _JSON_CACHE[path] = loaded
+    _JSON_CACHE[key] = loaded
     return loaded
 
 

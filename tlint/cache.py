@@ -1,0 +1,241 @@
+"""The per-file result cache: `.tlint_cache/` at each project root (or `cache-dir`).
+
+One entry per linted file, named by a hash of the file's absolute path and overwritten
+when the file, its configuration or tlint changes, so the cache never holds more than one
+entry per file. An entry is the pickled `FileResult` of `analyse_file` (plain data: the
+diagnostics, the pending cross-file findings, the facts with their ranges, the
+suppression comments) under a key made of everything the analysis depends on:
+
+- the file's bytes (a content hash), its absolute path and its display path;
+- tlint itself: its version, the size and modification time of every module of the
+  package (so an edited rule invalidates during development), the Python and LibCST
+  versions (they decide what parses);
+- the effective configuration of the file's project (every setting: selected rules,
+  rule options, `causal-names`, ...) and the codes it enables;
+- the other files the analysis read (DeepSpeed JSON configs named by literal paths,
+  recorded through `note_input`), by content hash, absent ones included.
+
+A warm run therefore parses nothing that did not change, and the cross-file phase runs
+from the cached facts as it does from fresh ones. Entries are written atomically (a
+temporary file, then `os.replace`); an entry that cannot be read, unpickled or does not
+match is a miss and is rebuilt. Nothing here ever fails a run: a cache that cannot be
+written is not written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import fields, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from tlint.config import Settings
+    from tlint.engine import FileResult
+
+CACHE_DIR_NAME = ".tlint_cache"
+# Set (to anything but "" or "0") to disable the cache, as `--no-cache` does.
+NO_CACHE_ENV = "TLINT_NO_CACHE"
+# Written into every cache folder: `tlint clean` removes only folders that carry it.
+_GITIGNORE = "# Created by tlint: this folder is tlint's cache (`tlint clean` removes it).\n*\n"
+_ENTRIES = "files"
+_FORMAT = 1
+
+
+def cache_disabled_by_env() -> bool:
+    return os.environ.get(NO_CACHE_ENV, "") not in ("", "0")
+
+
+def cache_dir_for(settings: Settings) -> Path:
+    """The cache folder of a project: `cache-dir` (relative to the project root), or
+    `.tlint_cache/` at the root."""
+    configured = getattr(settings, "cache_dir", None)
+    if configured is None:
+        return settings.root / CACHE_DIR_NAME
+    return (settings.root / configured).resolve()
+
+
+def is_cache_dir(folder: Path) -> bool:
+    """True for a folder tlint created as its cache (it carries tlint's `.gitignore`)."""
+    try:
+        return (folder / ".gitignore").read_text(encoding="utf-8") == _GITIGNORE
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def remove_cache_dir(folder: Path) -> bool:
+    """Remove a tlint cache folder; False if it is absent or not tlint's."""
+    if not folder.is_dir() or folder.is_symlink() or not is_cache_dir(folder):
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()
+
+
+# --- files read during an analysis ------------------------------------------------------
+
+_recording: list[set[Path]] = []
+
+
+def note_input(path: Path) -> None:
+    """Record that the analysis in progress read (or looked for) `path`: a cached result
+    is only reused while that file is unchanged. Views that read files call this."""
+    if _recording:
+        _recording[-1].add(path)
+
+
+@contextmanager
+def recording_inputs() -> Iterator[set[Path]]:
+    found: set[Path] = set()
+    _recording.append(found)
+    try:
+        yield found
+    finally:
+        _recording.pop()
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    except OSError:
+        return None
+
+
+# --- keys -------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """tlint's version and the state of its modules, the Python and LibCST versions."""
+    import libcst
+
+    from tlint import __version__
+
+    package = Path(__file__).resolve().parent
+    parts = [__version__, sys.version, getattr(libcst, "__version__", "?"), str(_FORMAT)]
+    for folder, dirnames, filenames in os.walk(package):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                try:
+                    stat = os.stat(os.path.join(folder, name))
+                except OSError:
+                    continue
+                rel = os.path.relpath(os.path.join(folder, name), package)
+                parts.append(f"{rel}:{stat.st_size}:{stat.st_mtime_ns}")
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+
+
+def settings_fingerprint(settings: Settings) -> str:
+    """Every setting of the project (conservatively: those applied after the analysis,
+    such as `per-file-ignores`, too) and the rule codes they enable."""
+    values = {f.name: getattr(settings, f.name) for f in fields(settings) if not f.name.startswith("_")}
+    values["enabled"] = sorted(settings.enabled_codes())
+    text = json.dumps(values, sort_keys=True, default=_plain)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _plain(value):
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return repr(value)
+
+
+# --- the cache --------------------------------------------------------------------------
+
+
+class FileCache:
+    """Lookups and stores of `FileResult`s, for the files of any number of projects."""
+
+    def __init__(self) -> None:
+        self._settings_keys: dict[int, tuple[Settings, str]] = {}
+        self._ready: dict[Path, bool] = {}
+        self.hits = self.misses = 0
+
+    def key(self, path: Path, display: str, settings: Settings, data: bytes) -> str:
+        cached = self._settings_keys.get(id(settings))
+        if cached is None or cached[0] is not settings:
+            cached = self._settings_keys[id(settings)] = (settings, settings_fingerprint(settings))
+        content = hashlib.blake2b(data, digest_size=16).hexdigest()
+        return "\0".join((code_fingerprint(), cached[1], str(path), display, content))
+
+    def _entry(self, path: Path, settings: Settings) -> Path:
+        name = hashlib.blake2b(str(path).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        return cache_dir_for(settings) / _ENTRIES / name[:2] / f"{name}.pickle"
+
+    def load(self, path: Path, key: str, settings: Settings, *, facts_only: bool = False) -> FileResult | None:
+        """The stored result for `path` under `key`, or None (absent, stale, unreadable).
+        A full result also answers a `facts_only` request (its facts are the same)."""
+        from tlint.engine import FileResult
+
+        try:
+            with open(self._entry(path, settings), "rb") as stream:
+                stored_key, stored_facts_only, inputs, result = pickle.load(stream)
+            valid = (stored_key == key and isinstance(result, FileResult) and (facts_only or not stored_facts_only)
+                     and all(_file_digest(Path(p)) == digest for p, digest in inputs))
+        except Exception:  # absent, truncated, corrupt, from another format: a miss
+            valid = False
+        if not valid:
+            self.misses += 1
+            return None
+        self.hits += 1
+        result.path = path
+        result.inputs = {Path(p) for p, _ in inputs}
+        return result
+
+    def store(self, path: Path, key: str, settings: Settings, result: FileResult, *,
+              facts_only: bool = False) -> None:
+        """Write the entry atomically; a failure to write is silent (the run goes on)."""
+        inputs = [(str(p), _file_digest(p)) for p in sorted(result.inputs)]
+        bare = replace(result, path=None, inputs=set())  # restored on load: fewer objects to unpickle
+        try:
+            payload = pickle.dumps((key, facts_only, inputs, bare), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # a result that does not pickle is simply not cached
+            return
+        target = self._entry(path, settings)
+        try:
+            self._prepare(cache_dir_for(settings))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".pickle")
+            try:
+                with os.fdopen(fd, "wb") as stream:
+                    stream.write(payload)
+                os.replace(temp, target)
+            except BaseException:
+                os.unlink(temp)
+                raise
+        except OSError:
+            return
+
+    def _prepare(self, folder: Path) -> None:
+        """Create the cache folder with its `.gitignore`, once per run and folder. A folder
+        that exists, is not empty and is not tlint's (a `cache-dir` pointing at the user's
+        files) is never written into: raises OSError, and nothing is cached there."""
+        ready = self._ready.get(folder)
+        if ready is None:
+            ready = self._ready[folder] = self._adopt(folder)
+        if not ready:
+            raise OSError(f"{folder} is not a tlint cache folder")
+
+    @staticmethod
+    def _adopt(folder: Path) -> bool:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if is_cache_dir(folder):
+                return True
+            if any(folder.iterdir()):
+                return False
+            fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+            with os.fdopen(fd, "w", encoding="utf-8") as stream:
+                stream.write(_GITIGNORE)
+            os.replace(temp, folder / ".gitignore")
+            return True
+        except OSError:
+            return False
