@@ -123,7 +123,7 @@ def test_a_new_tlint_version_invalidates(demo, capsys, monkeypatch, parses):
 
 
 def test_no_cache_and_stdin_write_nothing(tmp_path, capsys, monkeypatch):
-    root = make_project(tmp_path / "p", {"train.py": "import torch\n"})
+    root = make_project(tmp_path / "p", {"train.py": "import torch\n", "model.py": TOKENIZER.format("gpt2")})
     lint(root, capsys, monkeypatch, "--no-cache")
     assert not (root / CACHE_DIR_NAME).exists()
     monkeypatch.setattr("sys.stdin", __import__("io").TextIOWrapper(__import__("io").BytesIO(b"import torch\n")))
@@ -198,3 +198,55 @@ def test_analyse_cached_serves_facts_only_requests_from_any_entry(tmp_path, pars
     assert analyse_cached(cache, path, "tok.py", settings, facts_only=True).facts == facts
     assert analyse_cached(None, path, "tok.py", settings).facts == facts
     assert len(parses) == 3
+
+
+TOKENIZER = 'from transformers import AutoTokenizer\n\ntokenizer = AutoTokenizer.from_pretrained("{}")\n'
+
+
+def _check(root: Path, capsys, monkeypatch, *paths: str) -> str:
+    return lint_paths_out(root, capsys, monkeypatch, "--select", "TL104", *paths)
+
+
+def lint_paths_out(root: Path, capsys, monkeypatch, *args: str) -> str:
+    proc = main_in(root, "check", "--format", "json", "--jobs", "1", "--exit-zero", *args,
+                   capsys=capsys, monkeypatch=monkeypatch)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_unnamed_related_files_come_from_the_cache_and_their_changes_are_seen(tmp_path, capsys, monkeypatch, parses):
+    root = make_project(tmp_path / "p", {"train.py": TOKENIZER.format("bert-base-uncased"),
+                                         "eval.py": TOKENIZER.format("bert-base-cased")})
+    cold = _check(root, capsys, monkeypatch, "train.py")
+    assert '"TL104"' in cold and sorted(parses) == ["eval.py", "train.py"]
+    parses.clear()
+    assert _check(root, capsys, monkeypatch, "train.py") == cold
+    assert parses == []  # the unnamed eval.py's facts came from its cache entry
+    (root / "eval.py").write_text(TOKENIZER.format("bert-base-uncased"), encoding="utf-8")
+    warm = _check(root, capsys, monkeypatch, "train.py")
+    assert parses == ["eval.py"] and '"TL104"' not in warm
+    monkeypatch.setenv(NO_CACHE_ENV, "1")
+    assert _check(root, capsys, monkeypatch, "train.py") == warm
+
+
+def test_the_import_scan_is_cached_and_a_changed_import_is_seen(tmp_path, capsys, monkeypatch):
+    import time
+
+    root = make_project(tmp_path / "p", {
+        "train.py": TOKENIZER.format("bert-base-uncased"),
+        "lib/__init__.py": "", "lib/tok.py": TOKENIZER.format("bert-base-cased"),
+        "lib/other.py": "import os\n"})
+    scans: list[int] = []
+    original = tlint.engine.scan_imports
+    monkeypatch.setattr(tlint.engine, "scan_imports", lambda text: scans.append(1) or original(text))
+    later = time.time_ns() + 10_000_000_000  # every file "settled": its scan is stored
+    monkeypatch.setattr(tlint.engine.time, "time_ns", lambda: later)
+    cold = _check(root, capsys, monkeypatch, "train.py")
+    assert '"TL104"' not in cold and len(scans) == 4  # train.py does not import lib/tok.py
+    scans.clear()
+    assert _check(root, capsys, monkeypatch, "train.py") == cold and scans == []
+    (root / "train.py").write_text("import lib.tok\n" + TOKENIZER.format("bert-base-uncased"), encoding="utf-8")
+    warm = _check(root, capsys, monkeypatch, "train.py")
+    assert len(scans) == 1 and '"TL104"' in warm  # the new import relates lib/tok.py
+    monkeypatch.setenv(NO_CACHE_ENV, "1")
+    assert _check(root, capsys, monkeypatch, "train.py") == warm

@@ -15,6 +15,16 @@ suppression comments) under a key made of everything the analysis depends on:
 - the other files the analysis read (DeepSpeed JSON configs named by literal paths,
   recorded through `note_input`), by content hash, absent ones included.
 
+The project phase's import scan (which files import which) is cached too, in one table
+per project (`imports.pickle`): each file's scanned module names under a key made of its
+`stat` (size, modification and change times in nanoseconds, inode), so a warm run does not
+even read the files whose key is unchanged. The key is the cheapest one that needs no
+read; it is safe because a scan is only stored for a file whose modification time is at
+least two seconds old when the table is written (a file rewritten within the timestamp
+granularity of its file system, with the same size, would otherwise keep a stale scan;
+such "racy" files are simply scanned again next run, as git does with its index), and the
+change time moves on every write, even when a tool restores the modification time.
+
 A warm run therefore parses nothing that did not change, and the cross-file phase runs
 from the cached facts as it does from fresh ones. Entries are written atomically (a
 temporary file, then `os.replace`); an entry that cannot be read, unpickled or does not
@@ -47,6 +57,7 @@ NO_CACHE_ENV = "TLINT_NO_CACHE"
 # Written into every cache folder: `tlint clean` removes only folders that carry it.
 _GITIGNORE = "# Created by tlint: this folder is tlint's cache (`tlint clean` removes it).\n*\n"
 _ENTRIES = "files"
+_IMPORTS = "imports.pickle"  # the project phase's import scans, one table per project
 _FORMAT = 1
 
 
@@ -212,6 +223,37 @@ class FileCache:
                 os.unlink(temp)
                 raise
         except OSError:
+            return
+
+    # --- the project phase's import scan ---------------------------------------------
+
+    def load_imports(self, settings: Settings) -> dict[str, tuple[tuple[int, ...], list[str]]]:
+        """The stored import scans of a project's files: {path: (stat key, imports)}, or {}
+        (absent, unreadable, from another tlint)."""
+        try:
+            with open(cache_dir_for(settings) / _IMPORTS, "rb") as stream:
+                fingerprint, table = pickle.load(stream)
+            if fingerprint == code_fingerprint() and isinstance(table, dict):
+                return table
+        except Exception:  # absent, truncated, corrupt: scan afresh
+            pass
+        return {}
+
+    def store_imports(self, settings: Settings, table: dict[str, tuple[tuple[int, ...], list[str]]]) -> None:
+        """Write the import scans atomically; silent on failure, like `store`."""
+        folder = cache_dir_for(settings)
+        try:
+            payload = pickle.dumps((code_fingerprint(), table), protocol=pickle.HIGHEST_PROTOCOL)
+            self._prepare(folder)
+            fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".pickle")
+            try:
+                with os.fdopen(fd, "wb") as stream:
+                    stream.write(payload)
+                os.replace(temp, folder / _IMPORTS)
+            except BaseException:
+                os.unlink(temp)
+                raise
+        except Exception:
             return
 
     def _prepare(self, folder: Path) -> None:

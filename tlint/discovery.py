@@ -98,12 +98,18 @@ class GitIgnore:
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         result = False
+        rels: dict[Path, str | None] = {}  # per .gitignore folder: most patterns share one
         for pattern in self._patterns(path.parent):
             if pattern.dir_only and not is_dir:
                 continue
-            try:
-                rel = path.relative_to(pattern.base).as_posix()
-            except ValueError:
+            if pattern.base in rels:
+                rel = rels[pattern.base]
+            else:
+                try:
+                    rel = rels[pattern.base] = path.relative_to(pattern.base).as_posix()
+                except ValueError:
+                    rel = rels[pattern.base] = None
+            if rel is None:
                 continue
             if pattern.regex.match(rel):
                 result = not pattern.negated

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import time
 import tokenize
 import traceback
 from concurrent.futures import ProcessPoolExecutor
@@ -17,6 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import libcst as cst
@@ -26,7 +28,7 @@ from tlint.config import ConfigResolver, Settings
 from tlint.diagnostics import Diagnostic, Fix, Position, Range
 from tlint.discovery import GitIgnore, _excluded, discover
 from tlint.positions import node_ranges
-from tlint.project import ImportGraph
+from tlint.project import ImportGraph, scan_imports
 from tlint.rules import ENGINE_CODES, lookup
 from tlint.rules.base import ProjectCondition, RelatedFacts, Report, Rule
 from tlint.source import FileIndex
@@ -562,11 +564,12 @@ class Linter:
                           overrides: dict[Path, str]) -> None:
         named = {r.path: r for r in results}
         projects: dict[Path, _Project] = {}
+        cache = self.cache if not overrides else None  # `--stdin-filename` runs write no cache
 
         def project_of(result: FileResult) -> _Project:
             root = settings_of[result.path].root
             if root not in projects:
-                projects[root] = _Project(root, self.settings_for, named, overrides)
+                projects[root] = _Project(root, self.settings_for, named, overrides, cache)
             return projects[root]
 
         for result in results:
@@ -639,11 +642,14 @@ def _decide(when: ProjectCondition, kinds: set[str], *, final: bool) -> bool | N
 class _Project:
     """The files of one project root, their import graph, and their facts on demand."""
 
-    def __init__(self, root: Path, settings_for, named: dict[Path, FileResult], overrides: dict[Path, str]) -> None:
+    def __init__(self, root: Path, settings_for, named: dict[Path, FileResult], overrides: dict[Path, str],
+                 cache: FileCache | None = None) -> None:
         self.root = root
         self.settings_for = settings_for
         self.named = named
-        self.texts: dict[Path, str] = {}
+        self.overrides = overrides
+        self.cache = cache
+        files: dict[Path, os.stat_result] = {}
         gitignore = GitIgnore()
         for folder, dirnames, filenames in os.walk(root):
             folder_path = Path(folder)
@@ -660,26 +666,57 @@ class _Project:
                     file = (folder_path / name).resolve()
                 except (OSError, RuntimeError):  # a symlink loop
                     continue
-                if file.is_file() and not gitignore.ignored(file, False):
-                    try:
-                        self.texts[file] = file.read_bytes().decode("utf-8", errors="replace")
-                    except OSError:
-                        continue
-        for path, text in overrides.items():
-            self.texts[path] = text
+                if file not in files and not gitignore.ignored(file, False):
+                    self._add(files, file)
         for path in named:
-            if path not in self.texts and path.is_file():
-                try:
-                    self.texts[path] = path.read_bytes().decode("utf-8", errors="replace")
-                except OSError:
-                    pass
-        self.graph = ImportGraph(root, self.texts)
+            if path not in files and path not in overrides:
+                self._add(files, path)
+        self.graph = ImportGraph(root, imports=self._scan_imports(files))
         self._facts: dict[Path, list[Fact]] = {}
         # Bit sets over `self.graph.order`: the files whose facts are read, and per fact
         # kind the files that have one, so a related set's kinds are a few integer ANDs.
         self._read = 0
         self._kind_files: dict[str, int] = {}
         self._shared: dict[tuple, RelatedFacts] = {}  # related sets handed to check_project
+
+    @staticmethod
+    def _add(files: dict[Path, os.stat_result], file: Path) -> None:
+        try:
+            stat = file.stat()
+        except OSError:
+            return
+        if S_ISREG(stat.st_mode):
+            files[file] = stat
+
+    def _scan_imports(self, files: dict[Path, os.stat_result]) -> dict[Path, list[str]]:
+        """Each file's imported module names: from the cache's table while the file's stat
+        key is unchanged (see tlint/cache.py), else read and scanned (and stored)."""
+        imports: dict[Path, list[str]] = {}
+        cache = self.cache
+        settings = self.settings_for(self.root, self.root) if cache is not None else None
+        stored = cache.load_imports(settings) if cache is not None else {}
+        table: dict[str, tuple[tuple[int, ...], list[str]]] = {}
+        settled = time.time_ns() - 2_000_000_000  # older than this: not "racy"
+        for file, stat in files.items():
+            if file in self.overrides:
+                continue
+            key = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+            entry = stored.get(str(file))
+            if entry is not None and entry[0] == key:
+                imports[file] = entry[1]
+            else:
+                try:
+                    text = file.read_bytes().decode("utf-8", errors="replace")
+                except OSError:
+                    continue
+                imports[file] = scan_imports(text)
+            if stat.st_mtime_ns < settled and stat.st_ctime_ns < settled:
+                table[str(file)] = (key, imports[file])
+        for path, text in self.overrides.items():
+            imports[path] = scan_imports(text)
+        if cache is not None and table != stored:
+            cache.store_imports(settings, table)
+        return imports
 
     def _other_project(self, folder: Path) -> bool:
         return self.settings_for(folder, self.root).root != self.root
@@ -690,7 +727,11 @@ class _Project:
             result = self.named.get(path)
             if result is None:
                 settings = self.settings_for(path.parent, self.root)
-                result = analyse_file(path, display_path(path), settings, text=self.texts.get(path), facts_only=True)
+                if path in self.overrides:
+                    result = analyse_file(path, display_path(path), settings, text=self.overrides[path],
+                                          facts_only=True)
+                else:  # as a named file is read (decoded like Python does), through the cache
+                    result = analyse_cached(self.cache, path, display_path(path), settings, facts_only=True)
             facts = self._facts[path] = result.facts
             bit = self.graph.bit.get(path)
             if bit is not None:

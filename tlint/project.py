@@ -40,7 +40,11 @@ def scan_imports(text: str) -> list[str]:
     return out
 
 
-def _resolve(module: str, importer: Path, root: Path, files: set[Path]) -> Path | None:
+def _resolve(module: str, importer: Path, root: Path, files: set[Path],
+             _bases: dict[Path, list[Path]] | None = None) -> Path | None:
+    """The project file `module`, imported by `importer`, names; it depends on `importer`
+    only through its folder (`ImportGraph` memoizes by folder and module). `_bases`: the
+    search folders of absolute imports per importer folder, shared between calls."""
     if module.startswith("."):
         dots = len(module) - len(module.lstrip("."))
         base = importer.parent
@@ -50,7 +54,12 @@ def _resolve(module: str, importer: Path, root: Path, files: set[Path]) -> Path 
         bases = [base]
     else:
         rest = module
-        bases = [importer.parent, *[p for p in importer.parent.parents if root in (p, *p.parents)]]
+        folder = importer.parent
+        bases = _bases.get(folder) if _bases is not None else None
+        if bases is None:
+            bases = [folder, *[p for p in folder.parents if root in (p, *p.parents)]]
+            if _bases is not None:
+                _bases[folder] = bases
     if not rest:
         return None
     rel = Path(*rest.split("."))
@@ -71,13 +80,24 @@ class ImportGraph:
     same set share one value.
     """
 
-    def __init__(self, root: Path, texts: dict[Path, str]) -> None:
-        files = set(texts)
+    def __init__(self, root: Path, texts: dict[Path, str] | None = None, *,
+                 imports: dict[Path, list[str]] | None = None) -> None:
+        """From the files' texts, or from their already scanned `imports` (`scan_imports`)."""
+        if imports is None:
+            imports = {file: scan_imports(text) for file, text in (texts or {}).items()}
+        files = set(imports)
         self.edges: dict[Path, set[Path]] = {f: set() for f in files}
         self.reverse: dict[Path, set[Path]] = {f: set() for f in files}
-        for file, text in texts.items():
-            for module in scan_imports(text):
-                target = _resolve(module, file, root, files)
+        resolved: dict[tuple[Path, str], Path | None] = {}
+        bases: dict[Path, list[Path]] = {}
+        for file, modules in imports.items():
+            folder = file.parent
+            for module in modules:
+                memo = (folder, module)
+                if memo in resolved:
+                    target = resolved[memo]
+                else:
+                    target = resolved[memo] = _resolve(module, file, root, files, bases)
                 if target is not None and target != file:
                     self.edges[file].add(target)
                     self.reverse[target].add(file)

@@ -342,3 +342,111 @@ def test_layer_sharing_parameter_names_with_its_caller_is_not_a_family(tmp_path)
                 return x + self.ff(self.ln2(x), padding_mask)
     '''
     assert lint(tmp_path, {"m.py": src}) == {("m.py", 6, CODE)}
+
+
+def test_deformable_attention_masks_encoder_values_with_attention_mask(tmp_path):
+    # the padding mask of the attended (encoder) states arrives as `attention_mask` and is
+    # applied to the values; `encoder_attention_mask` only keeps the decoder-layer signature
+    src = '''
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class DeformableAttention(nn.Module):
+            def forward(self, hidden_states, attention_mask=None, encoder_hidden_states=None,
+                        encoder_attention_mask=None, reference_points=None):
+                value = self.value_proj(encoder_hidden_states)
+                if attention_mask is not None:
+                    value = value.masked_fill(~attention_mask[..., None], 0.0)
+                weights = F.softmax(self.attention_weights(hidden_states), -1)
+                return self.sample(value, reference_points, weights)
+    '''
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+def test_cross_mask_unread_while_other_mask_only_masks_self_attention(tmp_path):
+    # attention_mask goes to self-attention; the cross-attention over encoder states ignores
+    # encoder_attention_mask: still reported
+    src = '''
+        import torch.nn as nn
+
+
+        class DecoderLayer(nn.Module):
+            def forward(self, hidden_states, attention_mask=None, encoder_hidden_states=None,
+                        encoder_attention_mask=None):
+                h = hidden_states + self.self_attn(hidden_states, attention_mask)
+                h = h + self.cross_attn(h, encoder_hidden_states, encoder_hidden_states)
+                return h + self.mlp(h)
+    '''
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 6, CODE)}
+
+
+def test_grid_position_embedding_reading_only_shapes_is_not_flagged(tmp_path):
+    # the embedding is built from the height/width of the input only: no values to mask
+    src = '''
+        import torch
+        import torch.nn as nn
+
+
+        class LearnedGridEmbedding(nn.Module):
+            def forward(self, pixel_values, pixel_mask=None):
+                height, width = pixel_values.shape[-2:]
+                cols = self.col(torch.arange(width, device=pixel_values.device))
+                rows = self.row(torch.arange(height, device=pixel_values.device))
+                pos = torch.cat([cols[None].repeat(height, 1, 1), rows[:, None].repeat(1, width, 1)], -1)
+                return pos.permute(2, 0, 1)[None].repeat(pixel_values.size(0), 1, 1, 1)
+    '''
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+def test_function_reading_values_and_ignoring_mask_still_flagged(tmp_path):
+    # reads the shape AND the values of x: the shape guard does not apply
+    src = '''
+        import torch.nn as nn
+
+
+        class Pool(nn.Module):
+            def forward(self, x, mask=None):
+                return x.sum(1) / x.shape[1]
+    '''
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 5, CODE)}
+
+
+def test_position_wise_link_layer_is_not_flagged(tmp_path):
+    # only adds and normalises: no position sees another, so padding cannot leak
+    src = '''
+        import torch.nn as nn
+
+
+        class LinkTower(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.norm = nn.LayerNorm(d)
+                self.beta = nn.Parameter(torch.tensor(0.5))
+
+            def forward(self, hidden_states, cross_states, attention_mask):
+                if self.kind == "add":
+                    return self.norm(hidden_states + cross_states)
+                elif self.kind == "interpolate":
+                    return self.norm(hidden_states * (1 - self.beta) + cross_states * self.beta)
+                raise NotImplementedError(f"link {self.kind}")
+    '''
+    assert lint(tmp_path, {"m.py": src}) == set()
+
+
+def test_layer_with_projection_ignoring_mask_still_flagged(tmp_path):
+    # a sub-layer call (not a norm): not position-wise by this guard, still reported
+    src = '''
+        import torch.nn as nn
+
+
+        class Layer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.norm = nn.LayerNorm(d)
+                self.mixer = Mixer(d)
+
+            def forward(self, x, attention_mask):
+                return self.norm(x + self.mixer(x))
+    '''
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 10, CODE)}

@@ -113,6 +113,80 @@ def _does_attention(fn: cst.FunctionDef) -> bool:
     return False
 
 
+_SHAPE_ATTRS = {"shape", "device", "dtype", "ndim", "size", "dim"}
+
+
+def _reads_only_shapes(fn: cst.FunctionDef, names: list[str]) -> bool:
+    """Every read of each of `names` takes only its shape, size, device or dtype
+    (`x.shape[-2:]`, `x.size(0)`, `x.device`): the function builds its output from the
+    geometry of its inputs (a learned or sine grid position embedding), never from their
+    values, so there is nothing a mask could be applied to."""
+    if not names:
+        return False
+    wanted = set(names)
+    allowed: set[int] = set()
+    for node in walk(fn.body):
+        if (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+                and node.value.value in wanted and node.attr.value in _SHAPE_ATTRS):
+            allowed.add(id(node.value))
+    occurrences = [n for n in walk(fn.body) if isinstance(n, cst.Name) and n.value in wanted]
+    return bool(occurrences) and all(id(n) in allowed for n in occurrences)
+
+
+_CROSS_WORDS = ("encoder", "cross")
+
+
+def _masks_encoder_states(fn: cst.FunctionDef, params: list[cst.Param], other_masks: list[str]) -> bool:
+    """Another mask the function reads is applied to the encoder-side states itself: it
+    appears in one statement with `encoder_hidden_states` or a value derived from it
+    (`value = self.value_proj(encoder_hidden_states)`; `value = value.masked_fill(~attention_mask, 0)`).
+    The padding mask of the attended states then arrives under that other name (multi-scale
+    deformable attention sharing its signature with the decoder layers), and the separate
+    encoder/cross mask is redundant."""
+    tainted = {p.name.value for p in params
+               if any(w in p.name.value.lower() for w in _CROSS_WORDS) and "mask" not in p.name.value.lower()}
+    if not tainted or not other_masks:
+        return False
+    for node in walk(fn.body):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Return)):
+            value = node.value
+            if value is None:
+                continue
+            used = {n.value for n in walk(value) if isinstance(n, cst.Name)}
+            if used & tainted and used & set(other_masks):
+                return True
+            if used & tainted and isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target])
+                for target in targets:
+                    tainted |= {n.value for n in walk(target) if isinstance(n, cst.Name)}
+    return False
+
+
+def _position_wise(fn: cst.FunctionDef, module_class) -> bool:
+    """The function only adds, scales and normalises its inputs: it calls a norm of the
+    class (`self.LayerNorm(a + b)`), every other call builds a raised error, and nothing
+    is indexed or looped over. No position sees another, so there is nothing a padding mask could keep out
+    (a link or fusion layer of a cross-modal tower taking the mask of its neighbours)."""
+    if module_class is None:
+        return False
+    raised: set[int] = set()
+    for node in walk(fn.body):
+        if isinstance(node, cst.Raise):
+            raised |= {id(n) for n in walk(node)}
+    normalises = False
+    for node in walk(fn.body):
+        if id(node) in raised:
+            continue
+        if isinstance(node, (cst.Subscript, cst.Lambda, cst.For, cst.While)):
+            return False
+        if isinstance(node, cst.Call):
+            if not module_class.is_norm_call(node):
+                return False
+            normalises = True
+    # an identity or placeholder body (`return x`) is not a layer that normalises
+    return normalises
+
+
 def _param_names(fn: cst.FunctionDef) -> tuple[str, ...]:
     params = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
     return tuple(p.name.value for p in params)
@@ -195,6 +269,17 @@ class UnusedMaskArgument(Rule):
             other_mask_read = any(p.name.value != name and "mask" in p.name.value.lower()
                                   and p.name.value in reads for p in params)
             if self._ignored_on_purpose(fn, param, other_mask_read):
+                continue
+            if any(w in name.lower() for w in _CROSS_WORDS) and _masks_encoder_states(
+                    fn, params, [p.name.value for p in params if p.name.value != name
+                                 and "mask" in p.name.value.lower() and p.name.value in reads]):
+                continue
+            data = [p.name.value for p in params if p.name.value not in ("self", "cls")
+                    and "mask" not in p.name.value.lower() and p.name.value in reads]
+            if not _does_attention(fn) and _reads_only_shapes(fn, data):
+                continue
+            owner = self._owner.get(id(fn))
+            if owner is not None and _position_wise(fn, ctx.models.classes.get(owner.name.value)):
                 continue
             where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
             ctx.report(param, f"parameter `{name}` of {where} is never read: the mask is silently ignored, "
