@@ -30,12 +30,12 @@ from tlint.verify.activations_report import PLOT_HINT
 from tlint.verify.probes import (
     _NORMS,
     AttentionCall,
-    AttentionCapture,
     Probe,
     ProbeContext,
     ProbeResult,
     _first_float,
     block_stack,
+    capture_attention,
 )
 
 # Activation functions whose output is bounded: (low, high) of the range; "saturated" is the
@@ -167,33 +167,6 @@ class ActivationRangesProbe(Probe):
             return self.result("pass", 0.0, detail=f"{len(table)} sub-layers in range ({seen})", activations=table)
         listed = "; ".join(f"{r['module']}: {', '.join(r['flags'])}" for r in flagged[:6])
         return self.result("fail", float(len(flagged)), flagged[0]["module"], listed, activations=table)
-
-
-def capture_attention(ctx: ProbeContext, ids: torch.Tensor, keep: torch.Tensor) -> list[AttentionCall]:
-    """Every attention computation of one forward, each named by the innermost module running."""
-    stack: list[str] = []
-
-    def enter(name):
-        def hook(_module, _args):
-            stack.append(name)
-        return hook
-
-    def leave(_module, _args, _output):
-        stack.pop()
-
-    handles = []
-    for name, module in ctx.model.named_modules():
-        if name:
-            handles += [module.register_forward_pre_hook(enter(name)), module.register_forward_hook(leave)]
-    capture = AttentionCapture(ctx.seq_len, stack)
-    try:
-        # grad on: nn.MultiheadAttention and nn.TransformerEncoder skip their fused fast paths
-        with torch.enable_grad(), capture:
-            ctx.caller(ctx.model, ids.to(ctx.device), keep.to(ctx.device) if ctx.caller.has_mask else None)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return capture.calls
 
 
 def per_head(call: AttentionCall, batch: int) -> torch.Tensor | None:

@@ -611,6 +611,33 @@ class AttentionCapture(TorchFunctionMode):
         self._record(weights, visible, max_logit)
 
 
+def capture_attention(ctx: ProbeContext, ids: torch.Tensor, keep: torch.Tensor) -> list[AttentionCall]:
+    """Every attention computation of one forward, each named by the innermost module running."""
+    stack: list[str] = []  # the modules being run, innermost last
+
+    def enter(name):
+        def hook(_module, _args):
+            stack.append(name)
+        return hook
+
+    def leave(_module, _args, _output):
+        stack.pop()
+
+    handles = []
+    for name, module in ctx.model.named_modules():
+        if name:
+            handles += [module.register_forward_pre_hook(enter(name)), module.register_forward_hook(leave)]
+    capture = AttentionCapture(ctx.seq_len, stack)
+    try:
+        # grad on: nn.MultiheadAttention and nn.TransformerEncoder skip their fused fast paths
+        with torch.enable_grad(), capture:
+            ctx.caller(ctx.model, ids.to(ctx.device), keep.to(ctx.device) if ctx.caller.has_mask else None)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return capture.calls
+
+
 class AttentionEntropyProbe(Probe):
     """Attention rows at init: over real query rows that see at least two keys, the mean
     entropy normalised by ln(visible keys) must be >= 0.3, at most half of the rows may put
@@ -623,29 +650,7 @@ class AttentionEntropyProbe(Probe):
 
     def run(self, ctx: ProbeContext) -> ProbeResult:
         ids, keep = ctx.padded_batch(ctx.generator(11))
-        stack: list[str] = []  # the modules being run, innermost last
-
-        def enter(name):
-            def hook(_module, _args):
-                stack.append(name)
-            return hook
-
-        def leave(_module, _args, _output):
-            stack.pop()
-
-        handles = []
-        for name, module in ctx.model.named_modules():
-            if name:
-                handles += [module.register_forward_pre_hook(enter(name)), module.register_forward_hook(leave)]
-        capture = AttentionCapture(ctx.seq_len, stack)
-        try:
-            # grad on: nn.MultiheadAttention and nn.TransformerEncoder skip their fused fast paths
-            with torch.enable_grad(), capture:
-                ctx.caller(ctx.model, ids.to(ctx.device), keep.to(ctx.device) if ctx.caller.has_mask else None)
-        finally:
-            for handle in handles:
-                handle.remove()
-        layers = [self.layer_stats(call, keep) for call in capture.calls]
+        layers = [self.layer_stats(call, keep) for call in capture_attention(ctx, ids, keep)]
         layers = [layer for layer in layers if layer is not None]
         if not layers:
             return self.skip("no attention seen (no softmax over (seq, seq) scores, no scaled_dot_product_attention)")
