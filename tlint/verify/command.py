@@ -19,6 +19,8 @@ from tlint.verify.options import (
     TRAINING_PROBES,
     OptionsError,
     VerifyOptions,
+    config_root,
+    load_config,
     resolve,
     select_probes,
 )
@@ -110,19 +112,7 @@ def _fail(fmt: str, kind: str, message: str) -> int:
 
 
 def load_options(args) -> VerifyOptions:
-    from tlint.config import ConfigError, default_settings, find_config, load_settings
-
-    try:
-        if args.config is not None:
-            if not args.config.is_file():
-                raise OptionsError(f"{args.config}: config file not found")
-            config_path = args.config
-        else:
-            config_path, _ = find_config(Path.cwd().resolve())
-        settings = (load_settings(config_path, Path.cwd()) if config_path
-                    else default_settings(Path.cwd().resolve()))
-    except ConfigError as exc:
-        raise OptionsError(str(exc)) from None
+    settings, config_path = load_config(args)
     flags = {key: getattr(args, dest, None) for dest, key in FLAG_KEYS.items()}
     if getattr(args, "artifacts", None) is not None:  # relative to the working directory, not the config
         flags["artifacts"] = str(Path(args.artifacts).resolve())
@@ -132,7 +122,7 @@ def load_options(args) -> VerifyOptions:
         except json.JSONDecodeError as exc:
             raise OptionsError(f"--model-kwargs must be a JSON object, e.g. '{{\"d_model\": 64}}': {exc}",
                                kind="usage") from None
-    root = config_path.parent.resolve() if config_path else Path.cwd().resolve()
+    root = config_root(config_path)
     options = resolve(settings.verify, config_path, root, flags, settings.causal_names, require_model=False)
     options.probes = select_probes(args.probe, optimizer=bool(options.optimizer))
     return options

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tlint.verify.options import OptionsError
+from tlint.verify.options import OptionsError, config_root, load_config
 
 # check -> (rules it confirms, question); the order they are reported in.
 CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -117,24 +117,11 @@ def resolve_data(config: dict[str, Any], config_path: Path | None, root: Path,
 
 
 def load_data_options(args) -> DataOptions:
-    from tlint.config import ConfigError, default_settings, find_config, load_settings
-
-    try:
-        if args.config is not None:
-            if not args.config.is_file():
-                raise OptionsError(f"{args.config}: config file not found")
-            config_path = args.config
-        else:
-            config_path, _ = find_config(Path.cwd().resolve())
-        settings = (load_settings(config_path, Path.cwd()) if config_path
-                    else default_settings(Path.cwd().resolve()))
-    except ConfigError as exc:
-        raise OptionsError(str(exc)) from None
+    settings, config_path = load_config(args)
     flags = {key: getattr(args, key.replace("-", "_"), None)
              for key in ("dataloader", "eval-dataloader", "pad-token-id", "eos-token-id", "vocab-size", "causal",
                          "padding-side", "timeout", "seed", "batches")}
-    root = config_path.parent.resolve() if config_path else Path.cwd().resolve()
-    return resolve_data(settings.verify, config_path, root, flags)
+    return resolve_data(settings.verify, config_path, config_root(config_path), flags)
 
 
 # --- parent: the command ---------------------------------------------------------------

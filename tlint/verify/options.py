@@ -172,3 +172,27 @@ def select_probes(names: list[str] | None, optimizer: bool = False) -> list[str]
         raise OptionsError(f"unknown probe `{unknown[0]}` (tlint verify --list-probes lists them: "
                            f"{', '.join([*every, *PROBE_GROUPS])})", kind="usage")
     return [n for n in every if n in names]
+
+
+def load_config(args):
+    """The settings of `--config`, else of the nearest config above the working directory
+    (defaults when there is none), and the config's path (None without one)."""
+    from tlint.config import ConfigError, default_settings, find_config, load_settings
+
+    try:
+        if args.config is not None:
+            if not args.config.is_file():
+                raise OptionsError(f"{args.config}: config file not found")
+            config_path = args.config
+        else:
+            config_path, _ = find_config(Path.cwd().resolve())
+        settings = (load_settings(config_path, Path.cwd()) if config_path
+                    else default_settings(Path.cwd().resolve()))
+    except ConfigError as exc:
+        raise OptionsError(str(exc)) from None
+    return settings, config_path
+
+
+def config_root(config_path) -> Path:
+    """The folder user code is imported from: the config's, else the working directory."""
+    return config_path.parent.resolve() if config_path else Path.cwd().resolve()
