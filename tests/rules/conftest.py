@@ -41,3 +41,15 @@ def lint(tmp_path: Path, files: dict[str, str], select: list[str], config: str |
     wanted = set(select) | {"TL003"}
     kept = [d for d in result.diagnostics if d.code in wanted and not d.suppressed]
     return sorted(found(kept, tmp_path))
+
+
+def lines_of(src: str, code: str, *needles: str, path: str = "m.py") -> set[tuple[str, int, str]]:
+    """The findings `code` on the lines of `src` (dedented) containing each needle, which must
+    each occur on exactly one line."""
+    lines = _source(src).splitlines()
+    out = set()
+    for needle in needles:
+        hits = [i + 1 for i, line in enumerate(lines) if needle in line]
+        assert len(hits) == 1, (needle, hits)
+        out.add((path, hits[0], code))
+    return out

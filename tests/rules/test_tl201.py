@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from tests.rules.conftest import lines_of as shared_lines_of
 from tests.rules.conftest import lint as lint_project
 
 CODE = "TL201"
@@ -21,13 +22,7 @@ def lint(tmp_path, files):
 
 
 def lines_of(src: str, *needles: str) -> set[tuple[str, int, str]]:
-    lines = _src(src).splitlines()
-    out = set()
-    for needle in needles:
-        hits = [i + 1 for i, line in enumerate(lines) if needle in line]
-        assert len(hits) == 1, (needle, hits)
-        out.add(("m.py", hits[0], CODE))
-    return out
+    return shared_lines_of(src, CODE, *needles)
 
 
 # --- torch.nn layers and norm_first -----------------------------------------------------
