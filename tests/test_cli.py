@@ -99,13 +99,6 @@ def test_no_arguments_is_a_usage_error(tmp_path):
     assert "usage: tlint" in proc.stderr
 
 
-@pytest.mark.parametrize("flag", ["--fix", "--unsafe-fixes", "--diff"])
-def test_fixes_not_implemented_yet(project, flag):
-    proc = run_tlint(flag, ".", cwd=project)
-    assert proc.returncode == 2
-    assert "fixes are not implemented yet" in proc.stderr
-
-
 @pytest.mark.parametrize("fmt", ["junit"])
 def test_planned_formats_exit_2(project, fmt):
     proc = run_tlint("--format", fmt, ".", cwd=project)

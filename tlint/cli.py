@@ -81,9 +81,11 @@ def build_parser() -> _Parser:
                        help="lowest severity that gives exit 1 (default: warning)")
     check.add_argument("--config", type=Path, metavar="FILE", help="use this config file for every file")
     check.add_argument("--verbose", "-v", action="store_true", help="tracebacks of internal errors, timings")
-    check.add_argument("--fix", action="store_true", help="apply safe fixes (not implemented yet)")
-    check.add_argument("--unsafe-fixes", action="store_true", help="apply unsafe fixes too (not implemented yet)")
-    check.add_argument("--diff", action="store_true", help="show fixes as a diff (not implemented yet)")
+    check.add_argument("--fix", action="store_true", help="apply the safe fixes, then report what is left")
+    check.add_argument("--unsafe-fixes", action="store_true",
+                       help="apply the unsafe fixes too (implies --fix unless --diff)")
+    check.add_argument("--diff", action="store_true",
+                       help="print the fixes as a unified diff and write nothing (exit 1 if there are any)")
     check.set_defaults(handler=_check)
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
@@ -204,8 +206,6 @@ def _error(message: str) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    if args.fix or args.unsafe_fixes or args.diff:
-        raise UsageError("fixes are not implemented yet (--fix, --unsafe-fixes, --diff)")
     if args.format in PLANNED_FORMATS:
         raise UsageError(f"--format {args.format} is not implemented yet")
 
@@ -231,6 +231,8 @@ def _check(args: argparse.Namespace) -> int:
                         select=selections["select"] if args.select else None,
                         extend_select=selections["extend_select"], ignore=selections["ignore"],
                         cache=not args.no_cache)
+        if args.fix or args.unsafe_fixes or args.diff:
+            return _fix(args, linter, paths, stdin)
         result = linter.run(paths, stdin=stdin)
     except ConfigError as exc:
         return _error(str(exc))
@@ -250,6 +252,56 @@ def _check(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"{diag.path}: {diag.code} ({diag.name}) detail:\n{diag.detail}\n")
         sys.stderr.write(f"tlint: checked {len(result.files)} files in {elapsed:.3f}s "
                          f"({linter.jobs} job{'s' if linter.jobs != 1 else ''})\n")
+    return _exit_code(result, args)
+
+
+def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
+    """--fix / --unsafe-fixes / --diff: apply fixes until stable (tlint/fixes.py), then
+    write the changed files (or print the diff, or the fixed standard input) and report
+    what is left. The exit code reflects what is left (with --diff: 1 if anything would change)."""
+    from tlint.fixes import fix_run, unified_diff, write_atomic
+    from tlint.reporters import Report, SourceLines, render
+
+    outcome = fix_run(linter, paths, unsafe=args.unsafe_fixes, stdin=stdin)
+    result = outcome.result
+    displays = {path: display for display, path in result.paths.items()}
+    total, changed = outcome.total, outcome.changed
+    plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
+    if args.diff:
+        for path in changed:
+            sys.stdout.write(unified_diff(displays.get(path, path.as_posix()), outcome.originals[path],
+                                          outcome.texts[path]))
+        sys.stdout.flush()
+        sys.stderr.write(f"tlint: would fix {plural(total, 'finding')} in {plural(len(changed), 'file')}\n")
+        for message in result.errors:
+            sys.stderr.write(f"tlint: error: {message}\n")
+        if result.internal_errors or result.errors:
+            return 2
+        return 1 if changed else 0
+    if stdin is not None:  # editors: the fixed source on stdout, what is left on stderr
+        stdin_path = stdin[0].absolute()
+        sys.stdout.write(outcome.texts.get(stdin_path, stdin[1]))
+        sys.stdout.flush()
+        out, sources = sys.stderr, {stdin[0].as_posix(): outcome.texts.get(stdin_path, stdin[1])}
+    else:
+        failed = []
+        for path in changed:
+            try:
+                write_atomic(path, outcome.texts[path])
+            except OSError as exc:
+                failed.append(f"cannot write the fixes to {displays.get(path, path)}: {exc.strerror or exc}")
+        result.errors.extend(failed)
+        out, sources = sys.stdout, None
+    shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
+    report = Report(shown, result.files, result.parse_errors, SourceLines(sources),
+                    hidden_suppressed=len(result.diagnostics) - len(shown))
+    render(args.format, report, out, statistics=args.statistics)
+    out.flush()
+    left = sum(1 for d in result.diagnostics if not d.suppressed)
+    sys.stderr.write(f"tlint: fixed {plural(total, 'finding')} in {plural(len(outcome.applied), 'file')}"
+                     f", {left} left\n")
+    for message in result.errors:
+        sys.stderr.write(f"tlint: error: {message}\n")
     return _exit_code(result, args)
 
 

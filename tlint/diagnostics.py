@@ -50,9 +50,13 @@ class Edit:
 class Fix:
     applicability: str  # "safe" | "unsafe"
     edits: tuple[Edit, ...]
+    message: str = ""  # what the fix does (a code action's title); omitted from JSON when empty
 
     def to_json(self) -> dict[str, Any]:
-        return {"applicability": self.applicability, "edits": [e.to_json() for e in self.edits]}
+        out: dict[str, Any] = {"applicability": self.applicability, "edits": [e.to_json() for e in self.edits]}
+        if self.message:
+            out["message"] = self.message
+        return out
 
 
 @dataclass(slots=True)

@@ -25,8 +25,9 @@ import libcst as cst
 
 from tlint.cache import FileCache, cache_disabled_by_env, recording_inputs
 from tlint.config import ConfigResolver, Settings
-from tlint.diagnostics import Diagnostic, Fix, Position, Range
+from tlint.diagnostics import Diagnostic, Edit, Fix, Position, Range
 from tlint.discovery import GitIgnore, _excluded, discover
+from tlint.fixes import FileLines, PendingFix, anchors, resolve_fix
 from tlint.positions import node_ranges
 from tlint.project import ImportGraph, scan_imports
 from tlint.rules import ENGINE_CODES, lookup
@@ -383,6 +384,7 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
     from tlint.views.facts import POSITIONED
 
     nodes = [report.node for _, report in ctx.reports] + [node for kind, node, _ in facts if kind in POSITIONED]
+    nodes += [node for _, report in ctx.reports if isinstance(report.fix, PendingFix) for node in anchors(report.fix)]
     try:
         ranges = node_ranges(module, nodes)
     except RecursionError:
@@ -393,9 +395,14 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
         result.facts.append(Fact(kind, ranges.get(node, Range.point(1)) if kind in POSITIONED else None, data))
     if facts_only:
         return result
+    lines = None
     for rule, report in ctx.reports:  # `severity` overrides are applied in Linter._finish_file
+        found = report.fix
+        if isinstance(found, PendingFix):
+            lines = lines or FileLines(text)
+            found = resolve_fix(found, module, lines, ranges)
         diag = Diagnostic(rule.code, rule.name, rule.severity, report.message, display,
-                          ranges.get(report.node, Range.point(1)), report.fix)
+                          ranges.get(report.node, Range.point(1)), found)
         if report.when is None:
             result.diagnostics.append(diag)
         else:
@@ -436,6 +443,10 @@ class RunResult:
     files: list[str]
     parse_errors: int = 0
     errors: list[str] = field(default_factory=list)  # usage problems (missing paths)
+    paths: dict[str, Path] = field(default_factory=dict)  # display path -> the file's path
+
+    def path_of(self, display: str) -> Path | None:
+        return self.paths.get(display)
 
     @property
     def internal_errors(self) -> int:
@@ -495,26 +506,32 @@ class Linter:
             self._overridden[key] = settings
         return settings
 
-    def run(self, paths: list[Path], *, stdin: tuple[Path, str] | None = None) -> RunResult:
+    def run(self, paths: list[Path], *, stdin: tuple[Path, str] | None = None,
+            overrides: dict[Path, str] | None = None) -> RunResult:
+        """Lint `paths` (or the one `stdin` text). `overrides` maps absolute paths of files
+        on disk to texts that replace their contents for this run (`--fix --diff` passes);
+        a run with overrides neither reads nor writes the cache."""
         errors: list[str] = []
+        overrides = dict(overrides or {})
         if stdin is not None:
             stdin_path = stdin[0].absolute()
             files = [(stdin_path, stdin_path.parent)]
+            overrides = {stdin_path: stdin[1]}
         else:
             files, errors = discover(paths, self.settings_for)
         tasks = []
         for file, cli_root in files:
             settings = self.settings_for(file.parent, cli_root)
-            text = stdin[1] if stdin is not None else None
-            tasks.append((file, display_path(file) if stdin is None else stdin[0].as_posix(), settings, text))
-        results = self._analyse_cached(tasks) if self.cache is not None and stdin is None else self._analyse_all(tasks)
-        overrides = {stdin_path: stdin[1]} if stdin is not None else {}
+            tasks.append((file, display_path(file) if stdin is None else stdin[0].as_posix(), settings,
+                          overrides.get(file)))
+        results = self._analyse_cached(tasks) if self.cache is not None and not overrides else self._analyse_all(tasks)
         self._resolve_projects(results, {t[0]: t[2] for t in tasks}, overrides)
         diagnostics: list[Diagnostic] = []
         for result, (_, _, settings, _) in zip(results, tasks):
             diagnostics.extend(self._finish_file(result, settings))
         diagnostics.sort(key=Diagnostic.sort_key)
-        return RunResult(diagnostics, [t[1] for t in tasks], sum(r.parse_error for r in results), errors)
+        return RunResult(diagnostics, [t[1] for t in tasks], sum(r.parse_error for r in results), errors,
+                         {t[1]: t[0] for t in tasks})
 
     def _analyse_cached(self, tasks) -> list[FileResult]:
         """Phase 1 through the cache: stored results for unchanged files, a fresh analysis
@@ -790,16 +807,16 @@ class _Project:
 def _unused_suppressions(result: FileResult, enabled: set[str]) -> list[Diagnostic]:
     out = []
 
-    def report(sup: Suppression, message: str) -> None:
+    def report(sup: Suppression, message: str, fix: Fix | None = None) -> None:
         where = Range(Position(sup.line, sup.column), Position(sup.line, sup.end_column))
-        out.append(Diagnostic("TL002", "unused-suppression", "info", message, result.display, where))
+        out.append(Diagnostic("TL002", "unused-suppression", "info", message, result.display, where, fix))
 
     for sup in result.suppressions:
         if sup.kind != "tlint":
             continue
         if not sup.selectors:
             if not sup.used:
-                report(sup, "suppression comment suppresses nothing")
+                report(sup, "suppression comment suppresses nothing", _remove_suppression(sup))
             continue
         rules = {s: lookup(s) for s in sup.selectors}
         unknown = [s for s, rule in rules.items() if rule is None]
@@ -808,5 +825,36 @@ def _unused_suppressions(result: FileResult, enabled: set[str]) -> list[Diagnost
         if unknown:
             report(sup, f"suppression names unknown rule(s): {', '.join(unknown)}")
         if unused:
-            report(sup, f"unused suppression of {', '.join(unused)}")
+            kept = [s for s in sup.selectors if s not in unused]
+            report(sup, f"unused suppression of {', '.join(unused)}",
+                   _keep_selectors(sup, kept) if kept else _remove_suppression(sup))
     return out
+
+
+def _remove_suppression(sup: Suppression) -> Fix | None:
+    """Delete the comment (its whole line when it stands alone). Text after it on the line
+    is its reason (`# tlint: ignore[TL101] padded upstream`) and goes too, unless it is
+    another comment (`# tlint: ignore  # type: ignore`), which stays."""
+    line = sup.text
+    if not line or line[sup.column - 1:sup.end_column - 1].lstrip()[:1] != "#":
+        return None
+    message = "Remove the unused suppression"
+    if sup.standalone:
+        return Fix("safe", (Edit(Range(Position(sup.line, 1), Position(sup.line + 1, 1)), ""),), message)
+    start = len(line[:sup.column - 1].rstrip()) + 1
+    rest = line[sup.end_column - 1:]
+    if rest.strip().startswith("#"):
+        end = sup.end_column + (len(rest) - len(rest.lstrip()))
+        replacement = "  "
+    else:
+        end = len(line) + 1
+        replacement = ""
+    return Fix("safe", (Edit(Range(Position(sup.line, start), Position(sup.line, end)), replacement),), message)
+
+
+def _keep_selectors(sup: Suppression, kept: list[str]) -> Fix | None:
+    if sup.bracket is None:
+        return None
+    start, end = sup.bracket
+    return Fix("safe", (Edit(Range(Position(sup.line, start), Position(sup.line, end)), ", ".join(kept)),),
+               "Remove the unused codes from the suppression")

@@ -26,6 +26,8 @@ class Suppression:
     standalone: bool  # the comment is alone on its line
     kind: str  # "tlint" or "noqa"
     used: set[str] = field(default_factory=set)
+    text: str = ""  # the whole line (for the fix that removes the comment)
+    bracket: tuple[int, int] | None = None  # 1-based columns [start, end) of the selector list
 
     def matches(self, code: str, name: str) -> bool:
         return not self.selectors or code in self.selectors or name in self.selectors
@@ -42,9 +44,11 @@ def parse_suppressions(text: str) -> list[Suppression]:
         match = _TLINT.search(line)
         if match:
             selectors = tuple(s.strip() for s in (match.group(2) or "").split(",") if s.strip())
+            bracket = (match.start(2) + 1, match.end(2) + 1) if match.group(2) is not None else None
             out.append(
                 Suppression(lineno, match.start() + 1, match.end() + 1, selectors,
-                            match.group(1).lower() == "ignore-file", standalone, "tlint")
+                            match.group(1).lower() == "ignore-file", standalone, "tlint",
+                            text=line, bracket=bracket)
             )
             continue
         match = _NOQA.search(line)
