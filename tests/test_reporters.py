@@ -193,6 +193,18 @@ def test_text_with_no_findings():
     assert rendered("text", Report([], ["a.py", "b.py"], 0), color=False) == "No findings in 2 files.\n"
 
 
+def test_text_marks_fixable_findings_and_counts_them():
+    edit = Edit(Range(Position(1, 1), Position(1, 2)), "y")
+    report = Report([diag(fix=Fix("safe", (edit,))), diag(start=(2, 1), end=(2, 1), fix=Fix("unsafe", (edit,))),
+                     diag(start=(3, 1), end=(3, 1))], ["a.py"], 0)
+    out = rendered("text", report, color=False)
+    headlines = [line for line in out.splitlines() if line.startswith("a.py:")]
+    assert headlines[0].endswith("(missing-attention-mask) [*]")
+    assert headlines[1].endswith("(missing-attention-mask) [unsafe fix]")
+    assert headlines[2].endswith("(missing-attention-mask)")
+    assert out.rstrip().endswith("[*] 1 fixable with `tlint check --fix` (1 more with --unsafe-fixes).")
+
+
 def test_statistics_rows_most_frequent_first():
     rows = statistics_rows([diag(), diag(code="TL201", name="x", severity="warning"),
                             diag(code="TL201", name="x", severity="warning")])

@@ -37,6 +37,21 @@ def render(report: Report, stream: TextIO, *, color: bool | None = None) -> None
     console.print(_summary(report))
     if report.diagnostics:
         console.print(_table(statistics_rows(report.diagnostics), header=False))
+        fixable = _fixable(report.diagnostics)
+        if fixable:
+            console.print(Text(fixable, style="cyan"))
+
+
+def _fixable(diagnostics) -> str:
+    """"[*] 2 fixable with `tlint check --fix` (1 more with --unsafe-fixes)." or ""."""
+    safe = sum(1 for d in diagnostics if d.fix is not None and not d.suppressed and d.fix.applicability == "safe")
+    unsafe = sum(1 for d in diagnostics if d.fix is not None and not d.suppressed and d.fix.applicability != "safe")
+    if not safe and not unsafe:
+        return ""
+    if not safe:
+        return f"{_plural(unsafe, 'fix')} available with `tlint check --fix --unsafe-fixes`."
+    more = f" ({unsafe} more with --unsafe-fixes)" if unsafe else ""
+    return f"[*] {safe} fixable with `tlint check --fix`{more}."
 
 
 def render_statistics(report: Report, stream: TextIO, *, color: bool | None = None) -> None:
@@ -53,6 +68,8 @@ def _headline(diag: Diagnostic) -> Text:
     text.append(f" [{diag.severity}] ")
     text.append(diag.message)
     text.append(f" ({diag.name})", style="dim")
+    if diag.fix is not None and not diag.suppressed:
+        text.append(" [*]" if diag.fix.applicability == "safe" else " [unsafe fix]", style="cyan")
     if diag.suppressed:
         text.append(" [suppressed]", style="dim")
     return text
