@@ -18,7 +18,13 @@ Reported, in one run (wall seconds of whole processes, best of `--repeat`):
 - per-rule / per-view / per-phase seconds (bench/profile_rules.py, one job, in process);
 - Fixit 2.2.1 and TorchFix 0.7.0 on the same files when `--peers VENV` has them
   (`python -m venv VENV && VENV/bin/pip install fixit==2.2.1 torchfix==0.7.0`);
-- a byte-identity check: the JSON output of jobs 1, jobs 2 (and the warm run) are equal.
+- a byte-identity check: the JSON output of jobs 1, jobs 2 (and the warm run) are equal;
+- the pre-filter: how many files it keeps from LibCST, the cold `--jobs 2` run without it
+  (`TLINT_NO_PREFILTER=1`), and a byte-identity check of the two outputs.
+
+`python bench/bench.py --prefilter-audit PATH...` instead checks the pre-filter on any
+folder (e.g. the standard library's `Lib`): identical output with and without it, and every
+rule's and extractor's tokens on their own (bench/prefilter_audit.py).
 
 `--tlint-path TREE` times another checkout (e.g. a `git worktree` of an older commit).
 """
@@ -133,6 +139,33 @@ def warm_figures(args, corpus, files, *, warm_cmd, env, fig, expected) -> None:
           f"one file touched: {fig['warm_touched']:.2f} s")
 
 
+COUNT_PREFILTERED = r"""
+import sys
+from pathlib import Path
+from tlint.config import ConfigResolver
+from tlint.engine import Linter, prefilter_skips, read_text
+linter = Linter(ConfigResolver(), select=["ALL"])
+print(sum(prefilter_skips(text, linter.settings_for(Path(f).resolve().parent))
+          for f in sys.argv[1:] for text in [read_text(Path(f), f)] if isinstance(text, str)))
+"""
+
+
+def prefilter_figures(args, fig, rel, *, tlint, env, cwd, expected, has_cache) -> None:
+    """Files the pre-filter keeps from LibCST, and the cold `--jobs 2` run without it."""
+    counted = subprocess.run([sys.executable, "-c", COUNT_PREFILTERED, *rel], check=False, env=env, cwd=cwd,
+                             capture_output=True, text=True)
+    if counted.returncode != 0:
+        print("pre-filter: not in this tlint")
+        return
+    fig["prefiltered_files"] = int(counted.stdout)
+    cold = [*tlint, "--jobs", "2", *(["--no-cache"] if has_cache else []), "hf100k"]
+    fig["cold_j2_no_prefilter"], _, out = best(args.repeat, cold, env=dict(env, TLINT_NO_PREFILTER="1"), cwd=cwd)
+    fig["identical_prefilter"] = out == expected
+    print(f"pre-filter: {fig['prefiltered_files']} of {len(rel)} files not parsed by LibCST; cold --jobs 2 "
+          f"without it {fig['cold_j2_no_prefilter']:.2f} s (with it {fig['cold_j2']:.2f} s); identical JSON "
+          f"output: {fig['identical_prefilter']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "tlint-bench")
@@ -142,7 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=["cold"], help="only the cold runs (jobs 1 and 2) and the floor")
     parser.add_argument("--repeat", type=int, default=1, help="best of N for the corpus runs (default 1)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--prefilter-audit", nargs="+", metavar="PATH",
+                        help="only check the pre-filter on these files/folders (bench/prefilter_audit.py)")
     args = parser.parse_args(argv)
+    if args.prefilter_audit:
+        sys.path.insert(0, str(REPO / "bench"))
+        from prefilter_audit import main as audit
+
+        return audit(args.prefilter_audit)
 
     args.work.mkdir(parents=True, exist_ok=True)
     corpus, files, lines = build_corpus(args.work, args.wheel)
@@ -173,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     fig["speedup_j2"] = fig["cold_j1"] / fig["cold_j2"]
     fig["identical_j1_j2"] = outputs[1] == outputs[2]
     print(f"--jobs 1 / --jobs 2: {fig['speedup_j2']:.2f} x; identical JSON output: {fig['identical_j1_j2']}")
+    prefilter_figures(args, fig, rel, tlint=tlint, env=env, cwd=cwd, expected=outputs[2], has_cache=has_cache)
     findings = json.loads(outputs[2])
     fig["findings"] = len(findings["diagnostics"]) if isinstance(findings, dict) and "diagnostics" in findings \
         else len(findings) if isinstance(findings, list) else -1
@@ -210,12 +251,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"tlint --jobs 1 is {fig[tool] / fig['cold_j1']:.2f} x faster")
 
         prof = subprocess.run([py, str(REPO / "bench" / "profile_rules.py"), "--json", "hf100k"], env=env, cwd=cwd,
-                              capture_output=True, text=True, check=True)
-        data = json.loads(prof.stdout)
-        print(f"per rule / view / phase (one job, instrumented, {data['total']:.2f} s in all), top 15:")
-        for name, seconds in list(data["seconds"].items())[:15]:
-            print(f"  {seconds:7.2f} s  {name}")
-        fig["profile"] = data["seconds"]
+                              capture_output=True, text=True, check=False)
+        if prof.returncode != 0:  # a tree older than tlint/profile.py
+            print(f"per rule / view / phase: not measured ({prof.stderr.strip().splitlines()[-1:]})")
+        else:
+            data = json.loads(prof.stdout)
+            print(f"per rule / view / phase (one job, instrumented, {data['total']:.2f} s in all), top 15:")
+            for name, seconds in list(data["seconds"].items())[:15]:
+                print(f"  {seconds:7.2f} s  {name}")
+            fig["profile"] = data["seconds"]
     fig["load_after"] = os.getloadavg()[0]
     print(f"load average after: {fig['load_after']:.2f}")
     if args.json:

@@ -99,20 +99,6 @@ def test_no_arguments_is_a_usage_error(tmp_path):
     assert "usage: tlint" in proc.stderr
 
 
-@pytest.mark.parametrize("fmt", ["junit"])
-def test_planned_formats_exit_2(project, fmt):
-    proc = run_tlint("--format", fmt, ".", cwd=project)
-    assert proc.returncode == 2
-    assert f"--format {fmt} is not implemented yet" in proc.stderr
-
-
-@pytest.mark.parametrize("command", ["lsp"])
-def test_unbuilt_subcommands_exit_2(tmp_path, command):
-    proc = run_tlint(command, "--model", "pkg.mod:factory", cwd=tmp_path)
-    assert proc.returncode == 2
-    assert f"tlint {command} is not implemented in this version yet" in proc.stderr
-
-
 def test_fail_on_threshold(project):
     assert run_tlint("--fail-on", "error", ".", cwd=project).returncode == 1
     assert run_tlint("--fail-on", "info", "good.py", cwd=project).returncode == 0

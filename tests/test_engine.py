@@ -338,10 +338,10 @@ def test_a_parser_crash_in_a_worker_becomes_tl001(tmp_path, monkeypatch):
 
     real_parse = tlint.engine.parse_source
 
-    def crashing_parse(text, display):
+    def crashing_parse(text, display, **kwargs):
         if "CRASH_ME" in text:
             os._exit(139)  # what a segfault in the native parser looks like to the pool
-        return real_parse(text, display)
+        return real_parse(text, display, **kwargs)
 
     monkeypatch.setattr(tlint.engine, "parse_source", crashing_parse)
     monkeypatch.setattr(tlint.engine, "_PARALLEL_MIN_BYTES", 0)

@@ -1,5 +1,6 @@
-"""`tlint check --format sarif`: a SARIF 2.1.0 log that is structurally valid, carries
-every diagnostic of the JSON output, and counts columns in UTF-16 code units."""
+"""`tlint check --format sarif`: a SARIF 2.1.0 log valid against the official OASIS schema
+(tests/sarif-schema-2.1.0.json), that carries every diagnostic of the JSON output, its
+fixes and its rules' documents, and counts columns in UTF-16 code units."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tests.cliutil import REPO, SYNTAX_ERROR, make_project, run_tlint
-from tests.sarifcheck import check_sarif
+from tests.cliutil import REPO, SYNTAX_ERROR, main_in, make_project, run_tlint
+from tests.sarifcheck import SCHEMA_PATH, check_sarif
 from tlint.diagnostics import Diagnostic, Edit, Fix, Position, Range
+from tlint.docs import rule_doc
 from tlint.reporters import Report, SourceLines, render
 from tlint.reporters.sarif import artifact_location, error_log
 
@@ -108,11 +110,19 @@ def test_structural_check_rejects_broken_logs():
     good = error_log("config", "bad key")
     check_sarif(good)
     assert good["runs"][0]["invocations"][0]["executionSuccessful"] is False
-    for broken in ({**good, "version": "2.0.0"}, {**good, "runs": []},
-                   {**good, "runs": [{**good["runs"][0], "results": [{"ruleId": "TL101", "level": "fatal",
-                                                                     "message": {"text": "x"}}]}]}):
+    run = good["runs"][0]
+    for broken in ({**good, "version": "2.0.0"}, {**good, "extra": 1},
+                   {**good, "runs": [{**run, "results": [{"ruleId": "TL101", "level": "fatal",
+                                                          "message": {"text": "x"}}]}]},
+                   {**good, "runs": [{**run, "results": [{"ruleId": "TL101", "message": {"markdown": "x"}}]}]},
+                   {**good, "runs": [{**run, "results": [{"ruleId": "TL101", "message": {"text": "x"}, "locations": [
+                       {"physicalLocation": {"artifactLocation": {"uri": "a.py"}, "region": {"startLine": 0}}}]}]}]},
+                   {**good, "runs": [{**run, "results": [{"ruleId": "TL101", "message": {"text": "x"},
+                                                          "fixes": [{"description": {"text": "y"}}]}]}]}):
         with pytest.raises(jsonschema.ValidationError):
             check_sarif(broken)
+    with pytest.raises(AssertionError):
+        check_sarif({**good, "runs": []})
     mismatched = {**good, "runs": [{**good["runs"][0], "tool": {"driver": {"name": "tlint", "rules": [{"id": "TL102"}]}},
                                     "results": [{"ruleId": "TL101", "ruleIndex": 0, "message": {"text": "x"}}]}]}
     with pytest.raises(AssertionError):
@@ -131,3 +141,39 @@ def test_unreadable_source_still_renders():
     log = _sarif(Report([_diag(path="gone.py", start=(3, 4), end=(3, 9))], ["gone.py"], 0))
     check_sarif(log)
     assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startColumn"] == 4
+
+
+def test_vendored_schema_is_the_official_errata01_schema():
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    assert schema["id"] == "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+    assert schema["$schema"] == "http://json-schema.org/draft-04/schema#"
+    notice = SCHEMA_PATH.with_name("SARIF-SCHEMA-LICENSE.txt").read_text(encoding="utf-8")
+    assert "OASIS Open" in notice and "All Rights Reserved" in notice
+
+
+def test_check_with_a_fix_is_valid_with_rule_help_and_artifact_changes(tmp_path, capsys, monkeypatch):
+    source = 'import torch\n\nx = "😀"  # tlint: ignore[TL101]\n# tlint: ignore\ny = 2\n'
+    make_project(tmp_path, {"a.py": source})
+    proc = main_in(tmp_path, "check", "--extend-select", "TL002", "--no-cache", "--format", "sarif", "a.py",
+                   capsys=capsys, monkeypatch=monkeypatch)
+    assert proc.returncode == 0, proc.stderr  # TL002 is info
+    log = json.loads(proc.stdout)
+    check_sarif(log)
+    (run,) = log["runs"]
+    assert run["columnKind"] == "utf16CodeUnits"
+    (rule,) = run["tool"]["driver"]["rules"]
+    assert rule["id"] == "TL002" and rule["help"]["markdown"] == rule["help"]["text"] == rule_doc("TL002")
+    assert rule["fullDescription"]["text"].startswith("Reports a `# tlint: ignore[...]`")
+    first, second = run["results"]
+    (fix,) = first["fixes"]
+    assert fix["description"]["text"] == "Remove the unused suppression"
+    assert fix["properties"] == {"applicability": "safe"}
+    (change,) = fix["artifactChanges"]
+    assert change["artifactLocation"] == {"uri": "a.py", "uriBaseId": "%SRCROOT%"}
+    # `x = "😀"` before the comment: the emoji is two UTF-16 units, so code-point columns 8
+    # (the spaces before the `#`) and 32 (the end of the line) are UTF-16 columns 9 and 33.
+    assert change["replacements"] == [{"deletedRegion": {"startLine": 3, "startColumn": 9, "endLine": 3,
+                                                         "endColumn": 33}, "insertedContent": {"text": ""}}]
+    (change,) = second["fixes"][0]["artifactChanges"]  # a whole comment line
+    assert change["replacements"][0]["deletedRegion"] == {"startLine": 4, "startColumn": 1, "endLine": 5,
+                                                          "endColumn": 1}

@@ -100,6 +100,9 @@ def note_input(path: Path) -> None:
     is only reused while that file is unchanged. Views that read files call this."""
     if _recording:
         _recording[-1].add(path)
+    from tlint.memo import seen_file
+
+    seen_file(path)
 
 
 @contextmanager
@@ -125,12 +128,12 @@ def _file_digest(path: Path) -> str | None:
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """tlint's version and the state of its modules, the Python and LibCST versions."""
-    import libcst
+    from importlib.util import find_spec
 
     from tlint import __version__
 
     package = Path(__file__).resolve().parent
-    parts = [__version__, sys.version, getattr(libcst, "__version__", "?"), str(_FORMAT)]
+    parts = [__version__, sys.version, _libcst_version(find_spec("libcst")), str(_FORMAT)]
     for folder, dirnames, filenames in os.walk(package):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for name in sorted(filenames):
@@ -142,6 +145,22 @@ def code_fingerprint() -> str:
                 rel = os.path.relpath(os.path.join(folder, name), package)
                 parts.append(f"{rel}:{stat.st_size}:{stat.st_mtime_ns}")
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+
+
+def _libcst_version(spec) -> str:
+    """LibCST's version without importing it (the warm path does not need it): its
+    `_version.py`, or the size and time of its `__init__.py`."""
+    if spec is None or not spec.origin:
+        return "?"
+    package = Path(spec.origin).parent
+    try:
+        return (package / "_version.py").read_text(encoding="utf-8")
+    except OSError:
+        try:
+            stat = os.stat(spec.origin)
+        except OSError:
+            return "?"
+        return f"{spec.origin}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def settings_fingerprint(settings: Settings) -> str:
@@ -175,7 +194,8 @@ class FileCache:
         if cached is None or cached[0] is not settings:
             cached = self._settings_keys[id(settings)] = (settings, settings_fingerprint(settings))
         content = hashlib.blake2b(data, digest_size=16).hexdigest()
-        return "\0".join((code_fingerprint(), cached[1], str(path), display, content))
+        prefilter = os.environ.get("TLINT_NO_PREFILTER", "") in ("", "0")  # see tlint/engine.py
+        return "\0".join((code_fingerprint(), cached[1], str(path), display, content, str(prefilter)))
 
     def _entry(self, path: Path, settings: Settings) -> Path:
         name = hashlib.blake2b(str(path).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()

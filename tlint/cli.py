@@ -17,9 +17,9 @@ from pathlib import Path
 from tlint import __version__
 
 SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean")
-NOT_IMPLEMENTED = ("lsp",)
+NOT_IMPLEMENTED: tuple[str, ...] = ()
 CHECK_FORMATS = ("text", "json", "github", "lsp", "sarif", "junit")
-PLANNED_FORMATS = ("junit",)
+PLANNED_FORMATS: tuple[str, ...] = ()
 STDIN_NAME = "-"
 
 
@@ -81,9 +81,15 @@ def build_parser() -> _Parser:
                        help="lowest severity that gives exit 1 (default: warning)")
     check.add_argument("--config", type=Path, metavar="FILE", help="use this config file for every file")
     check.add_argument("--verbose", "-v", action="store_true", help="tracebacks of internal errors, timings")
+    check.add_argument("--profile", action="store_true",
+                       help="print the seconds per rule, view, fact extractor and phase to stderr")
+    check.add_argument("--no-prefilter", action="store_true", help=argparse.SUPPRESS)  # parse every file
     check.add_argument("--fix", action="store_true", help="apply the safe fixes, then report what is left")
     check.add_argument("--unsafe-fixes", action="store_true",
                        help="apply the unsafe fixes too (implies --fix unless --diff)")
+    check.add_argument("--add-suppressions", nargs="?", const="", default=None, metavar="REASON",
+                       help="suppress every current finding with a `# tlint: ignore[...]` comment on its line, "
+                       "followed by REASON if given (as --add-suppressions=REASON)")
     check.add_argument("--diff", action="store_true",
                        help="print the fixes as a unified diff and write nothing (exit 1 if there are any)")
     check.set_defaults(handler=_check)
@@ -107,8 +113,9 @@ def build_parser() -> _Parser:
     scan = sub.add_parser("scan-data", help="scan a data loader's first batches: NaN/Inf, padding, labels")
     add_arguments(scan)
     scan.set_defaults(handler=_scan_data)
-    for name, what in (("lsp", "serve diagnostics to an editor over stdio"),):
-        sub.add_parser(name, help=f"{what} (not implemented yet)", add_help=False)
+    lsp = sub.add_parser("lsp", help="serve diagnostics and fixes to an editor over stdio (needs tlint[lsp])")
+    lsp.add_argument("--stdio", action="store_true", help="accepted for clients that pass it (stdio is the transport)")
+    lsp.set_defaults(handler=_lsp)
     return parser
 
 
@@ -160,6 +167,17 @@ def _scan_data(args: argparse.Namespace) -> int:
     return run_command(args)
 
 
+def _lsp(args: argparse.Namespace) -> int:
+    try:
+        import lsprotocol.types  # noqa: F401
+        import pygls.lsp.server  # noqa: F401  (pygls 2.x)
+    except ImportError:
+        return _error("tlint lsp needs pygls 2.x: pip install 'tlint[lsp]'")
+    from tlint.lsp_server import serve
+
+    return serve()
+
+
 def _verify(args: argparse.Namespace) -> int:
     from tlint.verify.command import run
 
@@ -209,11 +227,19 @@ def _check(args: argparse.Namespace) -> int:
     if args.format in PLANNED_FORMATS:
         raise UsageError(f"--format {args.format} is not implemented yet")
 
-    from tlint.config import ConfigError, ConfigResolver, validate_selector
-    from tlint.reporters import STATISTICS_FORMATS, Report, SourceLines, render
+    from tlint.reporters import STATISTICS_FORMATS
 
     if args.statistics and args.format not in STATISTICS_FORMATS:
         raise UsageError(f"--statistics works with --format {' or '.join(STATISTICS_FORMATS)}")
+    memo_args = None if args.profile or args.no_prefilter else _memo_args(args)
+    if memo_args is not None:  # a warm run with nothing changed: no LibCST, no rules (tlint/memo.py)
+        from tlint import memo
+
+        stored = memo.load(*memo_args)
+        if stored is not None:
+            return _report_result(args, stored, None, None, None)
+
+    from tlint.config import ConfigError, ConfigResolver, validate_selector
     selections = {}
     for flag in ("select", "ignore", "extend_select"):
         codes = [code for group in getattr(args, flag) for code in group]
@@ -221,7 +247,11 @@ def _check(args: argparse.Namespace) -> int:
             if not validate_selector(code):
                 raise UsageError(f"unknown rule code or name `{code}` in --{flag.replace('_', '-')}")
         selections[flag] = codes
+    if args.add_suppressions and Path(args.add_suppressions).exists():  # `--add-suppressions src/`: a path
+        args.paths, args.add_suppressions = [*args.paths, args.add_suppressions], ""
     paths, stdin = _inputs(args)
+    if args.add_suppressions is not None and (stdin is not None or args.fix or args.unsafe_fixes or args.diff):
+        raise UsageError("--add-suppressions works on files, without --fix, --unsafe-fixes or --diff")
 
     from tlint.engine import Linter
 
@@ -230,13 +260,79 @@ def _check(args: argparse.Namespace) -> int:
         linter = Linter(ConfigResolver(forced=args.config), jobs=args.jobs,
                         select=selections["select"] if args.select else None,
                         extend_select=selections["extend_select"], ignore=selections["ignore"],
-                        cache=not args.no_cache)
+                        cache=not args.no_cache, profile=args.profile, prefilter=not args.no_prefilter)
         if args.fix or args.unsafe_fixes or args.diff:
             return _fix(args, linter, paths, stdin)
-        result = linter.run(paths, stdin=stdin)
+        if args.add_suppressions is not None:
+            from tlint.baseline import run_command
+
+            return run_command(args, linter, paths)
+        if memo_args is not None:
+            with memo.recording() as recorder:
+                result = linter.run(paths, stdin=stdin)
+            _store_memo(memo_args, recorder, result, linter, paths)
+        else:
+            result = linter.run(paths, stdin=stdin)
     except ConfigError as exc:
         return _error(str(exc))
-    elapsed = time.perf_counter() - started
+    if linter.profile is not None:
+        _print_profile(linter, len(result.files), time.perf_counter() - started)
+    return _report_result(args, result, stdin, time.perf_counter() - started, linter.jobs)
+
+
+def _print_profile(linter, files: int, elapsed: float) -> None:
+    """`--profile`: exclusive seconds per rule, view, fact extractor and phase, summed over
+    files and worker processes (tlint/profile.py), and what the pre-filter skipped."""
+    profile = linter.profile
+    accounted = sum(profile.seconds.values())
+    jobs = f"{linter.jobs} job{'s' if linter.jobs != 1 else ''}"
+    sys.stderr.write(f"tlint: profile of {files} files ({jobs}, {elapsed:.2f} s wall; {accounted:.2f} s measured, "
+                     f"summed over files and processes; cached files not analysed)\n")
+    sys.stderr.write(f"tlint: pre-filter: {linter.prefiltered} of the analysed files not parsed by LibCST"
+                     f"{'' if linter.prefilter else ' (pre-filter off)'}\n")
+    totals: dict[str, float] = {}
+    for name, seconds in profile.seconds.items():
+        kind = name.split(":", 1)[0]
+        totals[kind] = totals.get(kind, 0.0) + seconds
+    sys.stderr.write("tlint: in all: " + ", ".join(f"{kind} {seconds:.2f} s" for kind, seconds
+                                                   in sorted(totals.items(), key=lambda item: -item[1])) + "\n")
+    for line in profile.table():
+        sys.stderr.write(line + "\n")
+
+
+def _memo_args(args: argparse.Namespace):
+    """(paths, options) that key this invocation's run memo, or None when the run cannot
+    use one (no cache, fixes, standard input)."""
+    if args.no_cache or args.fix or args.unsafe_fixes or args.diff or args.stdin_filename is not None \
+            or STDIN_NAME in args.paths or args.add_suppressions is not None:
+        return None
+    from tlint.cache import cache_disabled_by_env
+
+    if cache_disabled_by_env():
+        return None
+    options = {flag: [code for group in getattr(args, flag) for code in group]
+               for flag in ("select", "ignore", "extend_select")}
+    options["select_given"] = bool(args.select)
+    options["config"] = os.path.abspath(args.config) if args.config else None
+    return list(args.paths), options
+
+
+def _store_memo(memo_args, recorder, result, linter, paths) -> None:
+    from tlint import memo
+    from tlint.cache import CACHE_DIR_NAME, cache_dir_for
+
+    first = Path(paths[0]) if paths else Path(".")
+    folder = first if first.is_dir() else first.parent
+    settings = linter.settings_for(folder.resolve())
+    cache_dir = cache_dir_for(settings)
+    if cache_dir != settings.root / CACHE_DIR_NAME:
+        return  # a configured cache-dir: the memo lookup (which reads no config) would not find it
+    if linter.cache is not None:
+        memo.store(memo_args[0], memo_args[1], recorder, result, cache_dir, {cache_dir})
+
+
+def _report_result(args: argparse.Namespace, result, stdin, elapsed: float | None, jobs: int | None) -> int:
+    from tlint.reporters import Report, SourceLines, render
 
     shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
     report = Report(shown, result.files, result.parse_errors,
@@ -250,8 +346,11 @@ def _check(args: argparse.Namespace) -> int:
         for diag in result.diagnostics:
             if diag.detail:
                 sys.stderr.write(f"{diag.path}: {diag.code} ({diag.name}) detail:\n{diag.detail}\n")
-        sys.stderr.write(f"tlint: checked {len(result.files)} files in {elapsed:.3f}s "
-                         f"({linter.jobs} job{'s' if linter.jobs != 1 else ''})\n")
+        if jobs is None:
+            sys.stderr.write(f"tlint: {len(result.files)} files unchanged since the last run (run memo)\n")
+        else:
+            sys.stderr.write(f"tlint: checked {len(result.files)} files in {elapsed:.3f}s "
+                             f"({jobs} job{'s' if jobs != 1 else ''})\n")
     return _exit_code(result, args)
 
 

@@ -8,6 +8,7 @@ folder. Unknown keys, codes and option names are errors naming the key and the f
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 import sys
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from tlint.diagnostics import SEVERITIES
+from tlint.memo import seen_file, seen_marker
 from tlint.rules import ALL_RULES, BY_CODE, lookup
 from tlint.rules.base import Rule, RuleSet
 
@@ -84,14 +86,31 @@ class Settings:
         return out - UNSUPPRESSIBLE
 
     def is_excluded(self, rel_path: str) -> bool:
+        """Whether an `exclude` glob matches the path, one of its parts, or a leading
+        folder path (one compiled regex for all the patterns: `_glob_match` says what
+        each pattern means)."""
+        regex = _exclude_regex(tuple(self.exclude))
+        if regex is None:
+            return False
+        if regex.match(rel_path):
+            return True
         parts = rel_path.split("/")
-        for pattern in self.exclude:
-            pattern = pattern.rstrip("/")
-            if _glob_match(rel_path, pattern) or any(_glob_match(p, pattern) for p in parts):
-                return True
-            if any(_glob_match("/".join(parts[: i + 1]), pattern) for i in range(len(parts))):
-                return True
-        return False
+        if any(regex.match(p) for p in parts):
+            return True
+        return any(regex.match("/".join(parts[: i + 1])) for i in range(1, len(parts)))
+
+
+@functools.lru_cache(maxsize=64)
+def _exclude_regex(patterns: tuple[str, ...]) -> re.Pattern | None:
+    """One regex that matches what `_glob_match` matches, for any of `patterns`."""
+    alternatives = []
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        pattern = pattern.lstrip("./") if pattern.startswith("./") else pattern
+        alternatives.append(fnmatch.translate(pattern))
+        if "**/" in pattern:
+            alternatives.append(fnmatch.translate(pattern.replace("**/", "")))
+    return re.compile("|".join(f"(?:{a})" for a in alternatives)) if alternatives else None
 
 
 def _glob_match(path: str, pattern: str) -> bool:
@@ -237,8 +256,10 @@ def find_config(start: Path) -> tuple[Path | None, Path | None]:
     folder = start
     git_root = None
     while True:
+        seen_marker(folder / ".git")  # what decides the settings (the run memo records them)
         for name in ("tlint.toml", "pyproject.toml"):
             candidate = folder / name
+            seen_file(candidate)
             if candidate.is_file() and tlint_table(candidate) is not None:
                 return candidate, _git_root(folder)
         if (folder / ".git").exists():
@@ -266,6 +287,7 @@ def _str_list(value: Any) -> bool:
 
 
 def load_settings(path: Path, fallback_root: Path) -> Settings:
+    seen_file(path)
     table = tlint_table(path)
     if table is None:
         raise ConfigError(f"{path}: no [tool.tlint] table")
@@ -394,6 +416,7 @@ class ConfigResolver:
                 raise ConfigError(f"{forced}: is a folder, not a config file (--config)")
             if not forced.is_file():
                 raise ConfigError(f"{forced}: config file not found (--config)")
+            seen_file(forced.resolve())
             self.forced = load_settings(forced, self.fallback_root)
 
     def for_folder(self, folder: Path, cli_root: Path | None = None) -> Settings:

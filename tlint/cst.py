@@ -36,6 +36,11 @@ _SKIPPED_FIELDS = frozenset(
     }
 )
 _FIELDS: dict[type, tuple[str, ...]] = {}
+# Concrete LibCST node classes compared with `type(x) is` (they have no subclasses).
+_NAME, _ATTRIBUTE = cst.Name, cst.Attribute
+_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_LITERAL_KINDS = frozenset({cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.Name,
+                            cst.UnaryOperation, cst.Call})
 
 
 def _fields(node_type: type) -> tuple[str, ...]:
@@ -50,16 +55,49 @@ def _fields(node_type: type) -> tuple[str, ...]:
     return names
 
 
-def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The syntactic child nodes of `node`, in source order."""
+# The child tuples of the nodes walked so far, by id (with the node itself, which keeps
+# the id from being reused): rules and views walk the same subtrees many times. The
+# engine calls `clear_caches()` after each file.
+_KIDS: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
+# isinstance against LibCST's abstract base classes is slow; per type, once.
+_IS_NODE: dict[type, bool] = {}
+
+
+def _is_node_type(kind: type) -> bool:
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
+def child_nodes(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """The syntactic child nodes of `node`, in source order (a tuple, computed once)."""
+    entry = _KIDS.get(id(node))
+    if entry is not None and entry[0] is node:
+        return entry[1]
+    out = []
     for name in _fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif type(value) is tuple or type(value) is list:
+        kind = type(value)
+        if kind is tuple or kind is list:
             for item in value:
-                if isinstance(item, cst.CSTNode):
-                    yield item
+                if _is_node_type(type(item)):
+                    out.append(item)
+        elif _is_node_type(kind):
+            out.append(value)
+    kids = tuple(out)
+    _KIDS[id(node)] = (node, kids)
+    return kids
+
+
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The syntactic child nodes of `node`, in source order."""
+    return iter(child_nodes(node))
+
+
+def clear_caches() -> None:
+    """Forget the nodes of the file just analysed (the engine calls this per file)."""
+    _KIDS.clear()
 
 
 def walk(node: cst.CSTNode, *, into_functions: bool = True) -> Iterator[cst.CSTNode]:
@@ -74,22 +112,24 @@ def walk(node: cst.CSTNode, *, into_functions: bool = True) -> Iterator[cst.CSTN
     while stack:
         current = pop()
         yield current
-        if not into_functions and current is not root and isinstance(
-            current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-        ):
+        if not into_functions and current is not root and type(current) in _SCOPES:
             continue
-        kids = list(children(current))
-        kids.reverse()
-        extend(kids)
+        extend(reversed(child_nodes(current)))
 
 
 def dotted_name(expr: cst.BaseExpression | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
+    # `type(x) is` for LibCST's concrete (final) node classes: isinstance goes through
+    # ABCMeta, about ten times slower, and these run for every name of every file.
+    kind = type(expr)
+    if kind is _NAME:
+        return expr.value
     parts: list[str] = []
-    while isinstance(expr, cst.Attribute):
+    while kind is _ATTRIBUTE:
         parts.append(expr.attr.value)
         expr = expr.value
-    if isinstance(expr, cst.Name):
+        kind = type(expr)
+    if kind is _NAME:
         parts.append(expr.value)
         parts.reverse()
         return ".".join(parts)
@@ -98,9 +138,10 @@ def dotted_name(expr: cst.BaseExpression | None) -> str | None:
 
 def last_name(expr: cst.BaseExpression | None) -> str | None:
     """The final identifier of a Name/Attribute (`self.model` -> `model`), else None."""
-    if isinstance(expr, cst.Attribute):
+    kind = type(expr)
+    if kind is _ATTRIBUTE:
         return expr.attr.value
-    if isinstance(expr, cst.Name):
+    if kind is _NAME:
         return expr.value
     return None
 
@@ -193,6 +234,8 @@ def _concatenated_value(expr: cst.ConcatenatedString, default):
 def literal_value(expr: cst.BaseExpression | None, default=_UNKNOWN):
     """The value of a literal expression (numbers, strings, True/False/None, -x,
     float("nan")/float("inf"), math.inf), or `default` when it is not a literal."""
+    if type(expr) not in _LITERAL_KINDS:  # the common case, cheaply (see dotted_name)
+        return default
     if isinstance(expr, cst.Integer):
         return expr.evaluated_value
     if isinstance(expr, cst.Float):

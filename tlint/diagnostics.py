@@ -85,5 +85,5 @@ class Diagnostic:
             "path": self.path,
             "range": self.range.to_json(),
             "fix": self.fix.to_json() if self.fix else None,
-            "url": rule_url(self.code),
+            "url": rule_url(self.code, self.name),
         }

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from tlint.memo import seen_file, seen_folder, seen_marker
 
 
 @dataclass(frozen=True)
@@ -15,6 +17,11 @@ class _Pattern:
     regex: re.Pattern
     negated: bool
     dir_only: bool
+    prefix: str = field(init=False)  # the base folder as a POSIX string ending in `/`
+
+    def __post_init__(self) -> None:
+        text = self.base.as_posix()
+        object.__setattr__(self, "prefix", text if text.endswith("/") else text + "/")
 
 
 def _translate(glob: str) -> str:
@@ -92,23 +99,27 @@ class GitIgnore:
             inherited: list[_Pattern] = []
             if not (folder / ".git").exists() and folder.parent != folder:
                 inherited = self._patterns(folder.parent)
+            seen_marker(folder / ".git")
+            seen_file(folder / ".gitignore")
             cached = inherited + _parse_gitignore(folder / ".gitignore")
             self._by_folder[folder] = cached
         return cached
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
+        patterns = self._patterns(path.parent)
+        if not patterns:
+            return False
         result = False
-        rels: dict[Path, str | None] = {}  # per .gitignore folder: most patterns share one
-        for pattern in self._patterns(path.parent):
+        text = path.as_posix()
+        rels: dict[str, str | None] = {}  # per .gitignore folder: most patterns share one
+        for pattern in patterns:
             if pattern.dir_only and not is_dir:
                 continue
-            if pattern.base in rels:
-                rel = rels[pattern.base]
+            prefix = pattern.prefix
+            if prefix in rels:
+                rel = rels[prefix]
             else:
-                try:
-                    rel = rels[pattern.base] = path.relative_to(pattern.base).as_posix()
-                except ValueError:
-                    rel = rels[pattern.base] = None
+                rel = rels[prefix] = text[len(prefix):] if text.startswith(prefix) else None
             if rel is None:
                 continue
             if pattern.regex.match(rel):
@@ -127,6 +138,7 @@ def discover(paths: list[Path], settings_for) -> tuple[list[tuple[Path, Path]], 
     for given in paths:
         if given.is_file() or (given.suffix in (".py", ".pyi") and given.is_symlink()):
             found.setdefault(given.resolve() if given.exists() else given.absolute(), given.parent)
+            seen_file(given.resolve() if given.exists() else given.absolute())
             continue
         if not given.is_dir():
             missing.append(f"{given}: no such file or folder")
@@ -138,11 +150,14 @@ def discover(paths: list[Path], settings_for) -> tuple[list[tuple[Path, Path]], 
 
         for folder, dirnames, filenames in os.walk(given, onerror=unreadable, followlinks=False):
             folder_path = Path(folder)
+            real_folder = folder_path.resolve()  # once per folder: entries that are not links sit in it
+            seen_folder(real_folder)
             settings = settings_for(folder_path, cli_root)
             keep = []
             for name in sorted(dirnames):
                 sub = folder_path / name
-                if _excluded(sub, settings) or gitignore.ignored(sub.resolve(), True):
+                real = sub.resolve() if os.path.islink(sub) else real_folder / name
+                if _excluded(sub, settings, real) or gitignore.ignored(real, True):
                     continue
                 keep.append(name)
             dirnames[:] = keep
@@ -154,15 +169,17 @@ def discover(paths: list[Path], settings_for) -> tuple[list[tuple[Path, Path]], 
                     if file.is_symlink() and not file.exists() and not _excluded(file, settings):
                         found.setdefault(file.absolute(), cli_root)  # broken or looping
                     continue  # otherwise something that is not a file (a folder named *.py)
-                if _excluded(file, settings) or gitignore.ignored(file.resolve(), False):
+                real = file.resolve() if os.path.islink(file) else real_folder / name
+                if _excluded(file, settings, real) or gitignore.ignored(real, False):
                     continue
-                found.setdefault(file.resolve(), cli_root)
+                found.setdefault(real, cli_root)
+                seen_file(real)
     return sorted(found.items()), missing
 
 
-def _excluded(path: Path, settings) -> bool:
+def _excluded(path: Path, settings, resolved: Path | None = None) -> bool:
     try:
-        resolved = path.resolve()
+        resolved = resolved or path.resolve()
     except (OSError, RuntimeError):  # a symlink loop: place it by its folder
         resolved = path.parent.resolve() / path.name
     try:

@@ -34,9 +34,12 @@ def rule_doc(code: str) -> str | None:
     return path.read_text(encoding="utf-8") if path is not None else None
 
 
-def rule_url(code: str) -> str:
-    """The stable link to a rule's document, as used in JSON, LSP and SARIF output."""
-    from tlint.rules import lookup
+def rule_url(code: str, name: str | None = None) -> str:
+    """The stable link to a rule's document, as used in JSON, LSP and SARIF output. With
+    the rule's `name` (a diagnostic carries it), the rule registry is not imported."""
+    if name is None:
+        from tlint.rules import lookup
 
-    rule = lookup(code)
-    return f"{DOCS_BASE_URL}{code}-{rule.name}.md" if rule is not None else f"{DOCS_BASE_URL}{code}.md"
+        rule = lookup(code)
+        name = rule.name if rule is not None else None
+    return f"{DOCS_BASE_URL}{code}-{name}.md" if name else f"{DOCS_BASE_URL}{code}.md"

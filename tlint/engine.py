@@ -8,10 +8,8 @@ comments), so files can be processed in worker processes and, later, cached.
 
 from __future__ import annotations
 
-import io
 import os
 import time
-import tokenize
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -27,7 +25,10 @@ from tlint.cache import FileCache, cache_disabled_by_env, recording_inputs
 from tlint.config import ConfigResolver, Settings
 from tlint.diagnostics import Diagnostic, Edit, Fix, Position, Range
 from tlint.discovery import GitIgnore, _excluded, discover
+from tlint.encoding import decode_source  # noqa: F401 - re-exported
+from tlint.cst import clear_caches
 from tlint.fixes import FileLines, PendingFix, anchors, resolve_fix
+from tlint.memo import seen_file, seen_folder
 from tlint.positions import node_ranges
 from tlint.project import ImportGraph, scan_imports
 from tlint.rules import ENGINE_CODES, lookup
@@ -43,8 +44,10 @@ _PARALLEL_MIN_BYTES = 256 * 1024
 # Files above this size (generated data, mostly) are reported, not parsed: LibCST takes
 # about ten seconds per megabyte of dense code.
 MAX_FILE_BYTES = 5 * 2**20
-# LibCST's native parser overflows its stack somewhere past 5,000 nested nodes.
-_MAX_LIBCST_DEPTH = 4000
+# LibCST's native parser overflows its stack somewhere past 3,000 to 8,000 nested nodes
+# (measured with LibCST 1.9: 4,000 chained subscripts crash it, 3,000 do not; 8,000
+# additions or attribute accesses crash it, 4,000 do not).
+_MAX_LIBCST_DEPTH = 3000
 
 
 @dataclass
@@ -73,6 +76,7 @@ class FileResult:
     facts: list[Fact] = field(default_factory=list)
     suppressions: list[Suppression] = field(default_factory=list)
     parse_error: bool = False
+    prefiltered: bool = False  # not parsed by LibCST: no rule or extractor needed it
     # Other files the analysis read (DeepSpeed JSON configs): the cache checks them too.
     inputs: set[Path] = field(default_factory=set)
 
@@ -191,13 +195,6 @@ class FileContext:
 # --- reading and parsing ----------------------------------------------------------------
 
 
-def decode_source(data: bytes) -> str:
-    """Decode like Python does (BOM, PEP 263 cookie, default UTF-8); raises on bad bytes."""
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    text = data.decode(encoding)
-    return text[1:] if text.startswith("\ufeff") else text
-
-
 def _max_nesting(text: str) -> int:
     depth = best = 0
     for ch in text:
@@ -220,12 +217,12 @@ def _too_large(display: str, size: int) -> Diagnostic:
                         f"{MAX_FILE_BYTES // 2**20} MiB): exclude it in the configuration")
 
 
-def _libcst_depth_risk(tree) -> bool:
+def _libcst_depth_risk(tree, start: int = 0) -> bool:
     """True when LibCST would nest deeper than its native parser survives: CPython keeps
     `a and b and ...` flat, LibCST nests one BooleanOperation per operator."""
     import ast
 
-    stack = [(tree, 0)]
+    stack = [(tree, start)]
     while stack:
         node, depth = stack.pop()
         depth += len(node.values) - 1 if isinstance(node, ast.BoolOp) else 1
@@ -235,8 +232,53 @@ def _libcst_depth_risk(tree) -> bool:
     return False
 
 
-def parse_source(text: str, display: str) -> cst.Module | Diagnostic:
+def _deep_expression_risk(tree, text: str) -> bool:
+    """`_libcst_depth_risk`, walked only where it can be true: statements are followed
+    (their nesting counts), and an expression is measured only when its source spans at
+    least `_MAX_LIBCST_DEPTH // 2` characters (every nesting level takes one or more). Python
+    3.11 and 3.12 refuse deep chains themselves, but 3.10 compiles `a + a + ...` or
+    `y[0][0]...` of any length and 3.13 several thousand levels, which crash LibCST's
+    native parser (a segfault, fatal to a single-process run)."""
+    import ast
+
+    starts = [0]
+    for line in text.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    last = len(starts) - 1
+
+    def span(node) -> int | None:
+        line, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if line is None or end is None:
+            return None
+        first = starts[min(line, last) - 1] + node.col_offset
+        return starts[min(end, last) - 1] + (node.end_col_offset or 0) - first
+
+    containers = (ast.stmt, ast.excepthandler) + ((ast.match_case,) if hasattr(ast, "match_case") else ())
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        depth += 1
+        if depth > _MAX_LIBCST_DEPTH:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            # a dotted module name is one string for CPython, a chain of Attribute nodes for LibCST
+            dots = [alias.name.count(".") for alias in node.names] + [(getattr(node, "module", None) or "").count(".")]
+            if depth + max(dots) > _MAX_LIBCST_DEPTH:
+                return True
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, containers):
+                stack.append((child, depth))
+                continue
+            length = span(child)
+            if (length is None or length >= _MAX_LIBCST_DEPTH // 2) and _libcst_depth_risk(child, depth):
+                return True
+    return False
+
+
+def parse_source(text: str, display: str, *, syntax_only: bool = False) -> cst.Module | Diagnostic | Any:
     """The LibCST module, or a TL001 diagnostic saying why the file cannot be parsed.
+    With `syntax_only`, a file Python compiles gives Python's own `ast.Module` instead
+    (LibCST is not run); one it refuses still goes to LibCST, as below.
 
     CPython's own parser looks first: it is fast, it refuses what Python cannot compile
     (nesting beyond its limits, NUL bytes) before LibCST spends minutes on it or crashes,
@@ -257,13 +299,14 @@ def parse_source(text: str, display: str) -> cst.Module | Diagnostic:
     except ValueError as exc:  # pragma: no cover - NUL bytes are handled above
         return _parse_error(display, f"syntax error: {exc}")
     else:
-        if (text.count(" and") + text.count(" or") > _MAX_LIBCST_DEPTH // 2
-                and _libcst_depth_risk(tree)):
-            return _parse_error(display, "expression too deeply nested to parse (a chain of "
-                                f"more than {_MAX_LIBCST_DEPTH} boolean operators)")
+        if len(text) >= _MAX_LIBCST_DEPTH // 2 and _deep_expression_risk(tree, text):
+            return _parse_error(display, "expression too deeply nested to parse (more than "
+                                f"{_MAX_LIBCST_DEPTH} levels, as in a chain of that many operators)")
     if py_error is not None and (("(" in text or "[" in text or "{" in text)
                                  and _max_nesting(text) > _MAX_SAFE_NESTING):
         return _parse_error(display, f"syntax error: {py_error.msg}", py_error.lineno or 1, py_error.offset or 1)
+    if syntax_only and py_error is None:
+        return tree  # pre-filtered (see `prefilter_skips`): Python's tree, LibCST not run
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -302,6 +345,77 @@ def read_text(path: Path, display: str) -> str | Diagnostic:
         return _parse_error(display, f"cannot decode file: {exc}")
 
 
+# --- the pre-filter ---------------------------------------------------------------------
+# A file that contains none of the tokens of the enabled rules (`Rule.tokens`) and of the
+# fact extractors (`tlint.views.facts.TOKENS`) cannot give a finding or a fact: it is
+# syntax-checked by Python's own compiler (TL001 as ever) and its suppression comments are
+# read (TL002 as ever), but LibCST never parses it; its `call-args` facts come from
+# Python's tree. `TLINT_NO_PREFILTER=1` (or `tlint check --no-prefilter`) turns it off.
+
+
+def prefilter_enabled() -> bool:
+    return os.environ.get("TLINT_NO_PREFILTER", "") in ("", "0")
+
+
+_TOKENS: dict[int, tuple[Settings, Any]] = {}
+
+
+def needed_tokens(settings: Settings, facts_only: bool = False) -> tuple[str, ...] | None:
+    """The lower-case tokens one of which a file must contain (or one of the rules'
+    `patterns` match) to be parsed under `settings` (`facts_only`: for its facts alone),
+    or None when every file is needed."""
+    spec = _prefilter_spec(settings, facts_only)
+    return None if spec is None else spec[0]
+
+
+def _prefilter_spec(settings: Settings, facts_only: bool):
+    cached = _TOKENS.get(id(settings) * 2 + facts_only)
+    if cached is not None and cached[0] is settings:
+        return cached[1]
+    import re
+
+    from tlint.views import facts as facts_view
+
+    tokens = facts_view.prefilter_tokens(settings)
+    patterns: set[str] = set()
+    if tokens is not None and not facts_only:
+        for rule in settings.ruleset().rules:
+            if rule.code in ENGINE_CODES:
+                continue
+            needed = rule.needed_tokens()
+            if needed is None:
+                tokens = None
+                break
+            tokens |= needed
+            patterns.update(rule.patterns)
+    spec = None
+    if tokens is not None:
+        # the words most training code has first: they decide most parsed files at once
+        common = ("torch", "forward", "transformer", "mask", "pad")
+        ordered = tuple(sorted({t.lower() for t in tokens},
+                               key=lambda t: (common.index(t) if t in common else len(common), len(t), t)))
+        spec = (ordered, re.compile("|".join(f"(?:{p})" for p in sorted(patterns))) if patterns else None)
+    _TOKENS[id(settings) * 2 + facts_only] = (settings, spec)
+    return spec
+
+
+def prefilter_skips(text: str, settings: Settings, facts_only: bool = False) -> bool:
+    """True when no enabled rule or fact extractor needs this file's tree."""
+    spec = _prefilter_spec(settings, facts_only)
+    if spec is None:
+        return False
+    tokens, pattern = spec
+    lowered = text.lower()
+    for token in tokens:
+        if token in lowered:
+            return False
+    if pattern is not None and pattern.search(lowered):
+        return False
+    from tlint.views.facts import ast_facts_exact
+
+    return ast_facts_exact(text)
+
+
 # --- one file ---------------------------------------------------------------------------
 
 
@@ -329,6 +443,8 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
         except Exception as exc:
             result = FileResult(path, display)
             result.diagnostics.append(_internal_error("tlint", display, exc, " (the file was not checked)"))
+        finally:
+            clear_caches()
     result.inputs = inputs
     return result
 
@@ -344,11 +460,25 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
             return result
         text = loaded
     result.suppressions = parse_suppressions(text)
-    module = parse_source(text, display)
+    skip = prefilter_enabled() and prefilter_skips(text, settings, facts_only)
+    module = parse_source(text, display, syntax_only=True) if skip else parse_source(text, display)
     if isinstance(module, Diagnostic):
         result.diagnostics.append(module)
         result.parse_error = True
         return result
+    if not isinstance(module, cst.Module):  # pre-filtered: Python compiled it, nothing needs LibCST's tree
+        from tlint.views.facts import ast_facts
+
+        found = ast_facts(module)
+        if found is not None:
+            result.facts = [Fact(kind, None, data) for kind, data in found]
+            result.prefiltered = True
+            return result
+        module = parse_source(text, display)  # Python's tree shows a fact only LibCST's can place
+        if isinstance(module, Diagnostic):
+            result.diagnostics.append(module)
+            result.parse_error = True
+            return result
     try:
         index = FileIndex(module)
         ctx = FileContext(path, text, index, settings)
@@ -476,8 +606,19 @@ def display_path(path: Path) -> str:
 class Linter:
     def __init__(self, resolver: ConfigResolver, *, jobs: int | None = None,
                  select: list[str] | None = None, extend_select: list[str] | None = None,
-                 ignore: list[str] | None = None, cache: bool = False) -> None:
+                 ignore: list[str] | None = None, cache: bool = False, profile: bool = False,
+                 prefilter: bool = True) -> None:
         self.resolver = resolver
+        # `--profile`: seconds per rule/view/extractor/phase, summed over files and workers
+        # (tlint/profile.py); `prefilter=False` parses every file (`--no-prefilter`).
+        self.profile = None
+        if profile:
+            from tlint.profile import Profile
+
+            self.profile = Profile()
+        self.prefilter = prefilter
+        self.prefiltered = 0  # files of the last run(s) LibCST did not parse
+        self._in_mode = False
         # The per-file result cache (`tlint check` turns it on unless --no-cache).
         self.cache = FileCache() if cache and not cache_disabled_by_env() else None
         self.jobs = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
@@ -511,6 +652,9 @@ class Linter:
         """Lint `paths` (or the one `stdin` text). `overrides` maps absolute paths of files
         on disk to texts that replace their contents for this run (`--fix --diff` passes);
         a run with overrides neither reads nor writes the cache."""
+        if (self.profile is not None or not self.prefilter) and not self._in_mode:
+            with _run_mode(self):
+                return self.run(paths, stdin=stdin, overrides=overrides)
         errors: list[str] = []
         overrides = dict(overrides or {})
         if stdin is not None:
@@ -525,6 +669,10 @@ class Linter:
             tasks.append((file, display_path(file) if stdin is None else stdin[0].as_posix(), settings,
                           overrides.get(file)))
         results = self._analyse_cached(tasks) if self.cache is not None and not overrides else self._analyse_all(tasks)
+        for result in results:  # what the run depends on, for the run memo (tlint/memo.py)
+            seen_file(result.path)
+            for path in result.inputs:
+                seen_file(path)
         self._resolve_projects(results, {t[0]: t[2] for t in tasks}, overrides)
         diagnostics: list[Diagnostic] = []
         for result, (_, _, settings, _) in zip(results, tasks):
@@ -555,6 +703,31 @@ class Linter:
 
     # phase 1: per file, possibly in worker processes
     def _analyse_all(self, tasks) -> list[FileResult]:
+        if self.profile is not None:
+            results = self._analyse_profiled(tasks)
+        else:
+            results = self._analyse_parallel(tasks)
+        self.prefiltered += sum(1 for r in results if r.prefiltered)
+        return results
+
+    def _analyse_profiled(self, tasks) -> list[FileResult]:
+        """`_analyse_parallel` with every file's timings returned by the process that ran it."""
+        from tlint.profile import profiled_task, worker_init
+
+        if self.jobs <= 1 or len(tasks) < 2 or _total_size(tasks) < _PARALLEL_MIN_BYTES:
+            out = [profiled_task(task) for task in tasks]
+        else:
+            workers = min(self.jobs, len(tasks))
+            try:
+                with ProcessPoolExecutor(max_workers=workers, initializer=worker_init) as pool:
+                    out = list(pool.map(profiled_task, tasks, chunksize=max(1, len(tasks) // (workers * 4))))
+            except BrokenProcessPool:
+                out = [(self._isolated(task), {}, {}) for task in tasks]
+        for _, seconds, calls in out:
+            self.profile.add(seconds, calls)
+        return [result for result, _, _ in out]
+
+    def _analyse_parallel(self, tasks) -> list[FileResult]:
         if self.jobs <= 1 or len(tasks) < 2 or _total_size(tasks) < _PARALLEL_MIN_BYTES:
             return [_analyse_task(task) for task in tasks]
         workers = min(self.jobs, len(tasks))
@@ -645,6 +818,39 @@ class Linter:
         return diagnostics
 
 
+class _run_mode:
+    """For one `Linter.run`: the pre-filter off (through the environment, which worker
+    processes inherit), and this process instrumented while the run is profiled."""
+
+    def __init__(self, linter: Linter) -> None:
+        self.linter = linter
+        self.saved = os.environ.get("TLINT_NO_PREFILTER")
+
+    def __enter__(self):
+        self.linter._in_mode = True
+        if not self.linter.prefilter:
+            os.environ["TLINT_NO_PREFILTER"] = "1"
+        if self.linter.profile is not None:
+            from tlint import profile
+
+            profile.activate()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.linter._in_mode = False
+        if not self.linter.prefilter:
+            if self.saved is None:
+                os.environ.pop("TLINT_NO_PREFILTER", None)
+            else:
+                os.environ["TLINT_NO_PREFILTER"] = self.saved
+        if self.linter.profile is not None:
+            from tlint import profile
+
+            if profile.ACTIVE is not None:
+                self.linter.profile.add(*profile.ACTIVE.drain())
+            profile.deactivate()
+
+
 def _decide(when: ProjectCondition, kinds: set[str], *, final: bool) -> bool | None:
     """Keep (True), drop (False), or None: the file's own facts cannot decide yet."""
     if any(kind in kinds for kind in when.none_of):
@@ -670,17 +876,22 @@ class _Project:
         gitignore = GitIgnore()
         for folder, dirnames, filenames in os.walk(root):
             folder_path = Path(folder)
+            real_folder = folder_path.resolve()  # once per folder: entries that are not links sit in it
             settings = settings_for(folder_path, root)
-            dirnames[:] = sorted(
-                d for d in dirnames
-                if not _excluded(folder_path / d, settings) and not gitignore.ignored((folder_path / d).resolve(), True)
-                and not self._other_project(folder_path / d)
-            )
+            kept = []
+            for d in dirnames:
+                sub = folder_path / d
+                real = sub.resolve() if os.path.islink(sub) else real_folder / d
+                if not _excluded(sub, settings, real) and not gitignore.ignored(real, True) \
+                        and not self._other_project(sub):
+                    kept.append(d)
+            dirnames[:] = sorted(kept)
+            seen_folder(real_folder)
             for name in filenames:
                 if not name.endswith(".py"):
                     continue
                 try:
-                    file = (folder_path / name).resolve()
+                    file = (folder_path / name).resolve() if os.path.islink(folder_path / name) else real_folder / name
                 except (OSError, RuntimeError):  # a symlink loop
                     continue
                 if file not in files and not gitignore.ignored(file, False):
@@ -704,6 +915,7 @@ class _Project:
             return
         if S_ISREG(stat.st_mode):
             files[file] = stat
+            seen_file(file)
 
     def _scan_imports(self, files: dict[Path, os.stat_result]) -> dict[Path, list[str]]:
         """Each file's imported module names: from the cache's table while the file's stat

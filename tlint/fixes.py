@@ -93,6 +93,233 @@ def anchors(pending: PendingFix) -> list[cst.CSTNode]:
     return [edit.node for edit in pending.edits]
 
 
+# --- helpers for rules: statements, moves, imports ----------------------------------------
+
+
+def own_statement(index, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    """The statement line holding `node` and nothing else (one small statement, on its own
+    line in an indented block or the module body), or None (`if x: f()`, `a(); b()`)."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.SimpleStatementLine):
+            parent = index.parent(ancestor)
+            if len(ancestor.body) == 1 and isinstance(parent, (cst.IndentedBlock, cst.Module)):
+                return ancestor
+            return None
+        if isinstance(ancestor, (cst.BaseCompoundStatement, cst.SimpleStatementSuite, cst.Lambda)):
+            return None
+    return None
+
+
+def call_statement(index, call: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    """The statement line that is exactly `call` as an expression statement (`opt.step()`)."""
+    stmt = own_statement(index, call)
+    if stmt is None or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not call:
+        return None
+    return stmt
+
+
+def same_block(index, *stmts: cst.CSTNode) -> bool:
+    """The statements are in one block (the same indented body, or the module body)."""
+    parents = {id(index.parent(stmt)) for stmt in stmts}
+    return len(parents) == 1 and index.parent(stmts[0]) is not None
+
+
+def statement_text(module: cst.Module, stmt: cst.CSTNode) -> str:
+    """A statement's code without the comment lines above it (its own trailing comment kept)."""
+    if isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and stmt.leading_lines:
+        stmt = stmt.with_changes(leading_lines=())
+    return module.code_for_node(stmt).rstrip("\r\n")
+
+
+def move_after(module: cst.Module, stmt: cst.CSTNode, target: cst.CSTNode) -> list[PendingEdit]:
+    """Edits moving `stmt` (alone on its lines) to just after `target`; the caller makes
+    sure both are in one block (`same_block`) and `stmt`'s block keeps a statement."""
+    return [delete(stmt), insert_after(target, statement_text(module, stmt))]
+
+
+def move_statement_after(index, node: cst.CSTNode, target: cst.CSTNode) -> list[PendingEdit] | None:
+    """Edits moving the statement that is exactly `node` (a call statement, or a small
+    statement such as `p.grad = None`) to just after the statement holding `target`, when
+    both are statements of one block and `node`'s comes first; None otherwise."""
+    stmt = own_statement(index, node)
+    if stmt is None or not (stmt.body[0] is node or isinstance(stmt.body[0], cst.Expr) and stmt.body[0].value is node):
+        return None
+    after = own_statement(index, target)
+    if after is None or after is stmt or not same_block(index, stmt, after):
+        return None
+    body = list(index.parent(stmt).body)
+    if body.index(stmt) > body.index(after):
+        return None
+    return move_after(index.module, stmt, after)
+
+
+def short_code(module: cst.Module, node: cst.CSTNode, limit: int = 60) -> str:
+    """`node`'s code for a fix message: as written when short and on one line, else its
+    callee with `()` (`scheduler.step()`)."""
+    text = module.code_for_node(node)
+    if "\n" in text or len(text) > limit:
+        func = node.func if isinstance(node, cst.Call) else None
+        text = (module.code_for_node(func) + "()") if func is not None else text.split("\n", 1)[0][:limit]
+    return text
+
+
+def _docstring_or_future(stmt: cst.CSTNode) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    small = stmt.body[0]
+    if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    return isinstance(small, cst.ImportFrom) and small.relative == () and \
+        isinstance(small.module, cst.Name) and small.module.value == "__future__"
+
+
+def add_import(module: cst.Module, code: str) -> PendingEdit | None:
+    """An edit adding the import statement `code` at the top of the module: after its
+    docstring and `from __future__` imports, before everything else (None for an empty
+    module)."""
+    body = list(module.body)
+    head = 0
+    while head < len(body) and _docstring_or_future(body[head]) and (
+        head == 0 or not isinstance(body[head].body[0], cst.Expr)
+    ):
+        head += 1
+    if head < len(body):
+        return insert_before(body[head], code)
+    return insert_after(body[-1], code) if body else None
+
+
+def local_name_for(index, qualified: str, at: cst.CSTNode) -> str | None:
+    """An expression naming `qualified` (a module, or a name in one) at `at`, through the
+    imports of the module body and of the functions around `at` (top-level statements):
+    `torch.nn.utils.clip_grad_norm_` is `th.nn.utils.clip_grad_norm_` after `import torch
+    as th`, `clip_grad_norm_` after `from torch.nn.utils import clip_grad_norm_`. The
+    shortest spelling wins; None when nothing imported leads to it."""
+    from tlint.names import ImportTable, canonical
+
+    table = ImportTable()
+    bodies = [index.module.body]
+    bodies += [f.body.body for f in index.ancestors(at)
+               if isinstance(f, cst.FunctionDef) and isinstance(f.body, cst.IndentedBlock)]
+    for body in bodies:
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Import):
+                        table.add_import(small)
+                    elif isinstance(small, cst.ImportFrom) and not small.relative:
+                        table.add_import_from(small)
+    found = []
+    for local, target in table.aliases.items():
+        target = canonical(target)
+        if qualified == target:
+            found.append(local)
+        elif qualified.startswith(target + "."):
+            found.append(local + qualified[len(target):])
+    return min(found, key=lambda text: (len(text), text)) if found else None
+
+
+def block_indent(index, node: cst.CSTNode) -> list[str]:
+    """The indentation LibCST writes at the start of a line of `node`'s statement: one
+    token per indented block around it, outermost first."""
+    default = index.module.default_indent
+    tokens = [block.indent if block.indent is not None else default
+              for block in index.ancestors(node) if isinstance(block, cst.IndentedBlock)]
+    tokens.reverse()
+    return tokens
+
+
+def _state(index, node: cst.CSTNode, targets=()):
+    from tlint.positions import _TargetedPositionState
+
+    module = index.module
+    return _TargetedPositionState(default_indent=module.default_indent, default_newline=module.default_newline,
+                                  indent_tokens=block_indent(index, node), targets=set(targets))
+
+
+def code_at(index, anchor: cst.CSTNode, new: cst.CSTNode) -> str:
+    """The text of `new`, an expression built (with LibCST) to `replace` `anchor`, rendered
+    in `anchor`'s place: its continuation lines keep the indentation of the blocks around
+    `anchor` (`Module.code_for_node` renders at column 0), and `anchor`'s own parentheses,
+    which are outside its range and stay in the file, are left out."""
+    def same(a, b) -> bool:
+        return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+    lpar = getattr(anchor, "lpar", None)
+    if lpar and same(getattr(new, "lpar", ()), lpar) and same(getattr(new, "rpar", ()), anchor.rpar):
+        new = new.with_changes(lpar=(), rpar=())
+    state = _state(index, anchor)
+    new._codegen(state)
+    return "".join(state.tokens)
+
+
+def unwrap_with(index, stmt: cst.CSTNode) -> PendingEdit | None:
+    """An edit replacing a `with` statement by its body, dedented one level (exactly: the
+    body is re-rendered by LibCST, comments and strings untouched), or None when that is
+    not exact: `async with`, a comment in the header (`with x:  # why`), a body on the
+    header line, a comment line at column 0 opening the body."""
+    if not isinstance(stmt, cst.With) or stmt.asynchronous is not None:
+        return None
+    body = stmt.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body or body.header.comment is not None:
+        return None
+    if any(_has_comment(child) for child in stmt.children if child is not body and child not in stmt.leading_lines):
+        return None
+    statements = list(body.body)
+    lead = list(statements[0].leading_lines)
+    while lead and lead[0].comment is None:  # blank lines right under the header
+        lead.pop(0)
+    first = statements[0].with_changes(leading_lines=lead)
+    last = statements[-1] if len(statements) > 1 else first
+    statements = [first, *statements[1:-1], last] if len(statements) > 1 else [first]
+    state = _state(index, stmt, targets=[last])
+    for each in statements:
+        each._codegen(state)
+    text = "".join(state.tokens)
+    if last not in state.ranges:
+        return None
+    (line, column) = state.ranges[last][1]
+    end = FileLines(text).offset(Position(line, column + 1))
+    prefix = "".join(block_indent(index, stmt))
+    if not text.startswith(prefix) or text[len(prefix):len(prefix) + 1].isspace():
+        return None
+    return replace(stmt, text[len(prefix):end])
+
+
+def _has_comment(node: cst.CSTNode) -> bool:
+    """A comment anywhere under `node`, whitespace included (LibCST's own children)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Comment):
+            return True
+        stack.extend(current.children)
+    return False
+
+
+def with_keyword(call: cst.Call, keyword: str, value: str | cst.BaseExpression) -> cst.Call:
+    """`call` with the argument `keyword=value` appended, in the call's own style: the
+    separator of its other arguments (one per line stays one per line), its trailing comma,
+    its spacing around `=`. Render it with `code_at(index, call, new)`."""
+    if isinstance(value, str):
+        value = cst.parse_expression(value)
+    args = list(call.args)
+    equal = next((a.equal for a in args if a.keyword is not None and isinstance(a.equal, cst.AssignEqual)),
+                 cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    new = cst.Arg(value=value, keyword=cst.Name(keyword), equal=equal)
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
+        separator = args[-2].comma
+    elif isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        separator = cst.Comma(whitespace_after=call.whitespace_before_args)
+    else:
+        separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    new = new.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+    args[-1] = last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace(""))
+    return call.with_changes(args=[*args, new])
+
+
 # --- resolving anchors to text edits ----------------------------------------------------
 
 
@@ -303,7 +530,7 @@ def fix_run(linter, paths: list[Path], *, unsafe: bool, stdin: tuple[Path, str] 
 
 
 def _read(path: Path) -> str | None:
-    from tlint.engine import decode_source
+    from tlint.encoding import decode_source
 
     try:
         return decode_source(path.read_bytes())

@@ -8,6 +8,7 @@ project file's text, so it is the same whether or not a file was named on the co
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -40,33 +41,40 @@ def scan_imports(text: str) -> list[str]:
     return out
 
 
-def _resolve(module: str, importer: Path, root: Path, files: set[Path],
-             _bases: dict[Path, list[Path]] | None = None) -> Path | None:
-    """The project file `module`, imported by `importer`, names; it depends on `importer`
-    only through its folder (`ImportGraph` memoizes by folder and module). `_bases`: the
-    search folders of absolute imports per importer folder, shared between calls."""
+def _resolve(module: str, folder: str, root: str, files: dict[str, Path],
+             bases_of: dict[str, list[str]]) -> Path | None:
+    """The project file `module`, imported from a file in `folder`, names (paths as
+    strings: this runs for every import of every project file). `files` maps the path
+    strings of the project's files to their paths; `bases_of` memoises the search folders
+    of absolute imports per importer folder: the folder and its ancestors up to `root`."""
     if module.startswith("."):
         dots = len(module) - len(module.lstrip("."))
-        base = importer.parent
+        base = folder
         for _ in range(dots - 1):
-            base = base.parent
+            base = os.path.dirname(base)
         rest = module[dots:]
         bases = [base]
     else:
         rest = module
-        folder = importer.parent
-        bases = _bases.get(folder) if _bases is not None else None
+        bases = bases_of.get(folder)
         if bases is None:
-            bases = [folder, *[p for p in folder.parents if root in (p, *p.parents)]]
-            if _bases is not None:
-                _bases[folder] = bases
+            bases = [folder]
+            current = folder
+            prefix = root if root.endswith(os.sep) else root + os.sep
+            while current.startswith(prefix):
+                parent = os.path.dirname(current)
+                if parent == current:
+                    break
+                bases.append(parent)
+                current = parent
+            bases_of[folder] = bases
     if not rest:
         return None
-    rel = Path(*rest.split("."))
+    rel = rest.replace(".", os.sep)
     for base in bases:
-        for candidate in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):
-            if candidate in files:
-                return candidate
+        found = files.get(f"{base}{os.sep}{rel}.py") or files.get(f"{base}{os.sep}{rel}{os.sep}__init__.py")
+        if found is not None:
+            return found
     return None
 
 
@@ -88,16 +96,18 @@ class ImportGraph:
         files = set(imports)
         self.edges: dict[Path, set[Path]] = {f: set() for f in files}
         self.reverse: dict[Path, set[Path]] = {f: set() for f in files}
-        resolved: dict[tuple[Path, str], Path | None] = {}
-        bases: dict[Path, list[Path]] = {}
+        resolved: dict[tuple[str, str], Path | None] = {}
+        bases: dict[str, list[str]] = {}
+        by_string = {str(f): f for f in files}
+        root_string = str(root)
         for file, modules in imports.items():
-            folder = file.parent
+            folder = os.path.dirname(str(file))
             for module in modules:
                 memo = (folder, module)
                 if memo in resolved:
                     target = resolved[memo]
                 else:
-                    target = resolved[memo] = _resolve(module, file, root, files, bases)
+                    target = resolved[memo] = _resolve(module, folder, root_string, by_string, bases)
                 if target is not None and target != file:
                     self.edges[file].add(target)
                     self.reverse[target].add(file)

@@ -10,7 +10,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from tlint.cst import children, dotted_name
+from tlint.cst import child_nodes, dotted_name
 from tlint.names import ImportTable
 
 _LOOPS = (cst.For, cst.While)
@@ -60,11 +60,10 @@ class FileIndex:
             elif kind is cst.ImportFrom:
                 imports.add_import_from(node)
                 continue
-            kids = list(children(node))
+            kids = child_nodes(node)
             for kid in kids:
                 parents[kid] = node
-            kids.reverse()
-            stack.extend(kids)
+            stack.extend(reversed(kids))
         self._module_aliases()
 
     def _module_aliases(self) -> None:

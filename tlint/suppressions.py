@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 _TLINT = re.compile(r"#\s*tlint:\s*(ignore-file|ignore)\b(?:\[([^\]]*)\])?", re.IGNORECASE)
 _NOQA = re.compile(r"#\s*noqa(?::\s*([A-Za-z0-9_\-]+(?:\s*,\s*[A-Za-z0-9_\-]+)*))?", re.IGNORECASE)
 NEVER_SUPPRESSED = frozenset({"TL003"})
+_LINES = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass
@@ -37,7 +38,9 @@ def parse_suppressions(text: str) -> list[Suppression]:
     out: list[Suppression] = []
     if "tlint" not in text and "noqa" not in text and "NOQA" not in text:
         return out
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Lines end at \r\n, \r or \n, as the positions of findings count them (str.splitlines
+    # also splits at form feeds, \x1c-\x1e, \x85, \u2028 and \u2029).
+    for lineno, line in enumerate(_LINES.split(text), start=1):
         if "#" not in line:
             continue
         standalone = line.lstrip().startswith("#")

@@ -423,3 +423,49 @@ def test_diffusion_text_encoder_convention(tmp_path):
     without = DIFFUSION_STEP.replace("{imports}", "import torch")
     assert lint(tmp_path / "a", {"train_dreambooth.py": with_diffusers}) == set()
     assert lint(tmp_path / "b", {"encode.py": without}) == {("encode.py", 9, CODE)}
+
+
+def test_helper_methods_and_models_that_ignore_their_mask_are_not_flagged(tmp_path):
+    # `self._build_network_inputs(...)` is a method of the class, not a model; a recurrent
+    # model whose forward says the mask is unused gains nothing from receiving it. A model
+    # whose forward applies its mask is still flagged.
+    got = lint(tmp_path, {"train.py": """
+        import logging
+
+        import torch
+        from torch import nn
+        from torch.nn.utils.rnn import pad_sequence
+
+        logger = logging.getLogger(__name__)
+
+
+        class RecurrentModel(nn.Module):
+            def forward(self, input_ids, attention_mask=None):
+                if attention_mask is not None:
+                    logger.warning("`attention_mask` was passed, but it is unused in this model.")
+                return self.rnn(self.embed(input_ids))
+
+
+        class Tagger(nn.Module):
+            def forward(self, input_ids, attention_mask=None):
+                return self.out(self.embed(input_ids) * attention_mask.unsqueeze(-1))
+
+
+        class Wrapper(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn_model = RecurrentModel()
+                self.tagger = Tagger()
+
+            def _build_network_inputs(self, input_ids):
+                return input_ids.float()
+
+            def forward(self, input_ids):
+                features = self._build_network_inputs(input_ids)
+                hidden = self.rnn_model(input_ids)
+                return self.tagger(input_ids), hidden, features
+
+
+        input_ids = pad_sequence([torch.tensor([1, 2, 3]), torch.tensor([4])], batch_first=True)
+    """})
+    assert got == {("train.py", 34, CODE)}  # the tagger only

@@ -324,3 +324,26 @@ def test_padding_folded_into_attn_mask(tmp_path):
                 return self.attn(x, x, x, attn_mask=causal)[0]  # expect: TL102
     """}
     assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_vision_pooling_head_in_a_padded_project_is_clean(tmp_path):
+    # an attention-pooling head of a vision tower attends over image patches, which the
+    # project's token padding does not touch; the same head over text is still flagged
+    head = """
+        import torch
+        import torch.nn as nn
+
+
+        class PoolingHead(nn.Module):
+            def __init__(self, config: {CONFIG}):
+                super().__init__()
+                self.probe = nn.Parameter(torch.randn(1, 1, config.hidden_size))
+                self.attention = nn.MultiheadAttention(config.hidden_size, 4, batch_first=True)
+
+            def forward(self, hidden_state):
+                probe = self.probe.repeat(hidden_state.shape[0], 1, 1)
+                return self.attention(probe, hidden_state, hidden_state)[0]
+    """
+    assert lint(tmp_path, {"data.py": COLLATE, "model.py": head.replace("{CONFIG}", "VisionConfig")}) == set()
+    got = lint(tmp_path / "text", {"data.py": COLLATE, "model.py": head.replace("{CONFIG}", "TextConfig")})
+    assert got == {("model.py", 13, CODE)}

@@ -450,3 +450,151 @@ def test_layer_with_projection_ignoring_mask_still_flagged(tmp_path):
                 return self.norm(x + self.mixer(x))
     '''
     assert lint(tmp_path, {"m.py": src}) == {("m.py", 10, CODE)}
+
+
+# --- masks that no call in the file ever supplies ------------------------------------------
+
+QUERY_DECODER = '''
+    import torch.nn as nn
+
+
+    class QuerySelfAttention(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(d, heads)
+            self.norm = nn.LayerNorm(d)
+
+        def _post(self, queries, attn_mask=None, key_padding_mask=None, pos=None):
+            out, _ = self.attn(queries + pos, queries + pos, queries, attn_mask=attn_mask)
+            return self.norm(queries + out)
+
+        def _pre(self, queries, attn_mask=None, key_padding_mask=None, pos=None):
+            q = self.norm(queries)
+            out, _ = self.attn(q + pos, q + pos, q, attn_mask=attn_mask)
+            return queries + out
+
+        def forward(self, queries, attn_mask=None, key_padding_mask=None, pos=None):
+            if self.pre_norm:
+                return self._pre(queries, attn_mask, key_padding_mask, pos)
+            return self._post(queries, attn_mask, key_padding_mask, pos)
+
+
+    class DecoderLayer(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.self_attn = QuerySelfAttention(d, heads)
+
+        def forward(self, queries, pos, attention_mask=None):
+            return self.self_attn(queries, key_padding_mask={CALLER_MASK}, pos=pos)
+
+
+    class Decoder(nn.Module):
+        def __init__(self, d, heads, n):
+            super().__init__()
+            self.layers = nn.ModuleList([DecoderLayer(d, heads) for _ in range(n)])
+
+        def forward(self, queries, pos):
+            for i, layer in enumerate(self.layers):
+                queries = layer(queries, pos, {LAYER_MASK})
+            return queries
+'''
+
+
+@pytest.mark.parametrize("caller_mask", ["None", "attention_mask"])
+def test_mask_that_every_caller_passes_as_none_is_not_reported(tmp_path, caller_mask):
+    # Object-query self-attention: the fixed set of queries has no padding, and every call in
+    # the file passes None (by keyword, or positionally through a loop over a ModuleList),
+    # directly or through the layer's own parameter, which its caller (defined later) sets to None
+    src = QUERY_DECODER.replace("{CALLER_MASK}", caller_mask).replace("{LAYER_MASK}", "None")
+    assert lint(tmp_path, {"m.py": _src(src)}) == set()
+
+
+def test_mask_that_one_caller_supplies_is_reported(tmp_path):
+    # the decoder passes a real mask to the layer, which drops it: the layer is reported
+    src = QUERY_DECODER.replace("{CALLER_MASK}", "None").replace("{LAYER_MASK}", "queries.new_ones(4)")
+    assert lint(tmp_path, {"m.py": _src(src)}) == {("m.py", 30, CODE)}
+    # the layer forwards its mask, which the self-attention's helpers drop
+    src = QUERY_DECODER.replace("{CALLER_MASK}", "attention_mask").replace("{LAYER_MASK}", "queries.new_ones(4)")
+    assert lint(tmp_path, {"m.py": _src(src)}) == {("m.py", 10, CODE), ("m.py", 14, CODE)}
+
+
+def test_mask_of_a_layer_used_in_an_unseen_way_is_reported(tmp_path):
+    # `partial(self.self_attn, ...)` hides what is passed: no call site is known, so the
+    # helpers dropping the key padding mask are reported (the layer's own mask still is not)
+    src = QUERY_DECODER.replace("{CALLER_MASK}", "None").replace("{LAYER_MASK}", "None").replace(
+        "return self.self_attn(queries, key_padding_mask=None, pos=pos)",
+        "return functools.partial(self.self_attn, pos=pos)(queries)")
+    found = lint(tmp_path, {"m.py": "import functools\n" + _src(src)})
+    assert {line for _, line, _ in found} == {11, 15}
+
+
+def test_mask_rebound_by_the_caller_is_not_known_to_be_none(tmp_path):
+    src = module_with_forward("x, mask=None", "return self._mix(x, mask)") + (
+        "\n    def _mix(self, x, mask):\n        return x @ x.transpose(-2, -1)\n\n"
+        "    def outer(self, x, mask=None):\n        mask = x > 0\n        return self.forward(x, mask)\n")
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 8, CODE)}
+
+
+# --- a helper that only copies and index-writes tokens -----------------------------------
+
+CORRUPTION = '''
+    import torch.nn as nn
+
+
+    class MaskedLM(nn.Module):
+        def corrupt(self, tokens, attention_mask, pattern):
+            {BODY}
+
+        def forward(self, tokens, attention_mask, pattern):
+            inputs, targets = self.corrupt(tokens, attention_mask, pattern)
+            hidden = self.encoder(inputs, {ENCODER_MASK})
+            return self.head(hidden), targets
+'''
+
+
+def test_token_corruption_helper_ignoring_the_padding_mask_is_not_reported(tmp_path):
+    body = ("inputs, targets = tokens.clone(), tokens.clone()\n"
+            "            inputs[pattern == 1] = self.mask_id\n"
+            "            targets[pattern != 1] = -100\n"
+            "            return inputs, targets")
+    src = CORRUPTION.replace("{BODY}", body).replace("{ENCODER_MASK}", "attention_mask")
+    assert lint(tmp_path, {"m.py": _src(src)}) == set()
+
+
+def test_copy_helper_holding_the_only_use_of_the_mask_is_reported(tmp_path):
+    # the forward hands the mask to the helper alone: it dies there
+    body = "inputs = tokens.clone()\n            inputs[pattern == 1] = 0\n            return inputs, tokens"
+    src = CORRUPTION.replace("{BODY}", body).replace("{ENCODER_MASK}", "None")
+    assert lint(tmp_path, {"m.py": _src(src)}) == {("m.py", 5, CODE)}
+
+
+def test_helper_that_mixes_positions_is_reported_even_if_the_caller_applies_the_mask(tmp_path):
+    # a mean over positions includes the padding: the mask was needed here
+    body = "pooled = tokens.float().mean(1)\n            return pooled, tokens"
+    src = CORRUPTION.replace("{BODY}", body).replace("{ENCODER_MASK}", "attention_mask")
+    assert lint(tmp_path, {"m.py": _src(src)}) == {("m.py", 5, CODE)}
+
+
+@pytest.mark.parametrize("outer_call, reported", [
+    ("self.model.embed_prefix(input_ids, pixel_values)", set()),
+    ("self.model.embed_prefix(input_ids, pixel_values, attention_mask)", {("m.py", 5, CODE)}),
+])
+def test_method_called_through_another_object_counts_as_a_call_site(tmp_path, outer_call, reported):
+    src = f'''
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def embed_prefix(self, input_ids, pixel_values, attention_mask=None):
+                return self.embed(input_ids) + self.vision(pixel_values) @ self.proj
+
+            def forward(self, input_ids, pixel_values, attention_mask=None):
+                return self.decoder(self.embed_prefix(input_ids, pixel_values), attention_mask)
+
+
+        class ForAction(nn.Module):
+            def forward(self, input_ids, pixel_values, attention_mask=None):
+                embeds = {outer_call}
+                return self.model.decoder(embeds, attention_mask)
+    '''
+    assert lint(tmp_path, {"m.py": _src(src)}) == reported

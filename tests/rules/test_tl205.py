@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.lintutil import lint_paths
 from tests.rules.conftest import expected, lint
 
 CODE = "TL205"
@@ -259,3 +260,38 @@ def test_module_handed_to_an_unrelated_imported_helper_keeps_the_finding(tmp_pat
                 return hidden_states, synced
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_single_vector_is_not_a_table_and_an_unused_table_beside_an_applied_one_says_so(tmp_path):
+    # an unused (1, 1, d) vector carries no order either way; an unused table beside an
+    # applied one (row/column grid embeddings) is still reported, as dead weight
+    files = {"m.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class GridEmbeddings(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.position_embeddings = nn.Embedding(config.max_positions, config.hidden_size)  # expect: TL205
+                self.row_position_embeddings = nn.Embedding(config.rows, config.hidden_size)
+                self.no_memory_pos_enc = nn.Parameter(torch.zeros(1, 1, config.hidden_size))
+
+            def forward(self, grid):
+                rows = self.row_position_embeddings(torch.arange(grid.shape[1], device=grid.device))
+                return grid + rows[None, :, None]
+
+
+        class Encoder(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.pos_table = nn.Parameter(torch.zeros(64, config.hidden_size))  # expect: TL205
+                self.register_buffer("position_ids", torch.arange(64))
+
+            def forward(self, x):
+                return x + self.position_ids[: x.shape[1], None]
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+    messages = sorted(d.message for d in lint_paths([tmp_path], select=[CODE]).diagnostics)
+    assert [("while `self.row_position_embeddings` gives the positions" in m, "unordered set" in m)
+            for m in messages] == [(False, True), (True, False)]  # pos_table, then position_embeddings

@@ -239,3 +239,36 @@ def test_sizes_computed_or_imported_are_not_compared(tmp_path):
         "train.py": "from model import Model\n" + DATA,
     }
     assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_shared_vectors_and_coordinate_projections_are_not_tables(tmp_path):
+    # a (1, d) / (1, 1, d) positional parameter is one vector broadcast over every position,
+    # and a (2, d) matrix multiplied by 2-D point coordinates (random Fourier features) is a
+    # projection: neither has one row per position. A real (1, N, d) table is still compared.
+    files = {"train.py": """
+        import torch
+        from torch import nn
+
+
+        class PointEmbedding(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.positional_embedding = nn.Parameter(torch.randn((2, d // 2)))
+                self.no_memory_pos_enc = nn.Parameter(torch.zeros(1, 1, d))
+                self.class_pos_emb = nn.Parameter(torch.randn(1, d))
+
+            def forward(self, coords):
+                projected = 2 * torch.pi * (coords @ self.positional_embedding)
+                return torch.cat([projected.sin(), projected.cos()], dim=-1) + self.class_pos_emb
+
+
+        class Tokens(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.pos_emb = nn.Parameter(torch.zeros(1, 64, d))  # expect: TL206
+
+
+        tokenizer = None
+        batch = tokenizer(["a b"], truncation=True, max_length=128)
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

@@ -1,6 +1,7 @@
 """Reporters: one module per output format, each a `render(report, stream)`.
 
-They are imported lazily (the JSON and GitHub formats never load rich)."""
+They are imported lazily (the JSON and GitHub formats never load rich). The formats:
+text, json, github, lsp, sarif, junit (`tlint check --format`; each is `tlint.reporters.<name>`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class SourceLines:
         if path not in self._lines:
             text = self._texts.get(path)
             if text is None:
-                from tlint.engine import decode_source
+                from tlint.encoding import decode_source
 
                 try:
                     text = decode_source(Path(path).read_bytes())

@@ -50,7 +50,7 @@ def lsp_diagnostic(diag: Diagnostic, sources: SourceLines) -> dict:
         "range": lsp_range(sources, diag.path, diag.range),
         "severity": _SEVERITY[diag.severity],
         "code": diag.code,
-        "codeDescription": {"href": rule_url(diag.code)},
+        "codeDescription": {"href": rule_url(diag.code, diag.name)},
         "source": "tlint",
         "message": diag.message,
         "data": {"fix": fix},

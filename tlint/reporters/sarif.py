@@ -11,6 +11,7 @@ result's `kind` and `level` and travels, with the probe and its figure, in `prop
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -63,20 +64,26 @@ def location(sources: SourceLines, path: str, rng: Range) -> dict[str, Any]:
 
 def rule_descriptor(code: str, name: str | None = None, severity: str | None = None) -> dict[str, Any]:
     """`reportingDescriptor` of a rule: its name, summary, link and default level."""
-    from tlint.docs import rule_url
+    from tlint.docs import rule_doc, rule_url
     from tlint.rules import lookup
 
     rule = lookup(code)
     name = rule.name if rule is not None else (name or code)
     summary = getattr(rule, "summary", None) or name
     default = rule.severity if rule is not None else (severity or "warning")
-    return {
-        "id": code,
-        "name": name,
-        "shortDescription": {"text": summary},
-        "helpUri": rule_url(code),
-        "defaultConfiguration": {"level": LEVELS.get(default, "warning")},
-    }
+    descriptor: dict[str, Any] = {"id": code, "name": name, "shortDescription": {"text": summary}}
+    doc = rule_doc(code)
+    what = _WHAT_IT_DOES.search(doc) if doc else None
+    if what and what.group(1).strip():
+        descriptor["fullDescription"] = {"text": " ".join(what.group(1).split())}
+    descriptor["helpUri"] = rule_url(code)
+    if doc:  # the rule's document (rules/TLxxx-name.md): code scanning shows it as the rule's help
+        descriptor["help"] = {"text": doc, "markdown": doc}
+    descriptor["defaultConfiguration"] = {"level": LEVELS.get(default, "warning")}
+    return descriptor
+
+
+_WHAT_IT_DOES = re.compile(r"^## What it does[ \t]*\n(.*?)(?=^## |\Z)", re.MULTILINE | re.DOTALL)
 
 
 @dataclass
@@ -139,9 +146,10 @@ def fixes(diag: Diagnostic, sources: SourceLines) -> list[dict[str, Any]]:
         return []
     replacements = [{"deletedRegion": region(sources, diag.path, edit.range),
                      "insertedContent": {"text": edit.content}} for edit in diag.fix.edits]
-    return [{"description": {"text": f"{diag.fix.applicability} fix"},
+    return [{"description": {"text": diag.fix.message or f"{diag.fix.applicability} fix"},
              "artifactChanges": [{"artifactLocation": artifact_location(diag.path),
-                                  "replacements": replacements}]}]
+                                  "replacements": replacements}],
+             "properties": {"applicability": diag.fix.applicability}}]
 
 
 def write(document: dict[str, Any], stream: TextIO) -> None:

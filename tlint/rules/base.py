@@ -66,6 +66,21 @@ class Rule:
     # that have one): the rest of the project is not copied for this rule.
     project_facts: ClassVar[tuple[str, ...]] = ()
 
+    # The pre-filter (tlint/engine.py): words one of which a file's text must contain
+    # (case-insensitively, as substrings: identifiers, attribute names, string contents)
+    # for `check` to report anything there. Every way a finding can arise must keep one
+    # in the text: an import alias still spells the imported name, a keyword argument its
+    # keyword. None: the rule needs every file (nothing is pre-filtered while it is on).
+    # Facts are the extractors' business (`tlint.views.facts.TOKENS`), not the rule's.
+    tokens: ClassVar[frozenset[str] | None] = None
+    # ... or one of these regular expressions must match the lower-cased text (for a
+    # trigger no plain word pins down, such as a function named `eval*`).
+    patterns: ClassVar[tuple[str, ...]] = ()
+
+    def needed_tokens(self) -> frozenset[str] | None:
+        """`tokens`; a rule whose options name more triggers adds them here."""
+        return self.tokens
+
     def check(self, ctx: "FileContext") -> None:  # noqa: F821 - see tlint.engine
         """Per-file analysis; report through `ctx.report`."""
 

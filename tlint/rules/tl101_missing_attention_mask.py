@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import libcst as cst
 
+from tlint import fixes
 from tlint.cst import (
     dotted_name,
     get_arg,
     has_star_kwargs,
     last_name,
+    literal_value,
     positional_count,
     snake_parts,
+    walk,
 )
 from tlint.rules.base import ProjectCondition, Rule
-from tlint.views.facts import ids_expression, ids_variables, unpadded_ids
+from tlint.views.facts import ids_expression, ids_variables, tokenizer_like, unpadded_ids
 
 _MODEL_WORDS = {"model", "net", "network", "lm", "encoder", "transformer", "gpt", "bert", "backbone"}
 _MODEL_METHODS = {"forward", "generate", "__call__"}
@@ -24,6 +27,8 @@ class MissingAttentionMask(Rule):
     code = "TL101"
     name = "missing-attention-mask"
     severity = "error"
+    # pre-filter: model calls count only with input ids (`input_ids=`, `["input_ids"]`, names assigned from them)
+    tokens = frozenset({"input_ids"})
     summary = "A model is called with padded input ids but no attention_mask."
     # Extra identifier parts that name a model variable in this project (e.g. "policy").
     options = {"model-names": []}
@@ -50,6 +55,8 @@ class MissingAttentionMask(Rule):
                 continue
             if isinstance(receiver, cst.Attribute) and receiver is func and not isinstance(receiver.value, cst.Name):
                 continue
+            if _own_method(index, receiver):
+                continue  # `self._build_network_inputs(...)`: a helper of the class, not a model
             ids_arg = get_arg(call, "input_ids")
             if ids_arg is None:
                 first = get_arg(call, None, 0)
@@ -68,6 +75,7 @@ class MissingAttentionMask(Rule):
                 f"`{spelled}(...)` gets input ids but no `attention_mask` while the project pads its "
                 "sequences: pad tokens are attended to as if they were text",
                 when=ProjectCondition(any_of=("pads",)),
+                fix=mask_fix(index, call, ids_value),
             )
 
     @staticmethod
@@ -86,9 +94,184 @@ class MissingAttentionMask(Rule):
             local = dotted_name(value.func)
             if local in classes:
                 params = [p.name.value for p in classes[local].forward_params()]
-                bucket = models if any("mask" in p.lower() for p in params) or not params else maskless
+                forward = classes[local].forward
+                applied = [p for p in params if "mask" in p.lower() and not _ignored_mask(forward, p)]
+                bucket = models if applied or not params else maskless
                 bucket.update(t for t in targets if t)
             elif callee.endswith(".from_pretrained") and "Tokenizer" not in callee and "Processor" not in callee \
                     and "Config" not in callee:
                 models.update(t for t in targets if t)
         return models, maskless
+
+
+def _own_method(index, receiver) -> bool:
+    """`self.<name>` where `<name>` is a method of the enclosing class."""
+    if not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name)
+            and receiver.value.value == "self"):
+        return False
+    cls = index.enclosing_class(receiver)
+    body = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
+    return any(isinstance(stmt, cst.FunctionDef) and stmt.name.value == receiver.attr.value for stmt in body)
+
+
+def _ignored_mask(forward, name: str) -> bool:
+    """The forward takes the mask but never reads it, or says it is unused (`"attention_mask
+    was passed, but it is unused in this model"`, a recurrent model): passing it changes
+    nothing, and TL103 judges the forward itself."""
+    from tlint.rules.tl103_unused_mask_argument import _documented_unused, _strings
+
+    if forward is None:
+        return False
+    keywords = {id(node.keyword) for node in walk(forward.body) if isinstance(node, cst.Arg) and node.keyword}
+    read = any(isinstance(node, cst.Name) and node.value == name and id(node) not in keywords
+               for node in walk(forward.body))
+    return not read or _documented_unused(_strings(forward), name)
+
+
+# --- the fix: pass the mask that is at hand ------------------------------------------------
+
+_MOVES = ("to", "cuda", "cpu", "long", "int", "squeeze", "unsqueeze", "contiguous")
+_MASK_ENCODERS = ("__call__", "encode_plus", "batch_encode_plus")  # `encode` gives ids only
+
+
+def mask_fix(index, call: cst.Call, ids_value: cst.BaseExpression):
+    """Pass `attention_mask=<mask>` when a mask is clearly at hand: a variable of the
+    enclosing function (a parameter, an assignment before the call, a loop target) named
+    `attention_mask` or assigned from `x["attention_mask"]` / `x.attention_mask`; else the
+    mask beside the ids: `enc["input_ids"]` -> `enc["attention_mask"]` (moved the same way,
+    `.to(device)`), when `enc` is a tokenizer's output or its mask is read elsewhere in the
+    function. Unsafe: the model's outputs change (that is the point), and a mask held under
+    another name, or one the model should not get (a causal LM fed packed sequences), is
+    not something the rule can know."""
+    scope = index.enclosing_function(call) or index.module
+    before = _bound_before(scope, call)
+    mask = _mask_variable(before)
+    if mask is None:
+        mask = _mask_beside(index, scope, ids_value, before)
+    if mask is None:
+        return None
+    spelled = index.module.code_for_node(mask)
+    new = fixes.with_keyword(call, "attention_mask", mask)
+    return fixes.fix("unsafe", f"Pass `attention_mask={spelled}`",
+                     fixes.replace(call, fixes.code_at(index, call, new)))
+
+
+def _bound_before(scope, call) -> dict[str, list]:
+    """Names bound in `scope` before `call` (its own statements, not nested functions):
+    name -> the values assigned (None for a parameter or a loop/with target)."""
+    bound: dict[str, list] = {}
+    if isinstance(scope, cst.FunctionDef):
+        params = scope.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            bound.setdefault(param.name.value, []).append(None)
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    for node in walk(body, into_functions=False):
+        if node is call:
+            break
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    bound.setdefault(target.target.value, []).append(node.value)
+                else:
+                    for name in _names(target.target):
+                        bound.setdefault(name, []).append(None)
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)) and isinstance(node.target, cst.Name):
+            bound.setdefault(node.target.value, []).append(getattr(node, "value", None))
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            for name in _names(node.target):
+                bound.setdefault(name, []).append(None)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            for name in _names(node.asname.name):
+                bound.setdefault(name, []).append(None)
+    return bound
+
+
+def _names(target) -> list[str]:
+    """The plain names a target binds (`a`, `a, (b, *c)`; not `self.a`, `d[k]`)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in _names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _names(target.value)
+    return []
+
+
+def _peel(expr):
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVES:
+        expr = expr.func.value
+    return expr
+
+
+def _mask_key(expr) -> cst.BaseExpression | None:
+    """`x["attention_mask"]` / `x.attention_mask` (under `.to(...)`): the holder `x`."""
+    expr = _peel(expr)
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "attention_mask":
+        return expr.value
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        key = expr.slice[0].slice.value
+        if isinstance(key, cst.SimpleString) and key.evaluated_value == "attention_mask":
+            return expr.value
+    return None
+
+
+def _mask_variable(bound) -> cst.Name | None:
+    found = sorted(name for name, values in bound.items()
+                   if name == "attention_mask" or (values and all(v is not None and _mask_key(v) is not None
+                                                                  for v in values)))
+    if "attention_mask" in found:
+        return cst.Name("attention_mask")
+    return cst.Name(found[0]) if len(found) == 1 else None
+
+
+def _mask_beside(index, scope, ids_value, bound, depth: int = 0):
+    """The mask next to the ids: the same holder, key `attention_mask`, moved the same way."""
+    base = _peel(ids_value)
+    if isinstance(base, cst.Name) and depth == 0:
+        values = bound.get(base.value) or []
+        if len(values) == 1 and values[0] is not None:
+            return _mask_beside(index, scope, values[0], bound, depth + 1)
+        return None
+    if isinstance(base, cst.Attribute) and base.attr.value == "input_ids":
+        holder, mask_base = base.value, base.with_changes(attr=cst.Name("attention_mask"))
+    elif isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
+        key = base.slice[0].slice.value
+        if not (isinstance(key, cst.SimpleString) and key.evaluated_value == "input_ids"):
+            return None
+        holder = base.value
+        mask_base = base.deep_replace(key, key.with_changes(value=key.value.replace("input_ids", "attention_mask")))
+    else:
+        return None
+    if dotted_name(holder) is None or not _holds_mask(index, scope, holder, bound):
+        return None
+    return mask_base if base is ids_value else ids_value.deep_replace(base, mask_base)
+
+
+def _holds_mask(index, scope, holder, bound) -> bool:
+    """`holder` is a tokenizer's output (every assignment of it in the scope), or its
+    `attention_mask` is read somewhere in the scope."""
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    for node in walk(body, into_functions=False):
+        found = _mask_key(node) if isinstance(node, (cst.Subscript, cst.Attribute)) else None
+        if found is not None and found.deep_equals(holder):
+            return True
+    if not isinstance(holder, cst.Name):
+        return False
+    values = bound.get(holder.value) or []
+    return bool(values) and all(v is not None and _tokenizer_output(index, v) for v in values)
+
+
+def _tokenizer_output(index, value) -> bool:
+    value = _peel(value)
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    receiver = func
+    if isinstance(func, cst.Attribute) and func.attr.value in _MASK_ENCODERS:
+        receiver = func.value
+    elif isinstance(func, cst.Attribute):
+        return False
+    if not tokenizer_like(index, receiver):
+        return False
+    returned = get_arg(value, "return_attention_mask")
+    return returned is None or literal_value(returned.value, default=None) is not False

@@ -29,6 +29,21 @@ def is_padding_mask_name(name: str) -> bool:
     return lowered in _PADDING_PARAM_NAMES or "pad" in snake_parts(name) or "padding" in lowered
 
 
+_VISION_PARTS = frozenset({"vision", "image", "pixel", "patch", "vit"})
+
+
+def _vision_module(module_class) -> bool:
+    """A module of a vision tower: its class name or a type annotation of its `__init__`
+    parameters (`config: SiglipVisionConfig`) names vision, images, pixels or patches."""
+    names = [module_class.name]
+    init = module_class.methods.get("__init__")
+    if init is not None:
+        for param in (*init.params.posonly_params, *init.params.params, *init.params.kwonly_params):
+            if param.annotation is not None:
+                names += [n.value for n in walk(param.annotation.annotation) if isinstance(n, cst.Name)]
+    return any(set(snake_parts(name)) & _VISION_PARTS for name in names)
+
+
 def _padding_in_attn_mask(call: cst.Call, padding_params: list[str]) -> bool:
     """The padding mask folded into the other mask argument (`attn_mask=attention_mask`,
     as Hugging Face's SigLIP2 pooling head does with its expanded additive mask)."""
@@ -44,6 +59,7 @@ class MissingKeyPaddingMask(Rule):
     code = "TL102"
     name = "missing-key-padding-mask"
     severity = "error"
+    tokens = frozenset({"multiheadattention", "transformer"})  # pre-filter: torch.nn attention/transformer sub-modules
     summary = "A torch.nn attention/transformer module is called without its padding mask."
 
     def check(self, ctx) -> None:
@@ -56,6 +72,8 @@ class MissingKeyPaddingMask(Rule):
             mask_params = [p for p in params if "mask" in p.lower()]
             if not padding_params and mask_params:
                 continue  # only a causal/attention mask: not this rule's business
+            if not padding_params and _vision_module(module_class):
+                continue  # the project pads token sequences; the patches of an image are not padded
             when = None if padding_params else ProjectCondition(any_of=("pads",))
             for call in module_class.calls_of(forward):
                 sub = module_class.attribute_of(call.func)

@@ -198,10 +198,261 @@ def _builds(cls: cst.ClassDef, name: str) -> bool:
                for node in walk(cls.body))
 
 
+_OMITTED = object()
+_UNKNOWN = object()
+
+
+def _is_none(expr) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _argument_for(call: cst.Call, fn: cst.FunctionDef, name: str, bound: bool):
+    """What `call` passes for parameter `name` of `fn`: the expression, `_OMITTED`, or
+    `_UNKNOWN` when a `*args`/`**kwargs` spread may carry it. `bound`: the call goes through
+    an instance or `self`, so the first parameter is implicit."""
+    positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+    if bound:
+        positional = positional[1:]
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            return _UNKNOWN
+        if arg.keyword is not None:
+            if arg.keyword.value == name:
+                return arg.value
+            continue
+        if index < len(positional) and positional[index] == name:
+            return arg.value
+        index += 1
+    return _OMITTED
+
+
+def _rebound(fn: cst.FunctionDef, name: str) -> bool:
+    """`name` is assigned anywhere in `fn` (`mask = build(mask)`, a loop or `with` target)."""
+    for node in walk(fn.body):
+        targets = ()
+        if isinstance(node, cst.AssignTarget):
+            targets = (node.target,)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+            targets = (node.target,)
+        elif isinstance(node, cst.AsName):
+            targets = (node.name,)
+        if any(isinstance(n, cst.Name) and n.value == name for t in targets for n in walk(t)):
+            return True
+    return False
+
+
+# Tensor methods and torch functions that copy, convert or create a tensor without mixing
+# positions (no reduction, no product, no sub-layer).
+_COPY_CALLS = {"clone", "detach", "to", "float", "half", "double", "long", "int", "bool", "type",
+               "contiguous", "new_full", "new_zeros", "new_ones", "new_empty", "new_tensor",
+               "zeros_like", "ones_like", "full_like", "empty_like", "size", "dim"}
+
+
+def _copies_only(fn: cst.FunctionDef) -> bool:
+    """The function only copies, converts and index-writes tensors: every call it makes is
+    one of `_COPY_CALLS` (`x.clone()`, `torch.zeros_like(x)`), never a sub-layer, a helper,
+    a reduction or an attention; so no position of its output sees another."""
+    for node in walk(fn.body):
+        if isinstance(node, cst.Call) and (last_name(node.func) not in _COPY_CALLS
+                                           or (dotted_name(node.func) or "").startswith("self.")):
+            return False
+        if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.For, cst.While)) and node is not fn:
+            return False
+    return not _does_attention(fn)
+
+
+class _CallSites:
+    """Who calls a function of the file, and with what mask: the call sites of a method
+    (`self.name(...)`), of a module-level function, and of a module class's `forward` (its
+    instances held as sub-modules: `self.attn(...)`, `self.layers[i](...)`, a loop over
+    `self.layers`). A function whose uses are not all such calls (passed along, stored,
+    subclassed, called through something the view does not resolve) has no known sites."""
+
+    def __init__(self, ctx, owner: dict[int, cst.ClassDef]) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.owner = owner
+        self._memo: dict[int, list | None] = {}
+        self._names: list[cst.Name] | None = None
+        self._attributes: list[cst.Attribute] | None = None
+
+    def _scan(self) -> None:
+        if self._names is None:
+            self._names, self._attributes = [], []
+            for node in walk(self.index.module):
+                if isinstance(node, cst.Name):
+                    self._names.append(node)
+                elif isinstance(node, cst.Attribute):
+                    self._attributes.append(node)
+
+    def sites(self, fn: cst.FunctionDef) -> list[tuple[cst.Call, cst.FunctionDef | None, bool]] | None:
+        """[(call, calling function, bound)], or None when not every use is a seen call."""
+        if id(fn) not in self._memo:
+            self._scan()
+            owner = self.owner.get(id(fn))
+            if owner is None:
+                found = self._function_sites(fn)
+            elif fn.name.value == "forward":
+                found = self._instance_sites(owner)
+            else:
+                found = self._method_sites(fn, owner)
+            self._memo[id(fn)] = found
+        return self._memo[id(fn)]
+
+    def _call_of(self, node) -> cst.Call | None:
+        parent = self.index.parent(node)
+        return parent if isinstance(parent, cst.Call) and parent.func is node else None
+
+    def _function_sites(self, fn):
+        if self.index.parent(fn) is not self.index.module:
+            return None
+        out = []
+        for name in self._names:
+            if name.value != fn.name.value or name is fn.name:
+                continue
+            call = self._call_of(name)
+            if call is None:
+                return None
+            out.append((call, self.index.enclosing_function(call), False))
+        return out
+
+    def _method_sites(self, fn, owner):
+        out = []
+        for attr in self._attributes:
+            if attr.attr.value != fn.name.value:
+                continue
+            cls = self.index.enclosing_class(attr)
+            if cls is not owner and cls is not None and isinstance(attr.value, cst.Name) and attr.value.value == "self" \
+                    and any(isinstance(s, cst.FunctionDef) and s.name.value == fn.name.value
+                            for s in (cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ())):
+                continue  # another class's own method of that name
+            call = self._call_of(attr)
+            if call is None:
+                return None  # `self.name` stored or passed along: called with anything
+            # `self.name(...)`, or through another object (`self.model.name(...)`): a call of
+            # that name elsewhere is counted even if it is another class's method
+            out.append((call, self.index.enclosing_function(call), True))
+        return out
+
+    def _instance_sites(self, owner):
+        name = owner.name.value
+        models = self.ctx.models
+        holders = [(mc, sub) for mc in models.classes.values()
+                   for sub in (*mc.attributes.values(), *mc.inherited.values()) if sub.ctor == name]
+        built = {id(sub.call) for _, sub in holders if sub.call is not None}
+        for node in self._names:
+            if node.value != name or node is owner.name:
+                continue
+            call = self._call_of(node)
+            if call is not None and id(call) in built:
+                continue
+            if self.index.enclosing_function(node) is None and not isinstance(self.index.parent(node), cst.Arg):
+                continue  # class-level metadata (`_can_record_outputs = {"attentions": Layer}`)
+            parent = self.index.parent(node)
+            outer = self.index.parent(parent) if isinstance(parent, cst.Arg) else None
+            if isinstance(outer, cst.Call) and dotted_name(outer.func) in ("isinstance", "issubclass"):
+                continue
+            return None
+        out = []
+        for mc, sub in holders:
+            loops = {var for var, src in mc._loop_sources().items() if src is sub}
+            for attr in self._attributes:
+                if (attr.attr.value != sub.name or not isinstance(attr.value, cst.Name)
+                        or attr.value.value != "self" or self.index.enclosing_class(attr) is not mc.node):
+                    continue
+                parent = self.index.parent(attr)
+                if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AnnAssign) and parent.target is attr):
+                    continue
+                call = self._call_of(attr) or (self._call_of(parent) if isinstance(parent, cst.Subscript) else None)
+                if call is not None:
+                    out.append((call, self.index.enclosing_function(call), True))
+                    continue
+                if isinstance(parent, cst.Arg) and isinstance(self.index.parent(parent), cst.Call) \
+                        and dotted_name(self.index.parent(parent).func) == "len":
+                    continue
+                if loops and self._loop_iter(attr, mc):
+                    continue
+                return None
+            forward = mc.forward
+            for var in loops:
+                for node in walk(forward.body) if forward is not None else ():
+                    if not isinstance(node, cst.Name) or node.value != var:
+                        continue
+                    call = self._call_of(node)
+                    if call is not None:
+                        out.append((call, forward, True))
+                    elif not self._loop_target(node):
+                        return None
+        return out
+
+    def _loop_target(self, name: cst.Name) -> bool:
+        """`name` is (part of) the target of a `for` loop."""
+        node = name
+        for anc in self.index.ancestors(name):
+            if isinstance(anc, cst.For):
+                return anc.target is node
+            if not isinstance(anc, (cst.Element, cst.Tuple, cst.List)):
+                return False
+            node = anc
+        return False
+
+    def _loop_iter(self, attr, mc) -> bool:
+        """`self.layers` is the iterable of a loop of `forward` the view resolves."""
+        forward = mc.forward
+        if forward is None:
+            return False
+        for loop in walk(forward.body):
+            if isinstance(loop, cst.For) and any(n is attr for n in walk(loop.iter)):
+                return True
+        return False
+
+    def never_supplied(self, fn: cst.FunctionDef, name: str, active: frozenset = frozenset()) -> bool:
+        """Every call of `fn` in the file passes `None` for `name` or leaves it out (or passes
+        a parameter of its own that is never supplied in turn), and there is at least one."""
+        found = self.sites(fn)
+        if not found:
+            return False
+        static = any(dotted_name(d.decorator) == "staticmethod" for d in fn.decorators)
+        for call, caller, bound in found:
+            value = _argument_for(call, fn, name, bound and not static)
+            if value is _OMITTED or _is_none(value):
+                continue
+            if (value is _UNKNOWN or caller is None or not isinstance(value, cst.Name)
+                    or value.value not in _param_names(caller) or _rebound(caller, value.value)
+                    or (id(caller), value.value) in active):
+                return False
+            if not self.never_supplied(caller, value.value, active | {(id(fn), name)}):
+                return False
+        return True
+
+    def applied_by_callers(self, fn: cst.FunctionDef, name: str) -> bool:
+        """Every call of `fn` passes a parameter of its caller for `name`, which the caller
+        also hands to another call: the mask is applied there, not dropped."""
+        found = self.sites(fn)
+        if not found:
+            return False
+        for call, caller, bound in found:
+            value = _argument_for(call, fn, name, bound)
+            if caller is None or not isinstance(value, cst.Name) or value.value not in _param_names(caller):
+                return False
+            elsewhere = False
+            for other in self.index.statement_calls.get(caller, []):
+                if other is call:
+                    continue
+                if any(isinstance(arg.value, cst.Name) and arg.value.value == value.value for arg in other.args):
+                    elsewhere = True
+                    break
+            if not elsewhere:
+                return False
+        return True
+
+
 class UnusedMaskArgument(Rule):
     code = "TL103"
     name = "unused-mask-argument"
     severity = "error"
+    tokens = frozenset({"mask"})  # pre-filter: a parameter named like a mask
     summary = "A forward (or a function it calls) takes a mask parameter and never reads it."
 
     def check(self, ctx) -> None:
@@ -211,17 +462,18 @@ class UnusedMaskArgument(Rule):
         self._ctx = ctx
         # method name -> [(class, parameter names)] over the file, for interchangeable families
         self._signatures: dict[str, list[tuple[cst.ClassDef, tuple[str, ...]]]] = {}
+        # method -> its class, over the whole file (call sites may be in any class)
+        self._owner: dict[int, cst.ClassDef] = {}
         for cls in index.classes:
             body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
             for stmt in body:
                 if isinstance(stmt, cst.FunctionDef):
                     self._signatures.setdefault(stmt.name.value, []).append((cls, _param_names(stmt)))
-        self._owner: dict[int, cst.ClassDef] = {}
+                    self._owner.setdefault(id(stmt), cls)
+        self._sites = _CallSites(ctx, self._owner)
         for cls in index.classes:
             body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
             methods = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
-            for method in methods.values():
-                self._owner.setdefault(id(method), cls)
             forward = methods.get("forward")
             if forward is None:
                 continue
@@ -280,6 +532,13 @@ class UnusedMaskArgument(Rule):
                 continue
             owner = self._owner.get(id(fn))
             if owner is not None and _position_wise(fn, ctx.models.classes.get(owner.name.value)):
+                continue
+            # nothing is dropped: every call in the file passes None or leaves the mask out
+            if self._sites.never_supplied(fn, name):
+                continue
+            # a helper that only copies and index-writes tensors (a token-corruption step),
+            # handed a mask its callers also pass on to the layers that apply it
+            if fn.name.value != "forward" and _copies_only(fn) and self._sites.applied_by_callers(fn, name):
                 continue
             where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
             ctx.report(param, f"parameter `{name}` of {where} is never read: the mask is silently ignored, "

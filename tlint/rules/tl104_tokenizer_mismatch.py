@@ -19,6 +19,7 @@ class TokenizerMismatch(Rule):
     code = "TL104"
     name = "tokenizer-mismatch"
     severity = "error"
+    tokens = frozenset()  # pre-filter: cross-file only, on the `tokenizer` facts (their extractor's tokens)
     summary = "Related files build tokenizers from different checkpoints or with different settings."
 
     # Only a file that builds a tokenizer is reported at, and only these facts are compared.

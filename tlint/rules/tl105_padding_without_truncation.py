@@ -29,6 +29,7 @@ class PaddingWithoutTruncation(Rule):
     code = "TL105"
     name = "padding-without-truncation"
     severity = "warning"
+    tokens = frozenset({"pad"})  # pre-filter: `padding=`/`pad_to_max_length=` of a tokenizer call
     summary = "A tokenizer call pads to a length or into tensors but does not truncate."
 
     def check(self, ctx) -> None:

@@ -50,6 +50,7 @@ class PadLabelsNotIgnored(Rule):
     code = "TL106"
     name = "pad-labels-not-ignored"
     severity = "error"
+    tokens = frozenset({"input_ids"})  # pre-filter: labels copied from input ids
     summary = "Labels copied from padded input ids keep the pad positions in the loss."
 
     def check(self, ctx) -> None:

@@ -11,6 +11,7 @@ class EosMaskedAsPad(Rule):
     code = "TL107"
     name = "eos-masked-as-pad"
     severity = "warning"
+    tokens = frozenset({"pad_token"})  # pre-filter: `pad_token`/`pad_token_id` set to the EOS token
     summary = "pad_token = eos_token while labels are masked by pad id: the model never learns to stop."
 
     def check(self, ctx) -> None:

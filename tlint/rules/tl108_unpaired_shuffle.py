@@ -34,6 +34,8 @@ class UnpairedShuffle(Rule):
     code = "TL108"
     name = "unpaired-shuffle"
     severity = "error"
+    # pre-filter: shuffles, permutations, shuffled loaders
+    tokens = frozenset({"shuffle", "permutation", "randperm", "dataloader"})
     summary = "Paired sequences are shuffled independently (or shuffled loaders are zipped into pairs)."
 
     def check(self, ctx) -> None:

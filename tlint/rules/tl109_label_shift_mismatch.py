@@ -52,6 +52,8 @@ class LabelShiftMismatch(Rule):
     code = "TL109"
     name = "label-shift-mismatch"
     severity = "error"
+    # pre-filter: a Hugging Face causal LM, or a cross-entropy/NLL loss
+    tokens = frozenset({"forcausallm", "lmheadmodel", "cross_entropy", "nll_loss", "crossentropyloss", "nllloss"})
     summary = "Labels shifted twice (HF causal LM) or not at all (hand-written next-token loss)."
 
     def check(self, ctx) -> None:

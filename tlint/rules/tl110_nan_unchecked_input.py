@@ -67,6 +67,7 @@ class NanUncheckedInput(Rule):
     code = "TL110"
     name = "nan-unchecked-input"
     severity = "warning"
+    tokens = frozenset({name.rsplit(".", 1)[-1] for name in READERS})  # pre-filter: the pandas/numpy readers
     summary = "Data read with pandas/numpy reaches a tensor with no NaN handling in the module."
 
     def check(self, ctx) -> None:

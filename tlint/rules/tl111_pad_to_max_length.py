@@ -12,6 +12,7 @@ class PadToMaxLength(Rule):
     code = "TL111"
     name = "pad-to-max-length"
     severity = "info"
+    tokens = frozenset({"pad"})  # pre-filter: `padding="max_length"`/`pad_to_max_length=True`
     summary = "Training data is padded to the maximum length instead of dynamically."
 
     def check(self, ctx) -> None:

@@ -38,6 +38,7 @@ class NonfinitePaddingValue(Rule):
     code = "TL112"
     name = "nonfinite-padding-value"
     severity = "error"
+    tokens = frozenset({"pad", "torch", "new_full"})  # pre-filter: `pad_sequence`, `F.pad`, `torch.full`, `new_full`
     summary = "Inputs are padded or pre-filled with NaN or ±inf."
 
     def check(self, ctx) -> None:

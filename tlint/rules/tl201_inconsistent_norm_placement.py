@@ -61,6 +61,8 @@ class InconsistentNormPlacement(Rule):
     code = "TL201"
     name = "inconsistent-norm-placement"
     severity = "warning"
+    # pre-filter: module classes (a torch.nn/HF/Lightning base, or `forward`), `norm_first=`
+    tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward", "norm_first"})
     summary = "Residual blocks of one model mix pre-norm and post-norm."
 
     def check(self, ctx) -> None:

@@ -47,6 +47,8 @@ class MissingFinalNorm(Rule):
     code = "TL202"
     name = "missing-final-norm"
     severity = "warning"
+    # pre-filter: module classes; `nn.TransformerEncoder`/`Decoder`
+    tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward", "transformer"})
     summary = "A pre-norm stack has no final norm before the output head."
 
     def check(self, ctx) -> None:

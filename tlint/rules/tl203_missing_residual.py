@@ -12,6 +12,8 @@ class MissingResidual(Rule):
     code = "TL203"
     name = "missing-residual"
     severity = "warning"
+    # pre-filter: module classes: a torch.nn/HF/Lightning base (through an import) or `forward`
+    tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
     summary = "A transformer block overwrites the residual stream with a sub-layer's output."
 
     def check(self, ctx) -> None:

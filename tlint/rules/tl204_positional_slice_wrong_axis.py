@@ -65,6 +65,8 @@ class PositionalSliceWrongAxis(Rule):
     code = "TL204"
     name = "positional-slice-wrong-axis"
     severity = "error"
+    # pre-filter: module classes: a torch.nn/HF/Lightning base (through an import) or `forward`
+    tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
     summary = "A positional table is sliced by the batch size of a batch-first input."
 
     def check(self, ctx) -> None:

@@ -102,6 +102,28 @@ def _index_buffer(call: cst.Call) -> bool:
     return isinstance(value, cst.Call) and (dotted_name(value.func) or "").split(".")[-1] == "arange"
 
 
+_FACTORIES = frozenset({"zeros", "ones", "randn", "rand", "empty", "Tensor", "FloatTensor"})
+
+
+def _one_vector(call: cst.Call) -> bool:
+    """A single learned vector (`nn.Parameter(torch.zeros(1, 1, d))`, `torch.randn(1, d)`):
+    it is the same for every position, so it carries no order whether used or not (a
+    "no memory" embedding, the position of a class token)."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ("register_buffer", "register_parameter"):
+        value = call.args[1].value if len(call.args) > 1 else None
+    elif (dotted_name(func) or "").split(".")[-1] in ("Parameter", "Buffer"):
+        value = call.args[0].value if call.args else None
+    else:
+        value = call
+    if not isinstance(value, cst.Call) or (dotted_name(value.func) or "").split(".")[-1] not in _FACTORIES:
+        return False
+    dims = [arg.value for arg in value.args if arg.keyword is None and not arg.star]
+    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+        dims = [element.value for element in dims[0].elements]
+    return len(dims) >= 2 and all(isinstance(d, cst.Integer) and d.value == "1" for d in dims[:-1])
+
+
 def _read_through_owners(index) -> set[str]:
     """Attribute names read through another attribute in a method other than weight
     initialisation: `self.embeddings.position_embeddings(...)` in the parent model reads the
@@ -155,6 +177,8 @@ class PositionalEncodingUnused(Rule):
     code = "TL205"
     name = "positional-encoding-unused"
     severity = "error"
+    # pre-filter: module classes: a torch.nn/HF/Lightning base (through an import) or `forward`
+    tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
     summary = "A positional table is never used, or a token model has no positional information."
 
     def check(self, ctx) -> None:
@@ -163,10 +187,15 @@ class PositionalEncodingUnused(Rule):
         through_owners: set[str] | None = None
         for module_class in view.classes.values():
             reads = module_class.reads
-            for name, call in positional_tables(module_class).items():
+            tables = positional_tables(module_class)
+            # another positional table or module of the class that is applied: the model
+            # sees positions through it, so the message says this one is dead weight instead
+            applied = sorted(name for name, call in tables.items()
+                             if set(reads.get(name, ())) - _INIT_METHODS and not _index_buffer(call))
+            for name, call in tables.items():
                 if set(reads.get(name, ())) - _INIT_METHODS or name in _handed_over(module_class):
                     continue
-                if _index_buffer(call) or _behaviour_inherited(module_class, ctx):
+                if _index_buffer(call) or _one_vector(call) or _behaviour_inherited(module_class, ctx):
                     continue
                 if through_owners is None:
                     through_owners = _read_through_owners(ctx.index)
@@ -177,6 +206,11 @@ class PositionalEncodingUnused(Rule):
                         through_parameters = _read_through_parameters(ctx.index)
                     if name in through_parameters:
                         continue
+                if applied:
+                    ctx.report(call, f"positional table `self.{name}` is built in `__init__` but never used, while "
+                                     f"`self.{applied[0]}` gives the positions: either it is dead weight (remove it) "
+                                     "or it is the encoding meant to be added to the token embeddings in `forward`")
+                    continue
                 ctx.report(call, f"positional table `self.{name}` is built in `__init__` but never used: the model "
                                  "sees the tokens as an unordered set (attention is permutation-invariant); add "
                                  "it to the token embeddings in `forward`")

@@ -72,6 +72,8 @@ class MissingCausalMask(Rule):
     code = "TL207"
     name = "missing-causal-mask"
     severity = "error"
+    # pre-filter: SDPA calls, hand-written attention (a softmax), torch.nn attention modules
+    tokens = frozenset({"scaled_dot_product_attention", "softmax", "transformer", "multiheadattention"})
     summary = "A causal (decoder-only) model's self-attention has no causal mask."
 
     def check(self, ctx) -> None:

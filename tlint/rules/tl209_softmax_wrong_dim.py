@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from tlint import fixes
 from tlint.cst import get_arg, literal_value, walk
 from tlint.rules.base import Rule
+from tlint.views.attention import SOFTMAX_FUNCTIONS
 
 _IMPLICIT = ("torch.nn.functional.softmax", "torch.softmax", "torch.nn.Softmax")
 
@@ -40,6 +42,7 @@ class SoftmaxWrongDim(Rule):
     code = "TL209"
     name = "softmax-wrong-dim"
     severity = "error"
+    tokens = frozenset({"softmax"})  # pre-filter: softmax calls and `nn.Softmax`
     summary = "Attention softmax over the wrong axis, or a softmax with an implicit dim."
 
     def check(self, ctx) -> None:
@@ -53,7 +56,9 @@ class SoftmaxWrongDim(Rule):
                 spelled = {"torch.nn.functional.softmax": "F.softmax", "torch.softmax": "torch.softmax",
                            "torch.nn.Softmax": "nn.Softmax"}[qualified]
                 ctx.report(call, f"`{spelled}` without `dim=`: the implicit axis is 0 for 1-D and 3-D inputs and 1 "
-                                 "otherwise, not the last axis; pass `dim=-1`")
+                                 "otherwise, not the last axis; pass `dim=-1`",
+                           fix=fixes.fix("unsafe", "Pass `dim=-1`", fixes.replace(
+                               call, fixes.code_at(index, call, fixes.with_keyword(call, "dim", "-1")))))
         for site in attention.sites:
             dim = site.dim
             if not isinstance(dim, int) or isinstance(dim, bool):
@@ -62,7 +67,28 @@ class SoftmaxWrongDim(Rule):
             if wrong_axis(dim, ndim) and not self._dual_softmax(index, site.softmax):
                 ctx.report(site.softmax, f"softmax over attention scores with dim={dim}: the weights must sum to 1 "
                                          "over the keys, the last axis (`dim=-1`); this normalises over "
-                                         + ("queries or heads" if ndim is None else f"axis {dim} of {ndim}"))
+                                         + ("queries or heads" if ndim is None else f"axis {dim} of {ndim}"),
+                           fix=self._fix(ctx, site.softmax))
+
+    @staticmethod
+    def _fix(ctx, call: cst.Call):
+        """`dim=-1` in place of the literal axis, where it is written: the softmax call
+        (keyword or positional) or the `nn.Softmax(dim=...)` constructor of the sub-module
+        it calls. Unsafe: the weights change, and code after the softmax may rely on the
+        old axis (a sum over it, a transpose done to compensate)."""
+        index = ctx.index
+        ctor = ctx.models._softmax_module_ctor(call)  # the order of `softmax_input`
+        if index.qualify(call.func) in SOFTMAX_FUNCTIONS:
+            arg = get_arg(call, "dim", 1)
+        elif ctor is not None:
+            arg = get_arg(ctor, "dim", 0)
+        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "softmax":
+            arg = get_arg(call, "dim", 0)
+        else:
+            return None
+        if arg is None or arg.star:
+            return None
+        return fixes.fix("unsafe", "Set `dim=-1` (the key axis)", fixes.replace(arg.value, "-1"))
 
     @staticmethod
     def _dual_softmax(index, call) -> bool:

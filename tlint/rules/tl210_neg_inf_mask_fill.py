@@ -7,7 +7,8 @@ import math
 
 import libcst as cst
 
-from tlint.cst import literal_value, snake_parts, walk
+from tlint import fixes
+from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.rules.tl102_missing_key_padding_mask import is_padding_mask_name
 
@@ -44,6 +45,7 @@ class NegInfMaskFill(Rule):
     code = "TL210"
     name = "neg-inf-mask-fill"
     severity = "warning"
+    tokens = frozenset({"softmax"})  # pre-filter: hand-written attention sites: a softmax of a q-k product
     summary = "Attention scores masked with -inf from a padding mask (fully padded rows give NaN)."
 
     def check(self, ctx) -> None:
@@ -59,4 +61,37 @@ class NegInfMaskFill(Rule):
                 ctx.report(use.node, "attention scores filled with -inf at padded positions: a row whose keys are "
                                      "all padding (an empty or all-pad sequence, a padded query row) becomes "
                                      "softmax(-inf, ..., -inf) = NaN and poisons the loss and the gradients; fill "
-                                     "with `torch.finfo(scores.dtype).min`")
+                                     "with `torch.finfo(scores.dtype).min`", fix=finite_fill_fix(index, use))
+
+
+def finite_fill_fix(index, use):
+    """Fill with `torch.finfo(scores.dtype).min`, `scores` being the filled tensor (the
+    receiver of `masked_fill`, the input of `torch.masked_fill`) when it is a plain name or
+    attribute (`scores`, `self.scores`: evaluating it again costs nothing). `torch` is
+    spelled as the module imports it; when it does not, `import torch` is added at the top.
+    Safe: the rows that were not all masked get the same weights (exp(finfo.min - max)
+    is 0 as exp(-inf) is), and an all-masked row becomes uniform instead of NaN."""
+    call = use.node
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute) or use.value is None:
+        return None
+    if "torch.masked_fill" in (index.qualify(call.func), dotted_name(call.func)):
+        first = get_arg(call, "input", 0)
+        receiver = first.value if first is not None else None
+    else:
+        receiver = call.func.value
+    scores = dotted_name(receiver)
+    if scores is None:
+        return None
+    edits = []
+    torch = fixes.local_name_for(index, "torch", call)
+    if torch is None:
+        if "torch" in index.identifiers:
+            return None  # `torch` means something else here, or is imported where we cannot see
+        added = fixes.add_import(index.module, "import torch")
+        if added is None:
+            return None
+        edits.append(added)
+        torch = "torch"
+    value = f"{torch}.finfo({scores}.dtype).min"
+    edits.append(fixes.replace(use.value, value))
+    return fixes.fix("safe", f"Fill with `{value}`" + (" (and `import torch`)" if len(edits) > 1 else ""), *edits)

@@ -11,6 +11,7 @@ from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.init import (
     ATTENTION_INPUT_WEIGHTS,
+    INIT_CALL_NAMES,
     InitCall,
     InitTarget,
     find_init_calls,
@@ -143,6 +144,8 @@ class SuspiciousInit(Rule):
     code = "TL211"
     name = "suspicious-init"
     severity = "warning"
+    # pre-filter: init calls: `torch.nn.init`, in-place tensor methods, init-named functions
+    tokens = frozenset({"torch", *INIT_CALL_NAMES})
     summary = "A Linear/attention/embedding weight is initialised to a constant, or a matmul weight with std >= 1."
 
     def check(self, ctx) -> None:

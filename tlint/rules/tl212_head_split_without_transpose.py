@@ -11,6 +11,7 @@ class HeadSplitWithoutTranspose(Rule):
     code = "TL212"
     name = "head-split-without-transpose"
     severity = "error"
+    tokens = frozenset({"softmax", "scaled_dot_product_attention"})  # pre-filter: the operands of an attention
     summary = "Heads split by viewing (B, T, C) as (B, heads, T, d) without a transpose."
 
     def check(self, ctx) -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tlint.cst import get_arg, has_star_kwargs
+from tlint import fixes
+from tlint.cst import dotted_name, get_arg, has_star_kwargs, is_literal, last_name
 from tlint.rules.base import ProjectCondition, Rule
-from tlint.views.training import CLIP, OPTIMIZER_STEP, UNKNOWN, TrainingView, name_matches
+from tlint.views.training import (
+    BACKWARD, CLIP, FORWARD, OPTIMIZER_STEP, SCALE, UNKNOWN, UNSCALE, TrainingView, name_matches,
+)
 
 
 def _no_clip_value(value) -> bool:
@@ -26,6 +29,8 @@ class MissingGradClipping(Rule):
     code = "TL301"
     name = "missing-grad-clipping"
     severity = "warning"
+    # pre-filter: training loops (a `backward`), Lightning trainers, TrainingArguments/trl configs
+    tokens = frozenset({"backward", "trainer", "trainingarguments", "trl"})
     summary = "A training loop, `TrainingArguments` or Lightning `Trainer` that never clips gradients."
     # Extra functions (qualified, e.g. "mylib.train.clip_gradients") that clip gradients.
     options = {"clip-functions": []}
@@ -60,6 +65,7 @@ class MissingGradClipping(Rule):
             ctx.report(step.node, "the optimiser steps without gradient clipping in this training loop; "
                        "clip between backward() and step(), e.g. "
                        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
+                       fix=_loop_fix(ctx, view, loop, step),
                        when=ProjectCondition(any_of=("transformer",), scope="imports"))
 
     def _check_training_arguments(self, ctx, view: TrainingView) -> None:
@@ -72,7 +78,7 @@ class MissingGradClipping(Rule):
             value = view.literal(arg.value)
             if value is not UNKNOWN and _no_clip_value(value):
                 ctx.report(arg, "max_grad_norm of 0 or None turns off the Trainer's gradient clipping; "
-                           "keep the default (1.0)")
+                           "keep the default (1.0)", fix=_set_literal(arg, "max_grad_norm"))
 
     def _check_lightning(self, ctx, view: TrainingView) -> None:
         if not view.lightning_trainers or self._module_clips_itself(view):
@@ -87,8 +93,9 @@ class MissingGradClipping(Rule):
                 if value is UNKNOWN or not _no_clip_value(value):
                     continue
                 node = arg
+            fix = _set_literal(arg, "gradient_clip_val") if arg is not None else _add_keyword(ctx, call, "gradient_clip_val")
             ctx.report(node, "Lightning Trainer without gradient_clip_val never clips the transformer's "
-                       "gradients; pass gradient_clip_val=1.0",
+                       "gradients; pass gradient_clip_val=1.0", fix=fix,
                        when=ProjectCondition(any_of=("transformer",), scope="imports"))
 
     @staticmethod
@@ -101,3 +108,129 @@ class MissingGradClipping(Rule):
             if any(view.index.is_inside(call, module.node) for call in view.clip_calls):
                 return True
         return False
+
+
+# --- fixes ------------------------------------------------------------------------------
+
+
+def _set_literal(arg: cst.Arg, keyword: str):
+    """`max_grad_norm=0` -> `max_grad_norm=1.0` when the value is written there (a value
+    that comes from elsewhere, `args.max_grad_norm`, is left to the user)."""
+    if not is_literal(arg.value):
+        return None
+    return fixes.fix("unsafe", f"Set `{keyword}=1.0`", fixes.replace(arg.value, "1.0"))
+
+
+def _add_keyword(ctx, call: cst.Call, keyword: str):
+    """`Trainer(max_epochs=3)` -> `Trainer(max_epochs=3, gradient_clip_val=1.0)`, in the
+    call's own layout (one argument a line, trailing comma, stay so)."""
+    new = fixes.with_keyword(call, keyword, "1.0")
+    return fixes.fix("unsafe", f"Pass `{keyword}=1.0`", fixes.replace(call, fixes.code_at(ctx.index, call, new)))
+
+
+# --- the fix of a hand-written loop ------------------------------------------------------
+
+
+def _loop_fix(ctx, view: TrainingView, loop, step):
+    """Clip at 1.0 just before the optimiser step (unsafe: it changes the training). The
+    model is the one the iteration's forward pass calls in the step's function; a plain
+    `loss.backward()` gets `torch.nn.utils.clip_grad_norm_` (after `scaler.unscale_` under a
+    GradScaler), `accelerator.backward(loss)` gets `accelerator.clip_grad_norm_`. No fix for
+    other back-ends (Fabric, DeepSpeed, Lightning's manual backward)."""
+    index = ctx.index
+    stmt = fixes.own_statement(index, step.node)
+    if stmt is None or view.is_engine_step(step):
+        return None
+    function = index.enclosing_function(step.node)
+    at = loop.events.index(step)
+    backwards = [e for e in loop.events[:at] if e.kind == BACKWARD and step.node not in e.via
+                 and not step.excludes(e)]
+    model = _model_text(view, loop, step, function)
+    if not backwards or model is None:
+        return None
+    backward = backwards[-1].node
+    receiver = view.receiver(backward)
+    if not isinstance(backward, cst.Call) or receiver is None:
+        return None
+    if last_name(backward.func) != "backward":
+        return None  # `self.manual_backward(loss)`: Lightning clips with self.clip_gradients
+    if any(a.keyword is None for a in backward.args):  # `accelerator.backward(loss)`, `fabric.backward(loss)`
+        accelerator = dotted_name(receiver)
+        if view.role(receiver) != "accelerator" and last_name(receiver) != "accelerator" or accelerator is None:
+            return None
+        if index.enclosing_function(backward) is not function:
+            return None
+        code = f"{accelerator}.clip_grad_norm_({model}.parameters(), 1.0)"
+        if any(isinstance(c, cst.Call) and last_name(c.func) == "accumulate" and dotted_name(view.receiver(c)) == accelerator
+               for c in step.contexts):
+            code = f"if {accelerator}.sync_gradients:\n    {code}"
+        return fixes.fix("unsafe", f"Insert `{code.splitlines()[-1].strip()}` before the step",
+                         fixes.insert_before(stmt, code))
+    edits = []
+    clip = fixes.local_name_for(index, "torch", step.node)
+    if clip is not None:
+        clip += ".nn.utils.clip_grad_norm_"
+    else:
+        clip = fixes.local_name_for(index, "torch.nn.utils.clip_grad_norm_", step.node)
+    if clip is None:
+        added = fixes.add_import(ctx.module, "import torch")
+        if added is None:
+            return None
+        edits.append(added)
+        clip = "torch.nn.utils.clip_grad_norm_"
+    lines = []
+    unscale = _unscale_text(view, loop, step)
+    if unscale is False:
+        return None
+    if unscale:
+        lines.append(unscale)
+    lines.append(f"{clip}({model}.parameters(), 1.0)")
+    edits.insert(0, fixes.insert_before(stmt, "\n".join(lines)))
+    message = f"Insert `{lines[-1]}` before the step" + (f", after `{unscale}`" if unscale else "")
+    if len(edits) > 1:
+        message += ", and `import torch`"
+    return fixes.fix("unsafe", message, *edits)
+
+
+def _model_text(view: TrainingView, loop, step, function) -> str | None:
+    """The model the iteration's forward passes call (`model` of `model(x)`, `self.model`
+    of `self.model(**batch)`), in the step's function and with gradients on; None when
+    there is none or several."""
+    index = view.index
+    found = set()
+    for event in loop.of(FORWARD):
+        call = event.node
+        if not isinstance(call, cst.Call) or step.excludes(event) or view.grad_disabled(call):
+            continue
+        if index.enclosing_function(call) is not function:
+            continue
+        func = call.func
+        target = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+        found.add(dotted_name(target))
+    if len(found) != 1 or None in found:
+        return None
+    return found.pop()
+
+
+def _unscale_text(view: TrainingView, loop, step) -> str | bool | None:
+    """Under a GradScaler, `scaler.unscale_(optimizer)` to run before the clip: None when
+    the loop does not scale its loss or already unscales, False when the scaler or the
+    optimiser cannot be named."""
+    if any(e.kind == UNSCALE and not step.excludes(e) for e in loop.events):
+        return None
+    receiver = view.receiver(step.node)
+    scales = [e for e in loop.of(SCALE) if not step.excludes(e)]
+    if receiver is not None and view.role(receiver) == "scaler":
+        scaler = dotted_name(receiver)
+    elif scales:
+        function = view.index.enclosing_function(step.node)
+        names = {dotted_name(view.receiver(e.node)) if view.index.enclosing_function(e.node) is function else None
+                 for e in scales}
+        scaler = names.pop() if len(names) == 1 else None
+    else:
+        return None
+    optimizer = view.optimizer_of(step)
+    optimizer_text = dotted_name(optimizer) if optimizer is not None else None
+    if scaler is None or optimizer_text is None:
+        return False
+    return f"{scaler}.unscale_({optimizer_text})"

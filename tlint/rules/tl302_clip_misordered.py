@@ -21,6 +21,7 @@ class ClipMisordered(Rule):
     code = "TL302"
     name = "clip-misordered"
     severity = "error"
+    tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "Gradients are clipped before backward() or after optimizer.step()."
 
     def check(self, ctx) -> None:

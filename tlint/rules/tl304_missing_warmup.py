@@ -18,6 +18,8 @@ class MissingWarmup(Rule):
     code = "TL304"
     name = "missing-warmup"
     severity = "warning"
+    # pre-filter: Adam-family optimisers, TrainingArguments/trl configs (and the `optimizers` option)
+    tokens = frozenset({"adam", "trainingarguments", "trl"})
     summary = "An Adam-family optimiser trains a transformer with no learning-rate warmup."
     options = {
         # Extra optimiser constructors (qualified names) to treat as Adam-family.
@@ -25,6 +27,10 @@ class MissingWarmup(Rule):
         # Extra functions or classes (qualified names) that set up a warmup.
         "warmup-schedulers": [],
     }
+
+    def needed_tokens(self):
+        names = {str(name).rsplit(".", 1)[-1] for name in self.options["optimizers"]}
+        return None if "" in names else self.tokens | names
 
     def check(self, ctx) -> None:
         if ctx.is_test_file:  # unit tests of optimisers and models are not training runs

@@ -11,6 +11,7 @@ schedulers built from a class of this file, which may be written to step first.
 
 from __future__ import annotations
 
+from tlint import fixes
 from tlint.rules.base import Rule
 from tlint.views.training import OPTIMIZER_STEP, SCHEDULER_STEP, TrainingView
 
@@ -19,6 +20,7 @@ class SchedulerBeforeOptimizer(Rule):
     code = "TL305"
     name = "scheduler-before-optimizer"
     severity = "error"
+    tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "scheduler.step() is called before optimizer.step() in the same iteration."
 
     def check(self, ctx) -> None:
@@ -37,7 +39,16 @@ class SchedulerBeforeOptimizer(Rule):
                     continue
                 reported.add(id(event.node))
                 ctx.report(event.node, "scheduler.step() before optimizer.step() skips the first value of the "
-                           "schedule (the start of the warmup); step the scheduler after the optimiser")
+                           "schedule (the start of the warmup); step the scheduler after the optimiser",
+                           fix=self._fix(ctx, event.node, loop.events[first_step].node))
+
+    @staticmethod
+    def _fix(ctx, call, step_call):
+        edits = fixes.move_statement_after(ctx.index, call, step_call)
+        if edits is None:
+            return None
+        what, where = fixes.short_code(ctx.module, call), fixes.short_code(ctx.module, step_call)
+        return fixes.fix("safe", f"Move `{what}` after `{where}`", *edits)
 
     @staticmethod
     def _library_scheduler(view: TrainingView, event) -> bool:

@@ -33,6 +33,8 @@ class SchedulerSteppedPerEpoch(Rule):
     code = "TL306"
     name = "scheduler-stepped-per-epoch"
     severity = "error"
+    # pre-filter: schedulers (`lr_scheduler`, `get_*_schedule*`, `*Scheduler`, `*Warmup*`, `SWALR`)
+    tokens = frozenset({"sched", "warmup", "swalr"})
     summary = "A schedule sized in optimiser steps is stepped once per epoch."
 
     def check(self, ctx) -> None:

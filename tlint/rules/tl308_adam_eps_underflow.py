@@ -25,6 +25,7 @@ class AdamEpsUnderflow(Rule):
     code = "TL308"
     name = "adam-eps-underflow"
     severity = "warning"
+    tokens = frozenset({"adam"})  # pre-filter: Adam-family optimisers
     summary = "Adam's eps (1e-8 by default) rounds to zero over fp16 parameters."
 
     def check(self, ctx) -> None:

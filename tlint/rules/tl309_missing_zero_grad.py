@@ -15,6 +15,7 @@ class MissingZeroGrad(Rule):
     code = "TL309"
     name = "missing-zero-grad"
     severity = "error"
+    tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "A training loop runs backward() and step() but never resets the gradients."
 
     def check(self, ctx) -> None:

@@ -9,6 +9,7 @@ different branch, not a wipe; a reset of another optimiser (GANs) is not one eit
 
 from __future__ import annotations
 
+from tlint import fixes
 from tlint.cst import dotted_name
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView
@@ -18,6 +19,7 @@ class ZeroGradMisplaced(Rule):
     code = "TL310"
     name = "zero-grad-misplaced"
     severity = "error"
+    tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "zero_grad() between backward() and step() wipes the gradients before they are used."
 
     def check(self, ctx) -> None:
@@ -36,7 +38,17 @@ class ZeroGradMisplaced(Rule):
                     continue
                 reported.add(id(reset.node))
                 ctx.report(reset.node, "zero_grad() between backward() and step() wipes the gradients the step "
-                           "was about to apply; reset after step() (or before the forward pass)")
+                           "was about to apply; reset after step() (or before the forward pass)",
+                           fix=self._fix(ctx, reset.node, step.node))
+
+    @staticmethod
+    def _fix(ctx, reset, step):
+        """Move the reset statement to just after the step's, when both are in one block."""
+        edits = fixes.move_statement_after(ctx.index, reset, step)
+        if edits is None:
+            return None
+        what, where = fixes.short_code(ctx.module, reset), fixes.short_code(ctx.module, step)
+        return fixes.fix("safe", f"Move `{what}` after `{where}`", *edits)
 
     @staticmethod
     def _same_optimizer(view: TrainingView, reset, step) -> bool:

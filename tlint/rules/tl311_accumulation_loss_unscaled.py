@@ -21,6 +21,7 @@ class AccumulationLossUnscaled(Rule):
     code = "TL311"
     name = "accumulation-loss-unscaled"
     severity = "warning"
+    tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "The optimiser steps every k iterations but the loss is not divided by k."
 
     def check(self, ctx) -> None:

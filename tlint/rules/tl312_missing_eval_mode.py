@@ -30,6 +30,9 @@ class MissingEvalMode(Rule):
     code = "TL312"
     name = "missing-eval-mode"
     severity = "warning"
+    # pre-filter: `eval*`/`valid*` functions or loops without autograd; training loops
+    tokens = frozenset({"no_grad", "inference_mode", "set_grad_enabled", "backward"})
+    patterns = (r"def[\s\\]+_*(?:eval|valid)",)  # a function whose name starts so (any case)
     summary = "Evaluation runs without model.eval(), or training never returns to model.train()."
 
     def check(self, ctx) -> None:

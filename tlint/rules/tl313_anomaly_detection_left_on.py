@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from tlint import fixes
+from tlint.cst import dotted_name
 from tlint.rules.base import Rule
 from tlint.views.training import TrainingView
 
@@ -20,6 +22,7 @@ class AnomalyDetectionLeftOn(Rule):
     code = "TL313"
     name = "anomaly-detection-left-on"
     severity = "info"
+    tokens = frozenset({"anomaly"})  # pre-filter: `set_detect_anomaly`/`detect_anomaly`
     summary = "Autograd anomaly detection is left on in training code (several times slower)."
 
     def check(self, ctx) -> None:
@@ -37,4 +40,28 @@ class AnomalyDetectionLeftOn(Rule):
             if any(isinstance(a, (cst.If, cst.IfExp)) for a in ctx.index.ancestors(call)):
                 continue
             ctx.report(call, "autograd anomaly detection makes every backward several times slower; "
-                       "turn it on only while debugging a NaN (e.g. behind a --debug flag)")
+                       "turn it on only while debugging a NaN (e.g. behind a --debug flag)",
+                       fix=self._fix(ctx.index, call))
+
+    @staticmethod
+    def _fix(index, call: cst.Call):
+        """Remove the switch: the statement `set_detect_anomaly(True)` (a `pass` when it is
+        alone in its block), or the `with detect_anomaly():` around a block (the body is
+        dedented in its place). Nothing changes but the speed: safe."""
+        spelled = dotted_name(call.func) or "set_detect_anomaly"
+        parent = index.parent(call)
+        if isinstance(parent, cst.WithItem):
+            stmt = index.parent(parent)
+            if parent.asname is not None or not isinstance(stmt, cst.With) or len(stmt.items) != 1:
+                return None
+            edit = fixes.unwrap_with(index, stmt)
+            return edit and fixes.fix("safe", f"Remove `with {spelled}():` and dedent its block", edit)
+        stmt = fixes.call_statement(index, call)
+        if stmt is None:
+            return None
+        block = index.parent(stmt)
+        if isinstance(block, cst.IndentedBlock) and len(block.body) == 1:
+            edit = fixes.replace(stmt, "pass")
+        else:
+            edit = fixes.delete(stmt)
+        return fixes.fix("safe", f"Remove the `{spelled}(...)` call", edit)

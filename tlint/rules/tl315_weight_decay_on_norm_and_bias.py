@@ -20,6 +20,7 @@ class WeightDecayOnNormAndBias(Rule):
     code = "TL315"
     name = "weight-decay-on-norm-and-bias"
     severity = "info"
+    tokens = frozenset({"adamw"})  # pre-filter: AdamW optimisers
     default_enabled = False
     summary = "AdamW applies weight decay to biases, norms and embeddings (no parameter groups)."
 

@@ -19,6 +19,7 @@ class GradNormNotMonitored(Rule):
     code = "TL316"
     name = "grad-norm-not-monitored"
     severity = "info"
+    tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     default_enabled = False
     summary = "A training loop never logs its gradient norm."
 

@@ -372,14 +372,14 @@ def softmax_input(index, call: cst.Call, module_attr_ctor=None):
         dim = get_arg(call, "dim", 1)
         return (first.value if first else None), _dim_value(dim)
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "softmax" and qualified is None:
-        dim = get_arg(call, "dim", 0)
-        return func.value, _dim_value(dim)
-    if module_attr_ctor is not None:
+    if module_attr_ctor is not None:  # first: `self.softmax(x)` may call an `nn.Softmax` sub-module
         ctor_call = module_attr_ctor(call)
         if ctor_call is not None:
             first = get_arg(call, "input", 0)
             return (first.value if first else None), _dim_value(get_arg(ctor_call, "dim", 0))
+    if isinstance(func, cst.Attribute) and func.attr.value == "softmax" and qualified is None:
+        dim = get_arg(call, "dim", 0)
+        return func.value, _dim_value(dim)
     return None
 
 

@@ -411,6 +411,10 @@ def _ignore_constant(expr: cst.BaseExpression) -> bool:
     return ("ignore" in parts and any(p in ("index", "idx", "id") for p in parts)) or parts[:2] == ["label", "pad"]
 
 
+# The node classes that can be a -100 (`-100`, `float("-100")`) or an IGNORE_INDEX name.
+_MAYBE_MINUS_100 = frozenset({cst.UnaryOperation, cst.Call, cst.Name})
+
+
 class LabelMasking:
     """How a file keeps positions out of the loss: `-100` written into labels, loss
     `ignore_index` arguments, comparisons with a pad id. Read from assignments and call
@@ -435,12 +439,13 @@ class LabelMasking:
                 if id(node) in seen:
                     continue
                 seen.add(id(node))
-                if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "ignore_index":
+                kind = type(node)  # dispatch on the concrete class: most nodes are neither
+                if kind is cst.Arg and node.keyword is not None and node.keyword.value == "ignore_index":
                     continue
-                if _minus_100(node) or _ignore_constant(node):
+                if kind in _MAYBE_MINUS_100 and (_minus_100(node) or _ignore_constant(node)):
                     if not self._inside_ignore_index(index, node):
                         self.writes_ignore_label = True
-                elif isinstance(node, cst.Comparison) and any(
+                elif kind is cst.Comparison and any(
                         isinstance(t.operator, (cst.Equal, cst.NotEqual)) for t in node.comparisons):
                     operands = [node.left, *(t.comparator for t in node.comparisons)]
                     if any(pad_id_like(o) for o in operands):
@@ -836,6 +841,27 @@ def _tensor_rows(call: cst.Call) -> cst.BaseExpression | None:
     return None
 
 
+def _matrix_operand(index, call: cst.Call, target: str | None) -> bool:
+    """The tensor stored under `target` is an operand of a matrix product in its class (or
+    module): `coords @ self.positional_embedding`, `torch.matmul(x, pe)`. Its rows then
+    match the width of what it multiplies (2 coordinates of a point), not positions."""
+    if target is None:
+        return False
+    scope = index.enclosing_class(call) or index.module
+
+    def names_target(expr) -> bool:
+        return last_name(expr) == target and isinstance(expr, (cst.Name, cst.Attribute))
+
+    for node in walk(scope):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+            if names_target(node.left) or names_target(node.right):
+                return True
+        elif isinstance(node, cst.Call) and last_name(node.func) in ("matmul", "mm", "bmm", "einsum"):
+            if any(names_target(arg.value) for arg in node.args):
+                return True
+    return False
+
+
 def _table_fact(ctx, expr, what: str):
     resolved = resolve_size(ctx, expr)
     if resolved is None:
@@ -872,10 +898,13 @@ def positional_table_sites(ctx):
                 yield from emit(_table_fact(ctx, size.value if size else None, f"`{target} = nn.Embedding(...)`"))
         elif qualified in _TENSOR_FACTORIES:
             rows = _tensor_rows(call)
-            if rows is None:
-                continue
+            if rows is None or literal_value(rows, default=None) == 1:
+                continue  # one row: a vector shared by every position (broadcast), never too short
             target = _assigned_name(index, call)
             cls = index.enclosing_class(call)
+            if (_positional_name(target) or (cls is not None and _positional_name(cls.name.value))) \
+                    and _matrix_operand(index, call, target):
+                continue  # `coords @ self.positional_embedding`: a projection (random Fourier features)
             if _positional_name(target):
                 yield from emit(_table_fact(ctx, rows, f"`{target}`"))
             elif cls is not None and _positional_name(cls.name.value):
@@ -1045,6 +1074,120 @@ EXTRACTORS = (
 )
 # Fact kinds that cross-file rules report at: only these get a (costly) source range.
 POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequence-length"})
+
+# The pre-filter (see `Rule.tokens` and tlint/engine.py): per kind, words one of which a
+# file's text must contain (case-insensitively) for its extractor to yield anything. A
+# qualified name keeps its last part in the text (an import alias spells the imported
+# name) and its package in the import; a keyword argument keeps its keyword.
+TOKENS: dict[str, frozenset[str]] = {
+    "pads": frozenset({"pad", "datacollator"}),
+    "transformer": frozenset({"transformer", "multiheadattention", "scaled_dot_product_attention", "softmax"}),
+    # schedulers (torch `lr_scheduler`, HF `get_*_schedule*`, timm/DeepSpeed/unknown `*Sched*`,
+    # `*Warmup*`), `warmup_*=` arguments and fields, TrainingArguments-like calls (`**kwargs`
+    # may warm up), DeepSpeed configs, hand-written ramps (`param_group["lr"] = ...`)
+    "warmup": frozenset({"sched", "warmup", "warm_up", "swalr", "trainingarguments", "deepspeed", "zero_optimization",
+                         "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_clipping", '"lr"', "'lr'"}),
+    # ... and a `-100` written however (`-1e2`, `-0x64`): `ast_facts` sends such a file to LibCST
+    "masks-pad-labels": frozenset({"datacollator", "label_pad", "labelpad", "ignore"}),
+    "pad-labels-by-id": frozenset({"datacollator", "pad"}),
+    "distinct-pad": frozenset({"pad_token"}),
+    "feeds-training": frozenset({"dataloader", "trainer"}),
+    "static-shapes": frozenset({"torch_xla", "diffusers"}),
+    "tokenizer": frozenset({"tokenizer"}),
+    "tokenizer-saved": frozenset({"save_pretrained"}),
+    # `torch` for `nn.Embedding` and the tensor factories (qualified through a torch import)
+    "positional-table": frozenset({"torch", *CONFIG_TABLE_KEYS, *CALL_TABLE_KEYS}),
+    "sequence-length": frozenset({"max_length", *DATA_LENGTH_KEYS, *_CHUNK_WORDS}),
+    "call-args": frozenset(),  # any call: a pre-filtered file gets them from Python's tree (`ast_facts`)
+    "size-override": frozenset(CONFIG_TABLE_KEYS),
+}
+
+
+def prefilter_tokens(settings) -> set[str] | None:
+    """The tokens of every extractor under `settings` (None: every file is needed)."""
+    from tlint.views.training import TRAINING_ARGUMENTS
+
+    tokens: set[str] = set()
+    for kind, _ in EXTRACTORS:
+        needed = TOKENS.get(kind)
+        if needed is None:
+            return None
+        tokens |= needed
+    tokens |= {name.rsplit(".", 1)[-1] for name in TRAINING_ARGUMENTS}  # trl `SFTConfig(**kwargs)`
+    options = settings.rule_options.get("missing-warmup", {}) if getattr(settings, "rule_options", None) else {}
+    for name in options.get("warmup-schedulers", ()):  # `warmup_sites` matches these names too
+        last = str(name).rsplit(".", 1)[-1]
+        if not last:
+            return None
+        tokens.add(last)
+    return tokens
+
+
+def _ast_literal(node):
+    """`literal_value` on Python's tree, for numbers: -100 written as `-100`, `-1e2`,
+    `-(0x64)`, `float("-100")`; else None."""
+    import ast
+
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return value if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _ast_literal(node.operand)
+        if isinstance(inner, (int, float)):
+            return -inner if isinstance(node.op, ast.USub) else inner
+        return None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" \
+            and len(node.args) == 1 and not node.keywords:
+        inner = _ast_literal(node.args[0])
+        if isinstance(inner, str):
+            try:
+                return float(inner)
+            except ValueError:
+                return None
+    return None
+
+
+def ast_facts(tree) -> list[tuple[str, dict]] | None:
+    """The facts of a pre-filtered file, from Python's own tree: its `call-args` (the only
+    kind without tokens), as `call_args_sites` gives them. None when LibCST must read the
+    file all the same: the tree holds a `-100` (a `masks-pad-labels` fact no token finds)
+    or a construct LibCST refuses although Python accepts it (its TL001 is kept)."""
+    import ast
+
+    out, seen = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.UnaryOp, ast.Call)) and _ast_literal(node) == -100:
+            return None
+        if isinstance(node, ast.AnnAssign) and not node.simple and isinstance(node.target, ast.Name):
+            return None  # `(x): int = 1`, which LibCST cannot parse: its TL001 stands
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name):
+            callee = func.id
+        elif isinstance(func, ast.Attribute) and _camel(func.attr):
+            callee = func.attr
+        else:
+            continue
+        star = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+        keys = tuple(sorted(k.arg for k in node.keywords if k.arg is not None))
+        positional = sum(1 for a in node.args if not isinstance(a, ast.Starred))
+        key = (callee, keys, positional, star)
+        if key not in seen:
+            seen.add(key)
+            out.append(("call-args", {"callee": callee, "keywords": list(keys), "positional": positional,
+                                      "star": star}))
+    return out
+
+
+def ast_facts_exact(text: str) -> bool:
+    """Python's tree spells identifiers as LibCST does: false when the text holds a
+    character that NFKC normalisation changes (Python normalises identifiers, LibCST not)."""
+    if text.isascii():
+        return True
+    import unicodedata
+
+    return all(unicodedata.is_normalized("NFKC", ch) for ch in set(text) if ord(ch) > 127)
 
 
 def extract_facts(ctx) -> list[tuple[str, cst.CSTNode, dict]]:

@@ -29,6 +29,8 @@ _RANDOM_NAMES = frozenset({
     "lecun_normal_", "variance_scaling_", "init_weights", "reset_parameters",
 })
 _TENSOR_METHODS = frozenset({"zero_", "fill_", "normal_", "uniform_", "copy_", "mul_", "div_"})
+# Method and function names an init call has (besides `torch.nn.init.*`): the pre-filter's tokens.
+INIT_CALL_NAMES = _TENSOR_METHODS | _RANDOM_NAMES
 
 LINEAR_KINDS = frozenset({"torch.nn.Linear", "torch.nn.LazyLinear", "torch.nn.Bilinear", "transformers.Conv1D",
                           "transformers.pytorch_utils.Conv1D",

@@ -1,0 +1,238 @@
+"""`tlint check --add-suppressions [REASON]`: adopt tlint on an existing codebase by
+suppressing every current finding in place (Ruff's `--add-noqa`), so that from then on
+only new findings fail.
+
+Each unsuppressed finding gets `# tlint: ignore[CODE]` where tlint/suppressions.py will
+match it: a comment at the end of the line the finding starts on; when that line ends
+inside a string or with a backslash continuation (no comment can go there), at the end of
+the line it ends on; else a comment line of its own just above it. A line that already has
+a `# tlint: ignore[...]` (or `# noqa: TLxxx`) comment gets the codes merged into it; codes
+of one line share one comment, and REASON follows the comment's bracket
+(`# tlint: ignore[TL101, TL305] legacy code`), where TL002 reads a suppression's reason.
+Parse errors (TL001), unused suppressions (TL002, reported after suppressions apply) and
+internal errors (TL003) are never suppressed.
+
+Files are rewritten atomically in their own encoding and line endings
+(`tlint.fixes.write_atomic`); a second run adds nothing."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tlint.diagnostics import Diagnostic
+from tlint.suppressions import _NOQA, Suppression, parse_suppressions
+
+NOT_SUPPRESSIBLE = frozenset({"TL001", "TL002", "TL003"})
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass
+class Placement:
+    """Where the codes of one comment go: at the end of `line` (or merged into its comment),
+    or on a new comment line above `line` (`above`)."""
+
+    line: int
+    above: bool = False
+    codes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FileSuppressions:
+    text: str  # the new text
+    added: int  # findings suppressed
+    left: list[Diagnostic]  # findings no comment can reach
+
+
+class _Lines:
+    """A file's lines (with their ends), the lines a comment can end, and its comments."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = [m.group() for m in _LINE.finditer(text)]
+        if self.lines and self.lines[-1] == "":
+            self.lines.pop()
+        self.comment_safe: set[int] = set()  # lines whose end is a NEWLINE/NL token
+        self.comments: dict[int, tuple[int, int]] = {}  # line -> 0-based [start, end) of its comment
+        readline = io.StringIO(_NEWLINE.sub("\n", text)).readline
+        for tok in tokenize.generate_tokens(readline):
+            if tok.type in (tokenize.NEWLINE, tokenize.NL):
+                self.comment_safe.add(tok.start[0])
+            elif tok.type == tokenize.COMMENT:
+                self.comments[tok.start[0]] = (tok.start[1], tok.end[1])
+        self.suppressions: dict[int, Suppression] = {s.line: s for s in parse_suppressions(text)}
+
+    def body(self, line: int) -> str:
+        return _NEWLINE.sub("", self.lines[line - 1]) if 1 <= line <= len(self.lines) else ""
+
+    def mergeable(self, line: int) -> Suppression | None | bool:
+        """The line's suppression comment to merge into, None when it has none, False when
+        its first suppression-like text cannot take more codes (file level, or inside a
+        string: parse_suppressions reads only the first one of a line)."""
+        sup = self.suppressions.get(line)
+        if sup is None:
+            return None
+        comment = self.comments.get(line)
+        inside = comment is not None and comment[0] <= sup.column - 1 < comment[1]
+        if sup.file_level or not inside or not sup.selectors:
+            return False
+        return sup
+
+    def can_end(self, line: int) -> bool:
+        return line in self.comment_safe and self.mergeable(line) is not False
+
+
+def place(lines: _Lines, diag: Diagnostic) -> tuple[int, bool] | None:
+    """(line, above) of the comment that will suppress `diag`, or None."""
+    start, end = diag.range.start.line, diag.range.end.line
+    if not 1 <= start <= end <= len(lines.lines):
+        return None
+    if lines.can_end(start):
+        return start, False
+    if end != start and lines.can_end(end):
+        return end, False
+    above = lines.suppressions.get(start - 1)
+    if above is not None and above.standalone and not above.file_level:  # a comment line above: merge into it
+        return (start - 1, False) if lines.mergeable(start - 1) else None
+    if start == 1 or (start - 1) in lines.comment_safe:
+        return start, True
+    return None
+
+
+def _merged(line: str, sup: Suppression, codes: list[str]) -> str:
+    """`line` with `codes` added to its suppression comment's list."""
+    if sup.kind == "tlint" and sup.bracket is not None:
+        at = sup.bracket[1] - 1
+        inner = line[sup.bracket[0] - 1:at]
+        joiner = ", " if inner.strip() else ""
+        return line[:at].rstrip() + joiner + ", ".join(codes) + line[at:]
+    match = _NOQA.match(line, sup.column - 1)  # a noqa comment: the codes go after its last one
+    assert match is not None and match.group(1)
+    at = match.end(1)
+    return line[:at] + ", " + ", ".join(codes) + line[at:]
+
+
+def add_suppressions(text: str, diagnostics: list[Diagnostic], reason: str = "") -> FileSuppressions:
+    """The text with a suppression for each of `diagnostics` (one file's, unsuppressed)."""
+    wanted = [d for d in diagnostics if not d.suppressed and d.code not in NOT_SUPPRESSIBLE]
+    if not wanted:
+        return FileSuppressions(text, 0, [])
+    try:
+        lines = _Lines(text)
+    except (tokenize.TokenError, SyntaxError):
+        return FileSuppressions(text, 0, wanted)
+    placements: dict[tuple[int, bool], Placement] = {}
+    left: list[Diagnostic] = []
+    added = 0
+    for diag in wanted:
+        where = place(lines, diag)
+        if where is None:
+            left.append(diag)
+            continue
+        placement = placements.setdefault(where, Placement(*where))
+        if diag.code not in placement.codes:
+            placement.codes.append(diag.code)
+        added += 1
+    newline = next(iter(_NEWLINE.findall(text)), "\n")
+    tail = f" {reason}" if reason else ""
+    out = list(lines.lines)
+    # bottom up, so that inserted lines do not move the lines still to edit
+    for (number, above), placement in sorted(placements.items(), key=lambda item: (item[0][0], not item[0][1]),
+                                             reverse=True):
+        codes = sorted(placement.codes)
+        comment = f"# tlint: ignore[{', '.join(codes)}]{tail}"
+        if above:
+            body = lines.body(number)
+            indent = body[:len(body) - len(body.lstrip())]
+            out.insert(number - 1, f"{indent}{comment}{newline}")
+            continue
+        raw = out[number - 1]
+        body = _NEWLINE.sub("", raw)
+        ending = raw[len(body):]
+        sup = lines.suppressions.get(number)
+        if sup is not None:
+            body = _merged(body, sup, codes)
+        else:
+            body = f"{body.rstrip()}  {comment}"
+        out[number - 1] = body + ending
+    return FileSuppressions("".join(out), added, left)
+
+
+@dataclass
+class BaselineOutcome:
+    texts: dict[Path, str] = field(default_factory=dict)  # changed files' new texts
+    added: dict[Path, int] = field(default_factory=dict)
+    left: list[Diagnostic] = field(default_factory=list)  # findings that stay unsuppressed
+    errors: list[str] = field(default_factory=list)
+
+
+def baseline(result, reason: str = "") -> BaselineOutcome:
+    """Suppressions for every unsuppressed finding of a lint `result` (engine.RunResult),
+    file by file; nothing is written."""
+    from tlint.engine import decode_source
+
+    outcome = BaselineOutcome()
+    by_path: dict[str, list[Diagnostic]] = {}
+    for diag in result.diagnostics:
+        if not diag.suppressed:
+            by_path.setdefault(diag.path, []).append(diag)
+    for display, diagnostics in sorted(by_path.items()):
+        path = result.path_of(display)
+        suppressible = [d for d in diagnostics if d.code not in NOT_SUPPRESSIBLE]
+        outcome.left.extend(d for d in diagnostics if d.code in NOT_SUPPRESSIBLE)
+        if not suppressible:
+            continue
+        try:
+            text = decode_source(path.read_bytes()) if path is not None else None
+        except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
+            outcome.errors.append(f"cannot read {display}: {exc}")
+            text = None
+        if text is None:
+            outcome.left.extend(suppressible)
+            continue
+        done = add_suppressions(text, suppressible, reason)
+        outcome.left.extend(done.left)
+        if done.added and done.text != text:
+            outcome.texts[path] = done.text
+            outcome.added[path] = done.added
+    outcome.left.sort(key=Diagnostic.sort_key)
+    return outcome
+
+
+def run_command(args, linter, paths: list[Path]) -> int:
+    """`tlint check --add-suppressions [REASON]`: lint, write the suppressions, lint again
+    and say what is left (those findings, on stderr). The exit code is `tlint check`'s on
+    what is left: 0 when everything was suppressed."""
+    import sys
+
+    from tlint.cli import _exit_code
+    from tlint.fixes import write_atomic
+
+    reason = " ".join((args.add_suppressions or "").split())
+    result = linter.run(paths)
+    outcome = baseline(result, reason)
+    errors = list(result.errors) + outcome.errors
+    written, files = 0, 0
+    for path, text in sorted(outcome.texts.items()):
+        try:
+            write_atomic(path, text)
+        except (OSError, UnicodeEncodeError) as exc:
+            errors.append(f"cannot write the suppressions to {path}: {getattr(exc, 'strerror', None) or exc}")
+            continue
+        written, files = written + outcome.added[path], files + 1
+    plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"
+    sys.stderr.write(f"tlint: added {plural(written, 'suppression')} in {plural(files, 'file')}\n")
+    final = linter.run(paths) if outcome.texts else result
+    final.errors = list(dict.fromkeys(errors + final.errors))
+    for diag in final.diagnostics:
+        if not diag.suppressed:
+            start = diag.range.start
+            why = "never suppressed" if diag.code in NOT_SUPPRESSIBLE else "no comment can reach it"
+            sys.stderr.write(f"{diag.path}:{start.line}:{start.column}: {diag.code} {diag.message} "
+                             f"(not suppressed: {why})\n")
+    for message in final.errors:
+        sys.stderr.write(f"tlint: error: {message}\n")
+    return _exit_code(final, args)

@@ -1,0 +1,204 @@
+"""The run memo: a warm `tlint check` with nothing changed answers from one file.
+
+The per-file cache (`cache.py`) spares the parse of unchanged files, but a warm run still
+imports LibCST and the rules, walks the folders, resolves the configuration and runs the
+cross-file phase. When *nothing* it depends on has changed, the whole result is the same,
+so `tlint check` first looks for a memo of the same invocation and checks it with a few
+hundred `stat` calls, importing neither LibCST nor any rule.
+
+What a run depends on is recorded while it runs (`seen_folder`, `seen_file`): every folder
+it listed (discovery, the project walk, the config and `.gitignore` lookups up to the git
+root — a folder's modification time moves when an entry is added, removed or renamed, so
+a new file, a new config or a deleted module invalidates), and every file whose content it
+used, by `stat` key (size, modification and change times in nanoseconds, inode: the change
+time moves on every write). tlint's own modules are covered by the cache's code
+fingerprint, which is part of the key together with the working folder (display paths
+depend on it), the command-line options that change the result, and the `TLINT_*`
+environment. The output options (`--format`, `--statistics`, `--exit-zero`, ...) are not
+part of the key: the memo holds the result, which is rendered as usual.
+
+A memo is written only after a clean run (no missing path, no internal error), to the
+default cache folder of the first path's project, and only if no recorded file or folder
+changed during the run or within two seconds before it (a write within the timestamp
+granularity would otherwise go unnoticed); the next run then writes it. Reading a memo
+never fails a run: anything unexpected is a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+_RUNS = "runs"
+_KEEP = 16  # memos kept per cache folder (one per distinct invocation)
+_SETTLE_NS = 2_000_000_000
+_recorder: list["Recorder"] = []
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.folders: set[str] = set()
+        self.files: set[str] = set()
+        self.markers: set[str] = set()
+        self.started = time.time_ns()
+
+
+def seen_folder(path: Path | str) -> None:
+    if _recorder:
+        _recorder[-1].folders.add(os.fspath(path))
+
+
+def seen_file(path: Path | str) -> None:
+    if _recorder:
+        _recorder[-1].files.add(os.fspath(path))
+
+
+def seen_marker(path: Path | str) -> None:
+    """A path whose existence (not content) matters, such as a `.git` that ends the
+    config search."""
+    if _recorder:
+        _recorder[-1].markers.add(os.fspath(path))
+
+
+@contextmanager
+def recording() -> Iterator[Recorder]:
+    recorder = Recorder()
+    _recorder.append(recorder)
+    try:
+        yield recorder
+    finally:
+        _recorder.pop()
+
+
+class StoredResult:
+    """A memo's result: what `engine.RunResult` offers the CLI, without importing the engine."""
+
+    def __init__(self, diagnostics, files, parse_errors, errors, paths) -> None:
+        self.diagnostics, self.files, self.parse_errors = diagnostics, files, parse_errors
+        self.errors, self.paths = errors, paths
+
+    @property
+    def internal_errors(self) -> int:
+        return sum(1 for d in self.diagnostics if d.code == "TL003")
+
+
+def _file_key(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+
+
+def _folder_key(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_ino)
+
+
+def invocation_key(paths: list[str], options: dict) -> str:
+    from tlint.cache import code_fingerprint
+
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("TLINT_"))
+    parts = [code_fingerprint(), sys.version, sys.executable, os.getcwd(), repr(paths),
+             repr(sorted(options.items())), repr(env)]
+    return hashlib.blake2b("\0".join(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _candidates(paths: list[str]) -> Iterator[Path]:
+    """Cache folders that may hold this invocation's memo: `.tlint_cache/` in the first
+    path's folder and its ancestors (the project root is one of them)."""
+    from tlint.cache import CACHE_DIR_NAME
+
+    first = Path(paths[0] if paths else ".")
+    try:
+        folder = first.resolve()
+    except (OSError, RuntimeError):
+        return
+    if not folder.is_dir():
+        folder = folder.parent
+    for candidate in (folder, *folder.parents):
+        yield candidate / CACHE_DIR_NAME / _RUNS
+
+
+def load(paths: list[str], options: dict):
+    """The stored `RunResult` of this invocation if nothing it depends on changed, else None."""
+    try:
+        key = invocation_key(paths, options)
+        for folder in _candidates(paths):
+            entry = folder / f"{key}.pickle"
+            try:
+                with open(entry, "rb") as stream:
+                    stored_key, folders, files, markers, result = pickle.load(stream)
+            except FileNotFoundError:
+                continue
+            if stored_key != key:
+                return None
+            if any(_folder_key(path) != value for path, value in folders.items()):
+                return None
+            if any(_file_key(path) != value for path, value in files.items()):
+                return None
+            if any(os.path.lexists(path) != value for path, value in markers.items()):
+                return None
+            return StoredResult(*result)
+    except Exception:  # a memo is an optimisation: anything odd is a miss
+        return None
+    return None
+
+
+def store(paths: list[str], options: dict, recorder: Recorder, result, cache_dir: Path,
+          cache_dirs: set[Path]) -> bool:
+    """Write the memo of a clean run into `cache_dir/runs/` (see the module docstring)."""
+    try:
+        if result.errors or result.internal_errors:
+            return False
+        skip = tuple(os.fspath(d) for d in cache_dirs)
+        folders = {p: _folder_key(p) for p in sorted(recorder.folders)
+                   if not any(p == d or p.startswith(d + os.sep) for d in skip)}
+        files = {p: _file_key(p) for p in sorted(recorder.files)}
+        settled = recorder.started - _SETTLE_NS
+        for value in folders.values():
+            if value is None or value[0] >= settled:
+                return False
+        for value in files.values():
+            if value is not None and (value[1] >= settled or value[2] >= settled):
+                return False
+        key = invocation_key(paths, options)
+        target = cache_dir / _RUNS
+        target.mkdir(parents=True, exist_ok=True)
+        fields = (result.diagnostics, result.files, result.parse_errors, list(result.errors), dict(result.paths))
+        markers = {p: os.path.lexists(p) for p in sorted(recorder.markers)}
+        payload = pickle.dumps((key, folders, files, markers, fields), protocol=pickle.HIGHEST_PROTOCOL)
+        fd, temp = tempfile.mkstemp(dir=target, prefix=".tmp-", suffix=".pickle")
+        try:
+            with os.fdopen(fd, "wb") as stream:
+                stream.write(payload)
+            os.replace(temp, target / f"{key}.pickle")
+        except BaseException:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
+        _prune(target)
+        return True
+    except Exception:
+        return False
+
+
+def _prune(folder: Path) -> None:
+    entries = sorted(folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in entries[_KEEP:]:
+        try:
+            old.unlink()
+        except OSError:
+            pass
