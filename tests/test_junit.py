@@ -34,11 +34,17 @@ def _suite(text: str, schema: xmlschema.XMLSchema) -> ET.Element:
         assert root.get(key) == suite.get(key)
     cases = suite.findall("testcase")
     assert int(suite.get("tests")) == len(cases) == len(suite)
-    outcomes = [[child.tag for child in case] for case in cases]
-    assert all(len(children) <= 1 for children in outcomes)  # the subset every viewer reads
-    for key, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
-        assert int(suite.get(key)) == sum(children == [tag] for children in outcomes)
+    assert all(case.get("name") == "tlint" for case in cases)  # one test case per file
+    assert len({case.get("classname") for case in cases}) == len(cases)
+    tags = [{child.tag for child in case} for case in cases]
+    assert int(suite.get("errors")) == sum("error" in t for t in tags)
+    assert int(suite.get("failures")) == sum("failure" in t and "error" not in t for t in tags)
+    assert int(suite.get("skipped")) == sum(t == {"skipped"} for t in tags)
     return suite
+
+
+def _problems(case: ET.Element) -> list[ET.Element]:
+    return [child for child in case if child.tag in ("failure", "error")]
 
 
 def _render(diagnostics: list[Diagnostic], files: list[str]) -> str:
@@ -54,23 +60,23 @@ def test_demo_project_matches_the_json_output(schema, capsys, monkeypatch):
                     capsys=capsys, monkeypatch=monkeypatch)
     assert junit.returncode == plain.returncode == 1, junit.stderr
     suite, doc = _suite(junit.stdout, schema), json.loads(plain.stdout)
-    failed = [case for case in suite.findall("testcase") if len(case)]
-    assert len(failed) == len(doc["diagnostics"]) == int(suite.get("failures"))
-    for case, entry in zip(failed, doc["diagnostics"]):
-        (failure,) = case
+    cases = {case.get("classname"): case for case in suite.findall("testcase")}
+    assert set(cases) == {p.relative_to(REPO).as_posix() for p in (REPO / "fixtures" / "demo").rglob("*.py")}
+    failures = [(path, failure) for path, case in sorted(cases.items()) for failure in _problems(case)]
+    assert len(failures) == len(doc["diagnostics"])  # one failure per finding, in the JSON's order
+    for (path, failure), entry in zip(failures, doc["diagnostics"]):
         start = entry["range"]["start"]
-        assert case.get("classname") == entry["path"]
-        assert case.get("name") == f"{entry['code']} {entry['name']} at {start['line']}:{start['column']}"
+        assert path == entry["path"]
         assert (failure.tag, failure.get("type"), failure.get("message")) == ("failure", entry["code"], entry["message"])
         assert failure.text == (f"{entry['path']}:{start['line']}:{start['column']}: {entry['code']} "
                                 f"[{entry['severity']}] {entry['message']} ({entry['name']})")
-    clean = [case for case in suite.findall("testcase") if not len(case)]
-    assert all(case.get("name") == "tlint" for case in clean)
-    passed = {case.get("classname") for case in clean}
-    assert passed | {entry["path"] for entry in doc["diagnostics"]} == {
-        p.relative_to(REPO).as_posix() for p in (REPO / "fixtures" / "demo").rglob("*.py")}
-    names = [(case.get("classname"), case.get("name")) for case in suite.findall("testcase")]
-    assert len(names) == len(set(names))  # viewers merge test cases of one name
+    flagged = {entry["path"] for entry in doc["diagnostics"]}
+    assert int(suite.get("failures")) == len(flagged)
+    for path, case in cases.items():
+        if path in flagged:  # every finding is also in the case's output, for one-failure viewers
+            assert case.find("system-out").text.splitlines() == [f.text for f in _problems(case)]
+        else:
+            assert not len(case)
 
 
 def test_clean_files_pass_and_parse_errors_are_errors(tmp_path, schema, capsys, monkeypatch):
@@ -81,8 +87,8 @@ def test_clean_files_pass_and_parse_errors_are_errors(tmp_path, schema, capsys, 
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "0", "1")
     bad, good, ok = suite.findall("testcase")
     assert [c.get("classname") for c in (bad, good, ok)] == ["bad.py", "good.py", "sub/ok.py"]
-    assert good.get("name") == ok.get("name") == "tlint" and not len(good) and not len(ok)
-    (error,) = bad
+    assert not len(good) and not len(ok)
+    (error,) = _problems(bad)
     assert error.tag == "error" and error.get("type") == "TL001"
     assert error.text.startswith("bad.py:1:10: TL001 [error] ") and error.text.endswith(" (parse-error)")
 
@@ -94,12 +100,12 @@ def test_suppressed_findings_are_not_failures(tmp_path, schema, capsys, monkeypa
     assert hidden.returncode == 0, hidden.stdout + hidden.stderr
     suite = _suite(hidden.stdout, schema)
     (case,) = suite.findall("testcase")
-    assert case.get("name") == "tlint" and not len(case) and suite.get("failures") == "0"
+    assert not len(case) and suite.get("failures") == "0"
     shown = main_in(tmp_path, "check", "--no-cache", "--format", "junit", "--show-suppressed", "a.py",
                     capsys=capsys, monkeypatch=monkeypatch)
     suite = _suite(shown.stdout, schema)
     (case,) = suite.findall("testcase")
-    assert [child.tag for child in case] == ["skipped"] and case.get("name").startswith("TL313 ")
+    assert [child.tag for child in case] == ["skipped"] and "1 suppressed finding" in case[0].get("message")
     assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("0", "0", "1")
 
 
@@ -113,17 +119,16 @@ def test_everything_is_escaped(schema):
     text = _render(diags, ['we"ird <&>.py', "z.py", "\x01ctl.py"])
     assert text.isascii()
     suite = _suite(text, schema)
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "2", "1")
-    ctl, first, second, crash = suite.findall("testcase")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
+    ctl, weird, crash = suite.findall("testcase")
     assert ctl.get("classname") == "\\x01ctl.py"
-    assert first.get("classname") == 'we"ird <&>.py'
-    assert first.get("name") == "TL101 missing-attention-mask at 3:5"
-    assert second.get("name") == "TL101 missing-attention-mask at 3:5 (2)"
-    (failure,) = first
+    assert weird.get("classname") == 'we"ird <&>.py'
+    first, second = _problems(weird)
     visible = 'a <b> & "c" \'d\'\ttab\nnewline\\x00nul\\x1b[31mesc\x7f del ✓ 😀 \\udc80 \\ufffe'
-    assert failure.get("message") == visible  # tab and newline survive attribute normalisation
-    assert failure.text == f'we"ird <&>.py:3:5: TL101 [error] {visible} (missing-attention-mask)'
-    assert [child.tag for child in crash] == ["error"] and crash[0].get("type") == "TL003"
+    assert first.get("message") == visible  # tab and newline survive attribute normalisation
+    assert first.text == f'we"ird <&>.py:3:5: TL101 [error] {visible} (missing-attention-mask)'
+    assert second.get("message") == "again"
+    assert [child.tag for child in _problems(crash)] == ["error"] and crash[0].get("type") == "TL003"
 
 
 def test_no_files_is_an_empty_valid_report(schema):

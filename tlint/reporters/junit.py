@@ -1,16 +1,16 @@
 """`--format junit`: a JUnit XML report for CI test viewers (GitLab, Jenkins, GitHub test
-reporters), in the subset they all read: `<testsuites>` around one `<testsuite name="tlint">`
-of `<testcase>` elements, each with at most one `<failure>`, `<error>` or `<skipped>`.
+reporters): `<testsuites>` around one `<testsuite name="tlint">`, one `<testcase>` per
+linted file, one `<failure>` per finding (issue 10's layout).
 
-Each linted file is a test: a file without findings is one passing `<testcase
-classname="PATH" name="tlint">`. A file's findings are one `<testcase classname="PATH">`
-each (viewers keep only the first `<failure>` of a test case, and merge test cases of the
-same name, so each finding is its own, named after its code and position), holding a
-`<failure type="CODE" message="the message">` whose text is
-`path:line:col: CODE [severity] message (name)`. Parse errors (TL001) and internal errors
-(TL003) are `<error>`s. Suppressed findings (shown only with --show-suppressed) are
-`<skipped>`, never failures. The totals are the attributes `tests`, `failures`, `errors`
-and `skipped`.
+Each linted file is a test case `<testcase classname="PATH" name="tlint">`: it passes when
+the file has no finding; otherwise it holds a `<failure type="CODE" message="the message">`
+per finding, whose text is `path:line:col: CODE [severity] message (name)`, in source
+order. Parse errors (TL001) and internal errors (TL003) are `<error>`s. Some viewers show
+only the first failure of a test case, so the case's `<system-out>` lists every finding of
+the file too. Suppressed findings (shown only with --show-suppressed) are never failures: a
+file whose findings are all suppressed is `<skipped>`. The totals count test cases, as
+JUnit does: `tests` (files), `failures` (files with failures), `errors` (files with
+errors, which take precedence), `skipped`.
 
 The document is ASCII: other characters are character references, and characters XML 1.0
 cannot carry at all (control characters, lone surrogates) are written as `\\xNN`/`\\uNNNN`
@@ -54,17 +54,6 @@ def finding_text(diag: Diagnostic) -> str:
     return f"{diag.path}:{start.line}:{start.column}: {diag.code} [{diag.severity}] {diag.message} ({diag.name})"
 
 
-def _outcome(diag: Diagnostic) -> str:
-    if diag.suppressed:
-        return "skipped"
-    return "error" if diag.code in ERROR_CODES else "failure"
-
-
-def _case_name(diag: Diagnostic) -> str:
-    start = diag.range.start
-    return f"{diag.code} {diag.name} at {start.line}:{start.column}"
-
-
 def render(report: Report, stream: TextIO) -> None:
     by_path: dict[str, list[Diagnostic]] = {path: [] for path in report.files}
     for diag in report.diagnostics:
@@ -73,24 +62,25 @@ def render(report: Report, stream: TextIO) -> None:
     counts = {"failure": 0, "error": 0, "skipped": 0}
     for path in sorted(by_path):
         findings = by_path[path]
+        opening = f"    <testcase{_attributes(classname=path, name='tlint', time='0')}"
         if not findings:
-            cases.append(f"    <testcase{_attributes(classname=path, name='tlint', time='0')}/>\n")
+            cases.append(f"{opening}/>\n")
             continue
-        seen: dict[str, int] = {}
-        for diag in findings:
-            name = _case_name(diag)
-            seen[name] = seen.get(name, 0) + 1
-            if seen[name] > 1:  # two findings of one code at one position: keep the names unique
-                name = f"{name} ({seen[name]})"
-            outcome = _outcome(diag)
-            counts[outcome] += 1
-            if outcome == "skipped":
-                child = f"<skipped{_attributes(message=f'suppressed: {diag.message}')}/>"
-            else:
-                child = (f"<{outcome}{_attributes(type=diag.code, message=diag.message)}>"
-                         f"{escape(finding_text(diag))}</{outcome}>")
-            cases.append(f"    <testcase{_attributes(classname=path, name=name, time='0')}>\n"
-                         f"      {child}\n    </testcase>\n")
+        shown = [d for d in findings if not d.suppressed]
+        if not shown:
+            counts["skipped"] += 1
+            what = f"{len(findings)} suppressed finding{'' if len(findings) == 1 else 's'}"
+            cases.append(f"{opening}>\n      <skipped{_attributes(message=what)}/>\n    </testcase>\n")
+            continue
+        counts["error" if any(d.code in ERROR_CODES for d in shown) else "failure"] += 1
+        lines = [f"{opening}>\n"]
+        for diag in shown:
+            tag = "error" if diag.code in ERROR_CODES else "failure"
+            lines.append(f"      <{tag}{_attributes(type=diag.code, message=diag.message)}>"
+                         f"{escape(finding_text(diag))}</{tag}>\n")
+        listing = "\n".join(finding_text(d) + (" [suppressed]" if d.suppressed else "") for d in findings)
+        lines.append(f"      <system-out>{escape(listing)}</system-out>\n    </testcase>\n")
+        cases.append("".join(lines))
     totals = {"tests": len(cases), "failures": counts["failure"], "errors": counts["error"]}
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
     stream.write(f"<testsuites{_attributes(name='tlint', **totals, time='0')}>\n")
