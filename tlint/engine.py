@@ -254,9 +254,14 @@ def _deep_expression_risk(tree, text: str) -> bool:
         return starts[min(end, last) - 1] + (node.end_col_offset or 0) - first
 
     containers = (ast.stmt, ast.excepthandler) + ((ast.match_case,) if hasattr(ast, "match_case") else ())
+    threshold = _MAX_LIBCST_DEPTH // 2
     stack = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") and depth + 1 < threshold:
+            length = span(node)  # a simple statement: nothing in it is longer than itself
+            if length is not None and length < threshold:
+                continue
         depth += 1
         if depth > _MAX_LIBCST_DEPTH:
             return True
@@ -270,7 +275,10 @@ def _deep_expression_risk(tree, text: str) -> bool:
                 stack.append((child, depth))
                 continue
             length = span(child)
-            if (length is None or length >= _MAX_LIBCST_DEPTH // 2) and _libcst_depth_risk(child, depth):
+            if length is None:  # no position (`arguments`, `withitem`): measure its parts
+                stack.append((child, depth))
+                continue
+            if length >= threshold and _libcst_depth_risk(child, depth):
                 return True
     return False
 
