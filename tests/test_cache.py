@@ -44,7 +44,7 @@ def lint(root: Path, capsys, monkeypatch, *flags: str, fmt: str = "json") -> str
 
 
 def entries(root: Path) -> list[Path]:
-    return sorted((root / CACHE_DIR_NAME).rglob("*.pickle"))
+    return sorted((root / CACHE_DIR_NAME / "files").rglob("*.pickle"))
 
 
 @pytest.fixture

@@ -269,6 +269,7 @@ def _check(args: argparse.Namespace) -> int:
             return run_command(args, linter, paths)
         if memo_args is not None:
             with memo.recording() as recorder:
+                _prepare_cache_dir(linter, paths, recorder)
                 result = linter.run(paths, stdin=stdin)
             _store_memo(memo_args, recorder, result, linter, paths)
         else:
@@ -315,6 +316,26 @@ def _memo_args(args: argparse.Namespace):
     options["select_given"] = bool(args.select)
     options["config"] = os.path.abspath(args.config) if args.config else None
     return list(args.paths), options
+
+
+def _prepare_cache_dir(linter, paths, recorder) -> None:
+    """Create the first path's cache folder before the run, and tell the run memo that the
+    change of its parent folder is tlint's own (else the memo is only written a run later)."""
+    from tlint.cache import cache_dir_for
+
+    if linter.cache is None:
+        return
+    first = Path(paths[0]) if paths else Path(".")
+    folder = first if first.is_dir() else first.parent
+    try:
+        cache_dir = cache_dir_for(linter.settings_for(folder.resolve()))
+        existed = cache_dir.is_dir()
+        linter.cache._prepare(cache_dir)
+        if not existed:
+            parent = cache_dir.parent
+            recorder.own[os.fspath(parent)] = os.stat(parent).st_mtime_ns
+    except Exception:  # a cache that cannot be written is not written (cache.py)
+        pass
 
 
 def _store_memo(memo_args, recorder, result, linter, paths) -> None:

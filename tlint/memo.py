@@ -38,7 +38,12 @@ from typing import Iterator
 
 _RUNS = "runs"
 _KEEP = 16  # memos kept per cache folder (one per distinct invocation)
+# A file or folder changed this close to the run's start is "racy": a later change within
+# the same timestamp tick could keep its stat key. Two seconds on file systems that keep
+# whole seconds only (FAT keeps two), a tenth of a second where times have sub-second parts
+# (Linux's coarse clock ticks every few milliseconds).
 _SETTLE_NS = 2_000_000_000
+_SETTLE_FINE_NS = 100_000_000
 _recorder: list["Recorder"] = []
 
 
@@ -47,6 +52,9 @@ class Recorder:
         self.folders: set[str] = set()
         self.files: set[str] = set()
         self.markers: set[str] = set()
+        # folders tlint itself changed at the start of the run (creating its cache folder):
+        # {folder: its modification time after that}, exempt from the racy check
+        self.own: dict[str, int] = {}
         self.started = time.time_ns()
 
 
@@ -165,9 +173,12 @@ def store(paths: list[str], options: dict, recorder: Recorder, result, cache_dir
         folders = {p: _folder_key(p) for p in sorted(recorder.folders)
                    if not any(p == d or p.startswith(d + os.sep) for d in skip)}
         files = {p: _file_key(p) for p in sorted(recorder.files)}
-        settled = recorder.started - _SETTLE_NS
-        for value in folders.values():
-            if value is None or value[0] >= settled:
+        # change times cannot be set by tools (modification times can: unpacked archives
+        # keep whole seconds), so their sub-second parts tell the file system's resolution
+        fine = any(v[2] % 1_000_000_000 for v in files.values() if v is not None)
+        settled = recorder.started - (min(_SETTLE_NS, _SETTLE_FINE_NS) if fine else _SETTLE_NS)
+        for path, value in folders.items():
+            if value is None or (value[0] >= settled and recorder.own.get(path) != value[0]):
                 return False
         for value in files.values():
             if value is not None and (value[1] >= settled or value[2] >= settled):
