@@ -19,9 +19,11 @@ part of the key: the memo holds the result, which is rendered as usual.
 
 A memo is written only after a clean run (no missing path, no internal error), to the
 default cache folder of the first path's project, and only if no recorded file or folder
-changed during the run or within two seconds before it (a write within the timestamp
-granularity would otherwise go unnoticed); the next run then writes it. Reading a memo
-never fails a run: anything unexpected is a miss.
+changed during the run or just before it — 0.1 s where the file system keeps sub-second
+times, 2 s where it keeps whole seconds — since a write within the timestamp granularity
+would otherwise go unnoticed; the next run then writes it. The cache folder is created
+before the run, and that change of its parent folder is tlint's own, so a first cached run
+already writes the memo. Reading a memo never fails a run: anything unexpected is a miss.
 """
 
 from __future__ import annotations
