@@ -14,6 +14,19 @@ REPO = Path(__file__).resolve().parent.parent
 # A file TL001 reports deterministically: the error is after the `+`, at line 1 column 10.
 SYNTAX_ERROR = 'x = "😀" +\n'
 
+# A DeepSpeed loop whose clipping lives in `ds.json` (a file the analysis reads): TL301
+# holds while the JSON has no `gradient_clipping`.
+DEEPSPEED_SCRIPT = (
+    "import deepspeed\nfrom transformers import AutoModelForCausalLM\n\n\n"
+    "def train(loader):\n"
+    '    model = AutoModelForCausalLM.from_pretrained("gpt2")\n'
+    '    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")\n'
+    "    for batch in loader:\n"
+    '        loss = engine(batch["input_ids"], labels=batch["labels"]).loss\n'
+    "        engine.backward(loss)\n"
+    "        engine.step()\n"
+)
+
 
 def make_project(root: Path, files: dict[str, str]) -> Path:
     """Write `files` under `root`, made a git root so the config walk stops there."""

@@ -11,7 +11,7 @@ import pytest
 
 import tlint.cache
 import tlint.engine
-from tests.cliutil import REPO, main_in, make_project
+from tests.cliutil import DEEPSPEED_SCRIPT, REPO, main_in, make_project
 from tlint.cache import CACHE_DIR_NAME, NO_CACHE_ENV
 
 FORMATS = ("json", "text")
@@ -133,17 +133,7 @@ def test_no_cache_and_stdin_write_nothing(tmp_path, capsys, monkeypatch):
 
 
 def test_a_changed_deepspeed_json_invalidates_the_file_that_reads_it(tmp_path, capsys, monkeypatch):
-    script = (
-        "import deepspeed\nfrom transformers import AutoModelForCausalLM\n\n\n"
-        "def train(loader):\n"
-        '    model = AutoModelForCausalLM.from_pretrained("gpt2")\n'
-        '    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")\n'
-        "    for batch in loader:\n"
-        '        loss = engine(batch["input_ids"], labels=batch["labels"]).loss\n'
-        "        engine.backward(loss)\n"
-        "        engine.step()\n"
-    )
-    root = make_project(tmp_path / "p", {"train.py": script, "ds.json": '{"train_batch_size": 8}'})
+    root = make_project(tmp_path / "p", {"train.py": DEEPSPEED_SCRIPT, "ds.json": '{"train_batch_size": 8}'})
     flagged = lint(root, capsys, monkeypatch, "--select", "TL301")
     assert "TL301" in flagged
     (root / "ds.json").write_text('{"train_batch_size": 8, "gradient_clipping": 1.0}')

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tlint.memo
-from tests.cliutil import REPO, main_in, make_project, tlint_env
+from tests.cliutil import DEEPSPEED_SCRIPT, REPO, main_in, make_project, tlint_env
 from tlint.cache import CACHE_DIR_NAME, NO_CACHE_ENV
 
 MEMO_HIT = "unchanged since the last run (run memo)"
@@ -140,17 +140,7 @@ def test_a_corrupt_memo_is_a_miss(demo, capsys, monkeypatch):
 
 
 def test_a_changed_input_file_is_a_miss(tmp_path, capsys, monkeypatch):
-    script = (
-        "import deepspeed\nfrom transformers import AutoModelForCausalLM\n\n\n"
-        "def train(loader):\n"
-        '    model = AutoModelForCausalLM.from_pretrained("gpt2")\n'
-        '    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")\n'
-        "    for batch in loader:\n"
-        '        loss = engine(batch["input_ids"], labels=batch["labels"]).loss\n'
-        "        engine.backward(loss)\n"
-        "        engine.step()\n"
-    )
-    root = make_project(tmp_path / "p", {"train.py": script, "ds.json": '{"train_batch_size": 8}'})
+    root = make_project(tmp_path / "p", {"train.py": DEEPSPEED_SCRIPT, "ds.json": '{"train_batch_size": 8}'})
     run(root, capsys, monkeypatch)
     out, _ = run(root, capsys, monkeypatch)
     assert "TL301" in out and run(root, capsys, monkeypatch)[1]

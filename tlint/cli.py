@@ -318,17 +318,23 @@ def _memo_args(args: argparse.Namespace):
     return list(args.paths), options
 
 
+def _first_cache_dir(linter, paths):
+    """(the first path's project settings, their cache folder): where the run memo lives."""
+    from tlint.cache import cache_dir_for
+
+    first = Path(paths[0]) if paths else Path(".")
+    folder = first if first.is_dir() else first.parent
+    settings = linter.settings_for(folder.resolve())
+    return settings, cache_dir_for(settings)
+
+
 def _prepare_cache_dir(linter, paths, recorder) -> None:
     """Create the first path's cache folder before the run, and tell the run memo that the
     change of its parent folder is tlint's own (else the memo is only written a run later)."""
-    from tlint.cache import cache_dir_for
-
     if linter.cache is None:
         return
-    first = Path(paths[0]) if paths else Path(".")
-    folder = first if first.is_dir() else first.parent
     try:
-        cache_dir = cache_dir_for(linter.settings_for(folder.resolve()))
+        _, cache_dir = _first_cache_dir(linter, paths)
         existed = cache_dir.is_dir()
         linter.cache._prepare(cache_dir)
         if not existed:
@@ -340,12 +346,9 @@ def _prepare_cache_dir(linter, paths, recorder) -> None:
 
 def _store_memo(memo_args, recorder, result, linter, paths) -> None:
     from tlint import memo
-    from tlint.cache import CACHE_DIR_NAME, cache_dir_for
+    from tlint.cache import CACHE_DIR_NAME
 
-    first = Path(paths[0]) if paths else Path(".")
-    folder = first if first.is_dir() else first.parent
-    settings = linter.settings_for(folder.resolve())
-    cache_dir = cache_dir_for(settings)
+    settings, cache_dir = _first_cache_dir(linter, paths)
     if cache_dir != settings.root / CACHE_DIR_NAME:
         return  # a configured cache-dir: the memo lookup (which reads no config) would not find it
     if linter.cache is not None:
