@@ -1,4 +1,4 @@
-"""The `tlint` command line: `check` (the default), `rule`, and the subcommands to come.
+"""The `tlint` command line: `check` (the default), `rule`, `verify`, `scan-data`, `lsp`, `clean`.
 
 Exit codes (interface.md): 0 nothing at or above `--fail-on`; 1 findings at or above it;
 2 usage, configuration or internal error (any TL003 too, whatever `--exit-zero` says).
@@ -17,9 +17,7 @@ from pathlib import Path
 from tlint import __version__
 
 SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean")
-NOT_IMPLEMENTED: tuple[str, ...] = ()
 CHECK_FORMATS = ("text", "json", "github", "lsp", "sarif", "junit")
-PLANNED_FORMATS: tuple[str, ...] = ()
 STDIN_NAME = "-"
 
 
@@ -186,8 +184,6 @@ def _verify(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in NOT_IMPLEMENTED:
-        return _error(f"tlint {argv[0]} is not implemented in this version yet")
     if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "check")
     verbose = "--verbose" in argv or "-v" in argv
@@ -224,9 +220,6 @@ def _error(message: str) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    if args.format in PLANNED_FORMATS:
-        raise UsageError(f"--format {args.format} is not implemented yet")
-
     from tlint.reporters import STATISTICS_FORMATS
 
     if args.statistics and args.format not in STATISTICS_FORMATS:
