@@ -153,6 +153,15 @@ def move_statement_after(index, node: cst.CSTNode, target: cst.CSTNode) -> list[
     return move_after(index.module, stmt, after)
 
 
+def move_fix(index, node: cst.CSTNode, target: cst.CSTNode) -> PendingFix | None:
+    """The safe fix "Move `node` after `target`" (`move_statement_after`), or None."""
+    edits = move_statement_after(index, node, target)
+    if edits is None:
+        return None
+    what, where = short_code(index.module, node), short_code(index.module, target)
+    return fix(SAFE, f"Move `{what}` after `{where}`", *edits)
+
+
 def short_code(module: cst.Module, node: cst.CSTNode, limit: int = 60) -> str:
     """`node`'s code for a fix message: as written when short and on one line, else its
     callee with `()` (`scheduler.step()`)."""

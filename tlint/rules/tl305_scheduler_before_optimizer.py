@@ -40,15 +40,7 @@ class SchedulerBeforeOptimizer(Rule):
                 reported.add(id(event.node))
                 ctx.report(event.node, "scheduler.step() before optimizer.step() skips the first value of the "
                            "schedule (the start of the warmup); step the scheduler after the optimiser",
-                           fix=self._fix(ctx, event.node, loop.events[first_step].node))
-
-    @staticmethod
-    def _fix(ctx, call, step_call):
-        edits = fixes.move_statement_after(ctx.index, call, step_call)
-        if edits is None:
-            return None
-        what, where = fixes.short_code(ctx.module, call), fixes.short_code(ctx.module, step_call)
-        return fixes.fix("safe", f"Move `{what}` after `{where}`", *edits)
+                           fix=fixes.move_fix(ctx.index, event.node, loop.events[first_step].node))
 
     @staticmethod
     def _library_scheduler(view: TrainingView, event) -> bool:

@@ -39,16 +39,7 @@ class ZeroGradMisplaced(Rule):
                 reported.add(id(reset.node))
                 ctx.report(reset.node, "zero_grad() between backward() and step() wipes the gradients the step "
                            "was about to apply; reset after step() (or before the forward pass)",
-                           fix=self._fix(ctx, reset.node, step.node))
-
-    @staticmethod
-    def _fix(ctx, reset, step):
-        """Move the reset statement to just after the step's, when both are in one block."""
-        edits = fixes.move_statement_after(ctx.index, reset, step)
-        if edits is None:
-            return None
-        what, where = fixes.short_code(ctx.module, reset), fixes.short_code(ctx.module, step)
-        return fixes.fix("safe", f"Move `{what}` after `{where}`", *edits)
+                           fix=fixes.move_fix(ctx.index, reset.node, step.node))
 
     @staticmethod
     def _same_optimizer(view: TrainingView, reset, step) -> bool:
