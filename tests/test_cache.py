@@ -28,9 +28,9 @@ def parses(monkeypatch) -> list[str]:
     seen: list[str] = []
     original = tlint.engine.parse_source
 
-    def counting(text, display):
+    def counting(text, display, **options):
         seen.append(display)
-        return original(text, display)
+        return original(text, display, **options)
 
     monkeypatch.setattr(tlint.engine, "parse_source", counting)
     return seen

@@ -7,6 +7,9 @@ tlint walks the frozen dataclass fields directly, skipping whitespace and punctu
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left, bisect_right
+from itertools import chain
+from operator import attrgetter
 from typing import Iterator
 
 import libcst as cst
@@ -70,20 +73,57 @@ def _is_node_type(kind: type) -> bool:
     return known
 
 
+def _all_node_types() -> frozenset:
+    out, todo = set(), [cst.CSTNode]
+    while todo:
+        kind = todo.pop()
+        out.add(kind)
+        todo.extend(kind.__subclasses__())
+    return frozenset(out)
+
+
+_NODE_TYPES = _all_node_types()
+# Per node class, a function giving the values of its child fields (in field order).
+_GETTERS: dict[type, object] = {}
+
+
+def _getter(kind: type):
+    names = _fields(kind)
+    if not names:
+        getter = _no_fields
+    elif len(names) == 1:
+        getter = attrgetter(names[0], names[0])  # a pair: one name alone gives the bare value
+    else:
+        getter = attrgetter(*names)
+    _GETTERS[kind] = getter
+    return getter
+
+
+def _no_fields(node) -> tuple:
+    return ()
+
+
 def child_nodes(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     """The syntactic child nodes of `node`, in source order (a tuple, computed once)."""
     entry = _KIDS.get(id(node))
     if entry is not None and entry[0] is node:
         return entry[1]
+    kind = type(node)
+    getter = _GETTERS.get(kind) or _getter(kind)
+    names = _fields(kind)
+    values = getter(node)
+    if len(names) == 1:
+        values = values[:1]
     out = []
-    for name in _fields(type(node)):
-        value = getattr(node, name)
-        kind = type(value)
-        if kind is tuple or kind is list:
+    node_types = _NODE_TYPES
+    for value in values:
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
             for item in value:
-                if _is_node_type(type(item)):
+                item_type = type(item)
+                if item_type in node_types or (item_type not in _IS_NODE and _is_node_type(item_type)):
                     out.append(item)
-        elif _is_node_type(kind):
+        elif value_type in node_types or (value_type not in _IS_NODE and _is_node_type(value_type)):
             out.append(value)
     kids = tuple(out)
     _KIDS[id(node)] = (node, kids)
@@ -98,6 +138,21 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def clear_caches() -> None:
     """Forget the nodes of the file just analysed (the engine calls this per file)."""
     _KIDS.clear()
+    set_preorder([], [], {}, [])
+
+
+# The preorder of the file being analysed, set by `FileIndex`: `walk` answers a subtree
+# of it with one list slice instead of a step per node. A node it does not hold (another
+# tree, a node built by a rule) is walked the slow way; `_ORDER[i] is node` guards ids.
+_ORDER: list = []
+_END: list = []  # preorder index -> the end (exclusive) of that node's subtree
+_POS: dict = {}  # id(node) -> preorder index
+_SCOPE_AT: list = []  # sorted preorder indices of the FunctionDef/ClassDef/Lambda nodes
+
+
+def set_preorder(order: list, ends: list, positions: dict, scopes: list) -> None:
+    global _ORDER, _END, _POS, _SCOPE_AT
+    _ORDER, _END, _POS, _SCOPE_AT = order, ends, positions, scopes
 
 
 def walk(node: cst.CSTNode, *, into_functions: bool = True) -> Iterator[cst.CSTNode]:
@@ -106,6 +161,28 @@ def walk(node: cst.CSTNode, *, into_functions: bool = True) -> Iterator[cst.CSTN
     With `into_functions=False` the bodies of nested functions, lambdas and classes are
     skipped (their own scope), but the nested definition node itself is yielded.
     """
+    start = _POS.get(id(node))
+    if start is None or _ORDER[start] is not node:
+        return _walk(node, into_functions)
+    order, end = _ORDER, _END[start]
+    if into_functions:
+        return iter(order[start:end])
+    scopes, ends = _SCOPE_AT, _END
+    k = bisect_right(scopes, start)
+    if k == len(scopes) or scopes[k] >= end:
+        return iter(order[start:end])
+    pieces = []
+    at = start
+    while k < len(scopes) and scopes[k] < end:
+        scope = scopes[k]
+        pieces.append(order[at:scope + 1])  # the nested definition itself, not its body
+        at = ends[scope]
+        k = bisect_left(scopes, at, k)
+    pieces.append(order[at:end])
+    return chain.from_iterable(pieces)
+
+
+def _walk(node: cst.CSTNode, into_functions: bool) -> Iterator[cst.CSTNode]:
     stack = [node]
     pop, extend = stack.pop, stack.extend
     root = node
@@ -205,12 +282,12 @@ def _concatenated_value(expr: cst.ConcatenatedString, default):
         # implicitly concatenated string (pydoc_data/topics.py) exhausts the recursion limit
         nodes, pieces = [], []
         node: cst.BaseExpression = expr
-        while isinstance(node, cst.ConcatenatedString):
+        while type(node) is cst.ConcatenatedString:
             nodes.append(node)
             pieces.append(node.left)
             node = node.right
         pieces.append(node)
-        values = [p.evaluated_value if isinstance(p, cst.SimpleString) else None for p in pieces]
+        values = [p.evaluated_value if type(p) is cst.SimpleString else None for p in pieces]
         # kinds[i]: str or bytes when pieces i.. are all of that type, else None
         kinds: list = [None] * len(values)
         following = type(values[-1]) if isinstance(values[-1], (str, bytes)) else None
@@ -236,22 +313,22 @@ def literal_value(expr: cst.BaseExpression | None, default=_UNKNOWN):
     float("nan")/float("inf"), math.inf), or `default` when it is not a literal."""
     if type(expr) not in _LITERAL_KINDS:  # the common case, cheaply (see dotted_name)
         return default
-    if isinstance(expr, cst.Integer):
+    if type(expr) is cst.Integer:
         return expr.evaluated_value
-    if isinstance(expr, cst.Float):
+    if type(expr) is cst.Float:
         return expr.evaluated_value
-    if isinstance(expr, cst.SimpleString):
+    if type(expr) is cst.SimpleString:
         return expr.evaluated_value
-    if isinstance(expr, cst.ConcatenatedString):
+    if type(expr) is cst.ConcatenatedString:
         return _concatenated_value(expr, default)
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+    if type(expr) is cst.Name and expr.value in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[expr.value]
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+    if type(expr) is cst.UnaryOperation and type(expr.operator) in (cst.Minus, cst.Plus):
         inner = literal_value(expr.expression, default)
         if isinstance(inner, (int, float)) and not isinstance(inner, bool):
-            return -inner if isinstance(expr.operator, cst.Minus) else inner
+            return -inner if type(expr.operator) is cst.Minus else inner
         return default
-    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "float" and len(expr.args) == 1:
+    if type(expr) is cst.Call and dotted_name(expr.func) == "float" and len(expr.args) == 1:
         inner = literal_value(expr.args[0].value, default)
         if isinstance(inner, str):
             try:
@@ -265,8 +342,14 @@ def is_literal(expr: cst.BaseExpression | None) -> bool:
     return literal_value(expr, _UNKNOWN) is not _UNKNOWN
 
 
+_SNAKE: dict[str, tuple[str, ...]] = {}
+
+
 def snake_parts(name: str) -> list[str]:
     """`ln_1` -> ["ln", "1"]; `wpe` -> ["wpe"]; `layerNorm` -> ["layer", "norm"]."""
+    known = _SNAKE.get(name)
+    if known is not None:
+        return list(known)
     out: list[str] = []
     for chunk in name.split("_"):
         if not chunk:
@@ -279,4 +362,7 @@ def snake_parts(name: str) -> list[str]:
             else:
                 current += ch
         out.append(current.lower())
+    if len(_SNAKE) > 50_000:  # identifiers of a whole repository fit; a runaway input does not grow it
+        _SNAKE.clear()
+    _SNAKE[name] = tuple(out)
     return out

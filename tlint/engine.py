@@ -283,10 +283,13 @@ def _deep_expression_risk(tree, text: str) -> bool:
     return False
 
 
-def parse_source(text: str, display: str, *, syntax_only: bool = False) -> cst.Module | Diagnostic | Any:
+def parse_source(text: str, display: str, *, syntax_only: bool = False,
+                 statement_lines: list | None = None) -> cst.Module | Diagnostic | Any:
     """The LibCST module, or a TL001 diagnostic saying why the file cannot be parsed.
     With `syntax_only`, a file Python compiles gives Python's own `ast.Module` instead
-    (LibCST is not run); one it refuses still goes to LibCST, as below.
+    (LibCST is not run); one it refuses still goes to LibCST, as below. A `statement_lines`
+    list receives, from Python's tree, the first line of each top-level statement (its
+    first decorator's), which `positions.node_ranges` places nodes from.
 
     CPython's own parser looks first: it is fast, it refuses what Python cannot compile
     (nesting beyond its limits, NUL bytes) before LibCST spends minutes on it or crashes,
@@ -315,6 +318,9 @@ def parse_source(text: str, display: str, *, syntax_only: bool = False) -> cst.M
         return _parse_error(display, f"syntax error: {py_error.msg}", py_error.lineno or 1, py_error.offset or 1)
     if syntax_only and py_error is None:
         return tree  # pre-filtered (see `prefilter_skips`): Python's tree, LibCST not run
+    if statement_lines is not None and py_error is None:
+        statement_lines.extend(min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+                               for stmt in tree.body)
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -469,12 +475,13 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
         text = loaded
     result.suppressions = parse_suppressions(text)
     skip = prefilter_enabled() and prefilter_skips(text, settings, facts_only)
-    module = parse_source(text, display, syntax_only=True) if skip else parse_source(text, display)
+    statement_lines: list[int] = []
+    module = parse_source(text, display, syntax_only=skip, statement_lines=statement_lines)
     if isinstance(module, Diagnostic):
         result.diagnostics.append(module)
         result.parse_error = True
         return result
-    if not isinstance(module, cst.Module):  # pre-filtered: Python compiled it, nothing needs LibCST's tree
+    if type(module) is not cst.Module:  # pre-filtered: Python compiled it, nothing needs LibCST's tree
         from tlint.views.facts import ast_facts
 
         found = ast_facts(module)
@@ -482,7 +489,8 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
             result.facts = [Fact(kind, None, data) for kind, data in found]
             result.prefiltered = True
             return result
-        module = parse_source(text, display)  # Python's tree shows a fact only LibCST's can place
+        # Python's tree shows a fact only LibCST's can place
+        module = parse_source(text, display, statement_lines=statement_lines)
         if isinstance(module, Diagnostic):
             result.diagnostics.append(module)
             result.parse_error = True
@@ -524,7 +532,7 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
     nodes = [report.node for _, report in ctx.reports] + [node for kind, node, _ in facts if kind in POSITIONED]
     nodes += [node for _, report in ctx.reports if isinstance(report.fix, PendingFix) for node in anchors(report.fix)]
     try:
-        ranges = node_ranges(module, nodes)
+        ranges = node_ranges(module, nodes, text=text, statement_lines=statement_lines, index=index)
     except RecursionError:
         result.diagnostics.append(_parse_error(display, "file too deeply nested to analyse (recursion limit)"))
         result.parse_error = True

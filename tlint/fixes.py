@@ -100,9 +100,9 @@ def own_statement(index, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
     """The statement line holding `node` and nothing else (one small statement, on its own
     line in an indented block or the module body), or None (`if x: f()`, `a(); b()`)."""
     for ancestor in index.ancestors(node):
-        if isinstance(ancestor, cst.SimpleStatementLine):
+        if type(ancestor) is cst.SimpleStatementLine:
             parent = index.parent(ancestor)
-            if len(ancestor.body) == 1 and isinstance(parent, (cst.IndentedBlock, cst.Module)):
+            if len(ancestor.body) == 1 and type(parent) in (cst.IndentedBlock, cst.Module):
                 return ancestor
             return None
         if isinstance(ancestor, (cst.BaseCompoundStatement, cst.SimpleStatementSuite, cst.Lambda)):
@@ -113,7 +113,7 @@ def own_statement(index, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
 def call_statement(index, call: cst.CSTNode) -> cst.SimpleStatementLine | None:
     """The statement line that is exactly `call` as an expression statement (`opt.step()`)."""
     stmt = own_statement(index, call)
-    if stmt is None or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not call:
+    if stmt is None or type(stmt.body[0]) is not cst.Expr or stmt.body[0].value is not call:
         return None
     return stmt
 
@@ -142,7 +142,7 @@ def move_statement_after(index, node: cst.CSTNode, target: cst.CSTNode) -> list[
     statement such as `p.grad = None`) to just after the statement holding `target`, when
     both are statements of one block and `node`'s comes first; None otherwise."""
     stmt = own_statement(index, node)
-    if stmt is None or not (stmt.body[0] is node or isinstance(stmt.body[0], cst.Expr) and stmt.body[0].value is node):
+    if stmt is None or not (stmt.body[0] is node or type(stmt.body[0]) is cst.Expr and stmt.body[0].value is node):
         return None
     after = own_statement(index, target)
     if after is None or after is stmt or not same_block(index, stmt, after):
@@ -167,19 +167,19 @@ def short_code(module: cst.Module, node: cst.CSTNode, limit: int = 60) -> str:
     callee with `()` (`scheduler.step()`)."""
     text = module.code_for_node(node)
     if "\n" in text or len(text) > limit:
-        func = node.func if isinstance(node, cst.Call) else None
+        func = node.func if type(node) is cst.Call else None
         text = (module.code_for_node(func) + "()") if func is not None else text.split("\n", 1)[0][:limit]
     return text
 
 
 def _docstring_or_future(stmt: cst.CSTNode) -> bool:
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+    if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1:
         return False
     small = stmt.body[0]
-    if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+    if type(small) is cst.Expr and type(small.value) in (cst.SimpleString, cst.ConcatenatedString):
         return True
-    return isinstance(small, cst.ImportFrom) and small.relative == () and \
-        isinstance(small.module, cst.Name) and small.module.value == "__future__"
+    return type(small) is cst.ImportFrom and small.relative == () and \
+        type(small.module) is cst.Name and small.module.value == "__future__"
 
 
 def add_import(module: cst.Module, code: str) -> PendingEdit | None:
@@ -189,7 +189,7 @@ def add_import(module: cst.Module, code: str) -> PendingEdit | None:
     body = list(module.body)
     head = 0
     while head < len(body) and _docstring_or_future(body[head]) and (
-        head == 0 or not isinstance(body[head].body[0], cst.Expr)
+        head == 0 or type(body[head].body[0]) is not cst.Expr
     ):
         head += 1
     if head < len(body):
@@ -208,14 +208,14 @@ def local_name_for(index, qualified: str, at: cst.CSTNode) -> str | None:
     table = ImportTable()
     bodies = [index.module.body]
     bodies += [f.body.body for f in index.ancestors(at)
-               if isinstance(f, cst.FunctionDef) and isinstance(f.body, cst.IndentedBlock)]
+               if type(f) is cst.FunctionDef and type(f.body) is cst.IndentedBlock]
     for body in bodies:
         for stmt in body:
-            if isinstance(stmt, cst.SimpleStatementLine):
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
-                    if isinstance(small, cst.Import):
+                    if type(small) is cst.Import:
                         table.add_import(small)
-                    elif isinstance(small, cst.ImportFrom) and not small.relative:
+                    elif type(small) is cst.ImportFrom and not small.relative:
                         table.add_import_from(small)
     found = []
     for local, target in table.aliases.items():
@@ -232,7 +232,7 @@ def block_indent(index, node: cst.CSTNode) -> list[str]:
     token per indented block around it, outermost first."""
     default = index.module.default_indent
     tokens = [block.indent if block.indent is not None else default
-              for block in index.ancestors(node) if isinstance(block, cst.IndentedBlock)]
+              for block in index.ancestors(node) if type(block) is cst.IndentedBlock]
     tokens.reverse()
     return tokens
 
@@ -242,7 +242,7 @@ def _state(index, node: cst.CSTNode, targets=()):
 
     module = index.module
     return _TargetedPositionState(default_indent=module.default_indent, default_newline=module.default_newline,
-                                  indent_tokens=block_indent(index, node), targets=set(targets))
+                                  indent_tokens=block_indent(index, node), targets={id(t) for t in targets})
 
 
 def code_at(index, anchor: cst.CSTNode, new: cst.CSTNode) -> str:
@@ -266,10 +266,10 @@ def unwrap_with(index, stmt: cst.CSTNode) -> PendingEdit | None:
     body is re-rendered by LibCST, comments and strings untouched), or None when that is
     not exact: `async with`, a comment in the header (`with x:  # why`), a body on the
     header line, a comment line at column 0 opening the body."""
-    if not isinstance(stmt, cst.With) or stmt.asynchronous is not None:
+    if type(stmt) is not cst.With or stmt.asynchronous is not None:
         return None
     body = stmt.body
-    if not isinstance(body, cst.IndentedBlock) or not body.body or body.header.comment is not None:
+    if type(body) is not cst.IndentedBlock or not body.body or body.header.comment is not None:
         return None
     if any(_has_comment(child) for child in stmt.children if child is not body and child not in stmt.leading_lines):
         return None
@@ -284,9 +284,9 @@ def unwrap_with(index, stmt: cst.CSTNode) -> PendingEdit | None:
     for each in statements:
         each._codegen(state)
     text = "".join(state.tokens)
-    if last not in state.ranges:
+    if id(last) not in state.ranges:
         return None
-    (line, column) = state.ranges[last][1]
+    (line, column) = state.ranges[id(last)][1]
     end = FileLines(text).offset(Position(line, column + 1))
     prefix = "".join(block_indent(index, stmt))
     if not text.startswith(prefix) or text[len(prefix):len(prefix) + 1].isspace():
@@ -299,7 +299,7 @@ def _has_comment(node: cst.CSTNode) -> bool:
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Comment):
+        if type(current) is cst.Comment:
             return True
         stack.extend(current.children)
     return False
@@ -312,15 +312,15 @@ def with_keyword(call: cst.Call, keyword: str, value: str | cst.BaseExpression) 
     if isinstance(value, str):
         value = cst.parse_expression(value)
     args = list(call.args)
-    equal = next((a.equal for a in args if a.keyword is not None and isinstance(a.equal, cst.AssignEqual)),
+    equal = next((a.equal for a in args if a.keyword is not None and type(a.equal) is cst.AssignEqual),
                  cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
     new = cst.Arg(value=value, keyword=cst.Name(keyword), equal=equal)
     if not args:
         return call.with_changes(args=[new])
     last = args[-1]
-    if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
+    if len(args) >= 2 and type(args[-2].comma) is cst.Comma:
         separator = args[-2].comma
-    elif isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+    elif type(call.whitespace_before_args) is cst.ParenthesizedWhitespace:
         separator = cst.Comma(whitespace_after=call.whitespace_before_args)
     else:
         separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

@@ -64,12 +64,12 @@ class ImportTable:
         self.modules: list[str] = []  # modules imported (absolute or `.relative`)
 
     def add_import(self, node: cst.Import) -> None:
-        if isinstance(node.names, cst.ImportStar):
+        if type(node.names) is cst.ImportStar:
             return
         for alias in node.names:
             full = _module_name(alias.name)
             self.modules.append(full)
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 self.aliases[alias.asname.name.value] = full
             else:
                 head = full.split(".", 1)[0]
@@ -78,13 +78,13 @@ class ImportTable:
     def add_import_from(self, node: cst.ImportFrom) -> None:
         module = "." * len(node.relative) + _module_name(node.module)
         self.modules.append(module)
-        if isinstance(node.names, cst.ImportStar):
+        if type(node.names) is cst.ImportStar:
             return
         sep = "" if module.endswith(".") else "."
         for alias in node.names:
             imported = _module_name(alias.name)
             local = imported
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 local = alias.asname.name.value
             self.aliases[local] = f"{module}{sep}{imported}"
 

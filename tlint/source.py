@@ -10,11 +10,21 @@ from functools import cached_property
 
 import libcst as cst
 
-from tlint.cst import child_nodes, dotted_name
+from tlint.cst import child_nodes, dotted_name, set_preorder
 from tlint.names import ImportTable
 
 _LOOPS = (cst.For, cst.While)
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module)
+
+
+def _append_subtree(node: cst.CSTNode, order: list, ends: list, positions: dict) -> None:
+    at = len(order)
+    order.append(node)
+    ends.append(at + 1)
+    positions[id(node)] = at
+    for kid in child_nodes(node):
+        _append_subtree(kid, order, ends, positions)
+    ends[at] = len(order)
 
 
 class FileIndex:
@@ -23,13 +33,14 @@ class FileIndex:
     def __init__(self, module: cst.Module) -> None:
         self.module = module
         self.imports = ImportTable()
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.parents: dict[int, cst.CSTNode] = {}  # by id(node): LibCST's __hash__ is Python code
         self.calls: list[cst.Call] = []
         self.functions: list[cst.FunctionDef] = []
         self.classes: list[cst.ClassDef] = []
         self.loops: list[cst.For | cst.While] = []
         self.assignments: list[cst.Assign | cst.AnnAssign | cst.AugAssign] = []
         self.identifiers: set[str] = set()
+        self._qualified: dict[int, tuple] = {}
         self._build()
 
     def _build(self) -> None:
@@ -37,10 +48,24 @@ class FileIndex:
         calls, functions, classes = self.calls, self.functions, self.classes
         loops, assignments, identifiers = self.loops, self.assignments, self.identifiers
         imports = self.imports
-        stack: list[cst.CSTNode] = [self.module]
+        # the preorder that `tlint.cst.walk` answers subtrees from (see `set_preorder`)
+        order: list[cst.CSTNode] = []
+        ends: list[int] = []
+        positions: dict[int, int] = {}
+        scopes: list[int] = []
+        append, end_append = order.append, ends.append
+        stack: list = [self.module]
+        pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
-            node = stack.pop()
+            node = pop()
             kind = type(node)
+            if kind is int:  # the end of the subtree of order[~node]
+                ends[~node] = len(order)
+                continue
+            at = len(order)
+            append(node)
+            end_append(at + 1)
+            positions[id(node)] = at
             if kind is cst.Name:
                 identifiers.add(node.value)
                 continue
@@ -50,30 +75,44 @@ class FileIndex:
                 assignments.append(node)
             elif kind is cst.FunctionDef:
                 functions.append(node)
+                scopes.append(at)
             elif kind is cst.ClassDef:
                 classes.append(node)
+                scopes.append(at)
+            elif kind is cst.Lambda:
+                scopes.append(at)
             elif kind is cst.For or kind is cst.While:
                 loops.append(node)
-            elif kind is cst.Import:
-                imports.add_import(node)
-                continue
-            elif kind is cst.ImportFrom:
-                imports.add_import_from(node)
+            elif kind is cst.Import or kind is cst.ImportFrom:
+                # an import's names are neither identifiers nor given parents here
+                if kind is cst.Import:
+                    imports.add_import(node)
+                else:
+                    imports.add_import_from(node)
+                for kid in child_nodes(node):
+                    _append_subtree(kid, order, ends, positions)
+                ends[at] = len(order)
                 continue
             kids = child_nodes(node)
-            for kid in kids:
-                parents[kid] = node
-            stack.extend(reversed(kids))
+            if kids:
+                push(~at)
+                for kid in kids:
+                    parents[id(kid)] = node
+                extend(reversed(kids))
+        set_preorder(order, ends, positions, scopes)
+        self.order = order  # every node, in source order (preorder)
+        self.ends = ends  # preorder index -> the end (exclusive) of that node's subtree in `order`
+        self.position = positions  # id(node) -> its index in `order`
         self._module_aliases()
 
     def _module_aliases(self) -> None:
         for stmt in self.module.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if (
-                        isinstance(small, cst.Assign)
+                        type(small) is cst.Assign
                         and len(small.targets) == 1
-                        and isinstance(small.targets[0].target, cst.Name)
+                        and type(small.targets[0].target) is cst.Name
                         and dotted_name(small.value) is not None
                     ):
                         self.imports.add_assignment_alias(small.targets[0].target.value, small.value)
@@ -81,19 +120,20 @@ class FileIndex:
     # --- navigation -------------------------------------------------------------------
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.parents.get(node)
+        return self.parents.get(id(node))
 
     def ancestors(self, node: cst.CSTNode):
-        parent = self.parents.get(node)
+        parents = self.parents
+        parent = parents.get(id(node))
         while parent is not None:
             yield parent
-            parent = self.parents.get(parent)
+            parent = parents.get(id(parent))
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         for anc in self.ancestors(node):
-            if isinstance(anc, cst.FunctionDef):
+            if type(anc) is cst.FunctionDef:
                 return anc
-            if isinstance(anc, (cst.ClassDef, cst.Lambda)):
+            if type(anc) in (cst.ClassDef, cst.Lambda):
                 return None
         return None
 
@@ -105,7 +145,7 @@ class FileIndex:
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         for anc in self.ancestors(node):
-            if isinstance(anc, cst.ClassDef):
+            if type(anc) is cst.ClassDef:
                 return anc
         return None
 
@@ -123,11 +163,18 @@ class FileIndex:
         return any(anc is container for anc in self.ancestors(node))
 
     def qualify(self, expr: cst.BaseExpression | None) -> str | None:
-        return self.imports.qualify(expr)
+        # a score of rules ask for the name of every call's callee: once per node (the
+        # aliases are complete once the index is built)
+        entry = self._qualified.get(id(expr))
+        if entry is not None and entry[0] is expr:
+            return entry[1]
+        found = self.imports.qualify(expr)
+        self._qualified[id(expr)] = (expr, found)
+        return found
 
     def call_name(self, call: cst.Call) -> str | None:
         """Qualified name of the callee if it resolves through imports, else its dotted text."""
-        return self.imports.qualify(call.func) or dotted_name(call.func)
+        return self.qualify(call.func) or dotted_name(call.func)
 
     @cached_property
     def functions_by_name(self) -> dict[str, list[cst.FunctionDef]]:

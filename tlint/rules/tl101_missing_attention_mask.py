@@ -42,7 +42,7 @@ class MissingAttentionMask(Rule):
         for call in index.calls:
             func = call.func
             receiver = func
-            if isinstance(func, cst.Attribute) and func.attr.value in _MODEL_METHODS:
+            if type(func) is cst.Attribute and func.attr.value in _MODEL_METHODS:
                 receiver = func.value
             name = last_name(receiver)
             if name is None or name in maskless:
@@ -51,9 +51,9 @@ class MissingAttentionMask(Rule):
                 continue  # diffusion pipelines condition on CLIP's unmasked, max-length-padded text
             if name not in model_vars and not (set(snake_parts(name)) & model_words):
                 continue
-            if isinstance(func, cst.Attribute) and func is not receiver and func.attr.value not in _MODEL_METHODS:
+            if type(func) is cst.Attribute and func is not receiver and func.attr.value not in _MODEL_METHODS:
                 continue
-            if isinstance(receiver, cst.Attribute) and receiver is func and not isinstance(receiver.value, cst.Name):
+            if type(receiver) is cst.Attribute and receiver is func and type(receiver.value) is not cst.Name:
                 continue
             if _own_method(index, receiver):
                 continue  # `self._build_network_inputs(...)`: a helper of the class, not a model
@@ -86,7 +86,7 @@ class MissingAttentionMask(Rule):
         models, maskless = set(), set()
         classes = ctx.models.classes
         for node in index.assignments:
-            if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+            if type(node) is not cst.Assign or type(node.value) is not cst.Call:
                 continue
             value = node.value
             targets = [last_name(t.target) for t in node.targets]
@@ -106,12 +106,12 @@ class MissingAttentionMask(Rule):
 
 def _own_method(index, receiver) -> bool:
     """`self.<name>` where `<name>` is a method of the enclosing class."""
-    if not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name)
+    if not (type(receiver) is cst.Attribute and type(receiver.value) is cst.Name
             and receiver.value.value == "self"):
         return False
     cls = index.enclosing_class(receiver)
-    body = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
-    return any(isinstance(stmt, cst.FunctionDef) and stmt.name.value == receiver.attr.value for stmt in body)
+    body = cls.body.body if cls is not None and type(cls.body) is cst.IndentedBlock else ()
+    return any(type(stmt) is cst.FunctionDef and stmt.name.value == receiver.attr.value for stmt in body)
 
 
 def _ignored_mask(forward, name: str) -> bool:
@@ -122,8 +122,8 @@ def _ignored_mask(forward, name: str) -> bool:
 
     if forward is None:
         return False
-    keywords = {id(node.keyword) for node in walk(forward.body) if isinstance(node, cst.Arg) and node.keyword}
-    read = any(isinstance(node, cst.Name) and node.value == name and id(node) not in keywords
+    keywords = {id(node.keyword) for node in walk(forward.body) if type(node) is cst.Arg and node.keyword}
+    read = any(type(node) is cst.Name and node.value == name and id(node) not in keywords
                for node in walk(forward.body))
     return not read or _documented_unused(_strings(forward), name)
 
@@ -160,27 +160,27 @@ def _bound_before(scope, call) -> dict[str, list]:
     """Names bound in `scope` before `call` (its own statements, not nested functions):
     name -> the values assigned (None for a parameter or a loop/with target)."""
     bound: dict[str, list] = {}
-    if isinstance(scope, cst.FunctionDef):
+    if type(scope) is cst.FunctionDef:
         params = scope.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             bound.setdefault(param.name.value, []).append(None)
-    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    body = scope.body if type(scope) is cst.FunctionDef else scope
     for node in walk(body, into_functions=False):
         if node is call:
             break
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             for target in node.targets:
-                if isinstance(target.target, cst.Name):
+                if type(target.target) is cst.Name:
                     bound.setdefault(target.target.value, []).append(node.value)
                 else:
                     for name in _names(target.target):
                         bound.setdefault(name, []).append(None)
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)) and isinstance(node.target, cst.Name):
+        elif type(node) in (cst.AnnAssign, cst.AugAssign) and type(node.target) is cst.Name:
             bound.setdefault(node.target.value, []).append(getattr(node, "value", None))
-        elif isinstance(node, (cst.For, cst.CompFor)):
+        elif type(node) in (cst.For, cst.CompFor):
             for name in _names(node.target):
                 bound.setdefault(name, []).append(None)
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
+        elif type(node) is cst.WithItem and node.asname is not None:
             for name in _names(node.asname.name):
                 bound.setdefault(name, []).append(None)
     return bound
@@ -188,17 +188,17 @@ def _bound_before(scope, call) -> dict[str, list]:
 
 def _names(target) -> list[str]:
     """The plain names a target binds (`a`, `a, (b, *c)`; not `self.a`, `d[k]`)."""
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return [name for element in target.elements for name in _names(element.value)]
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return _names(target.value)
     return []
 
 
 def _peel(expr):
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVES:
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _MOVES:
         expr = expr.func.value
     return expr
 
@@ -206,11 +206,11 @@ def _peel(expr):
 def _mask_key(expr) -> cst.BaseExpression | None:
     """`x["attention_mask"]` / `x.attention_mask` (under `.to(...)`): the holder `x`."""
     expr = _peel(expr)
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "attention_mask":
+    if type(expr) is cst.Attribute and expr.attr.value == "attention_mask":
         return expr.value
-    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+    if type(expr) is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
         key = expr.slice[0].slice.value
-        if isinstance(key, cst.SimpleString) and key.evaluated_value == "attention_mask":
+        if type(key) is cst.SimpleString and key.evaluated_value == "attention_mask":
             return expr.value
     return None
 
@@ -227,16 +227,16 @@ def _mask_variable(bound) -> cst.Name | None:
 def _mask_beside(index, scope, ids_value, bound, depth: int = 0):
     """The mask next to the ids: the same holder, key `attention_mask`, moved the same way."""
     base = _peel(ids_value)
-    if isinstance(base, cst.Name) and depth == 0:
+    if type(base) is cst.Name and depth == 0:
         values = bound.get(base.value) or []
         if len(values) == 1 and values[0] is not None:
             return _mask_beside(index, scope, values[0], bound, depth + 1)
         return None
-    if isinstance(base, cst.Attribute) and base.attr.value == "input_ids":
+    if type(base) is cst.Attribute and base.attr.value == "input_ids":
         holder, mask_base = base.value, base.with_changes(attr=cst.Name("attention_mask"))
-    elif isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
+    elif type(base) is cst.Subscript and len(base.slice) == 1 and type(base.slice[0].slice) is cst.Index:
         key = base.slice[0].slice.value
-        if not (isinstance(key, cst.SimpleString) and key.evaluated_value == "input_ids"):
+        if not (type(key) is cst.SimpleString and key.evaluated_value == "input_ids"):
             return None
         holder = base.value
         mask_base = base.deep_replace(key, key.with_changes(value=key.value.replace("input_ids", "attention_mask")))
@@ -250,12 +250,12 @@ def _mask_beside(index, scope, ids_value, bound, depth: int = 0):
 def _holds_mask(index, scope, holder, bound) -> bool:
     """`holder` is a tokenizer's output (every assignment of it in the scope), or its
     `attention_mask` is read somewhere in the scope."""
-    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    body = scope.body if type(scope) is cst.FunctionDef else scope
     for node in walk(body, into_functions=False):
-        found = _mask_key(node) if isinstance(node, (cst.Subscript, cst.Attribute)) else None
+        found = _mask_key(node) if type(node) in (cst.Subscript, cst.Attribute) else None
         if found is not None and found.deep_equals(holder):
             return True
-    if not isinstance(holder, cst.Name):
+    if type(holder) is not cst.Name:
         return False
     values = bound.get(holder.value) or []
     return bool(values) and all(v is not None and _tokenizer_output(index, v) for v in values)
@@ -263,13 +263,13 @@ def _holds_mask(index, scope, holder, bound) -> bool:
 
 def _tokenizer_output(index, value) -> bool:
     value = _peel(value)
-    if not isinstance(value, cst.Call):
+    if type(value) is not cst.Call:
         return False
     func = value.func
     receiver = func
-    if isinstance(func, cst.Attribute) and func.attr.value in _MASK_ENCODERS:
+    if type(func) is cst.Attribute and func.attr.value in _MASK_ENCODERS:
         receiver = func.value
-    elif isinstance(func, cst.Attribute):
+    elif type(func) is cst.Attribute:
         return False
     if not tokenizer_like(index, receiver):
         return False

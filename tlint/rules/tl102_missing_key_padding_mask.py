@@ -40,7 +40,7 @@ def _vision_module(module_class) -> bool:
     if init is not None:
         for param in (*init.params.posonly_params, *init.params.params, *init.params.kwonly_params):
             if param.annotation is not None:
-                names += [n.value for n in walk(param.annotation.annotation) if isinstance(n, cst.Name)]
+                names += [n.value for n in walk(param.annotation.annotation) if type(n) is cst.Name]
     return any(set(snake_parts(name)) & _VISION_PARTS for name in names)
 
 
@@ -50,7 +50,7 @@ def _padding_in_attn_mask(call: cst.Call, padding_params: list[str]) -> bool:
     for arg in call.args:
         if arg.keyword is None or arg.keyword.value not in _OTHER_MASK_KEYWORDS:
             continue
-        if any(isinstance(node, cst.Name) and node.value in padding_params for node in walk(arg.value)):
+        if any(type(node) is cst.Name and node.value in padding_params for node in walk(arg.value)):
             return True
     return False
 

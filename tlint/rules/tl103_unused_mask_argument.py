@@ -13,15 +13,15 @@ from tlint.rules.base import Rule
 
 def _is_stub(fn: cst.FunctionDef) -> bool:
     """Abstract or placeholder bodies: docstring, `...`, `pass`, `raise NotImplementedError`."""
-    body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [fn.body]
+    body = fn.body.body if type(fn.body) is cst.IndentedBlock else [fn.body]
     for stmt in body:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
-                if isinstance(small, cst.Pass):
+                if type(small) is cst.Pass:
                     continue
-                if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.Ellipsis, cst.ConcatenatedString)):
+                if type(small) is cst.Expr and type(small.value) in (cst.SimpleString, cst.Ellipsis, cst.ConcatenatedString):
                     continue
-                if isinstance(small, cst.Raise):
+                if type(small) is cst.Raise:
                     continue
                 return False
         else:
@@ -34,9 +34,9 @@ def _reads(fn: cst.FunctionDef) -> tuple[set[str], bool]:
     names: set[str] = set()
     dynamic = False
     for node in walk(fn.body):
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             names.add(node.value)
-        elif isinstance(node, cst.Call) and dotted_name(node.func) in ("locals", "vars"):
+        elif type(node) is cst.Call and dotted_name(node.func) in ("locals", "vars"):
             dynamic = True
     return names, dynamic
 
@@ -45,20 +45,20 @@ def _assigned_only(fn: cst.FunctionDef, name: str) -> bool:
     """True if every occurrence of `name` in `fn` is an assignment target or a `del`."""
     targets: set[int] = set()
     for node in walk(fn.body):
-        if isinstance(node, cst.Del):
+        if type(node) is cst.Del:
             for n in walk(node.target):
-                if isinstance(n, cst.Name):
+                if type(n) is cst.Name:
                     targets.add(id(n))
-        elif isinstance(node, cst.AssignTarget):
-            if isinstance(node.target, cst.Name):
+        elif type(node) is cst.AssignTarget:
+            if type(node.target) is cst.Name:
                 targets.add(id(node.target))
-    occurrences = [n for n in walk(fn.body) if isinstance(n, cst.Name) and n.value == name]
+    occurrences = [n for n in walk(fn.body) if type(n) is cst.Name and n.value == name]
     return bool(occurrences) and all(id(n) in targets for n in occurrences)
 
 
 def _deleted(fn: cst.FunctionDef, name: str) -> bool:
     for node in walk(fn.body):
-        if isinstance(node, cst.Del) and any(isinstance(n, cst.Name) and n.value == name for n in walk(node.target)):
+        if type(node) is cst.Del and any(type(n) is cst.Name and n.value == name for n in walk(node.target)):
             return True
     return False
 
@@ -77,7 +77,7 @@ _ATTENTION_CALLS = {"softmax", "log_softmax", "scaled_dot_product_attention", "m
 def _strings(node: cst.CSTNode) -> list[str]:
     out = []
     for n in walk(node):
-        if isinstance(n, (cst.SimpleString, cst.ConcatenatedString)):
+        if type(n) in (cst.SimpleString, cst.ConcatenatedString):
             value = literal_value(n, None)
             if isinstance(value, str):
                 out.append(value)
@@ -104,9 +104,9 @@ def _documented_unused(texts: list[str], name: str) -> bool:
 def _does_attention(fn: cst.FunctionDef) -> bool:
     """The function mixes positions itself: a softmax, a matrix product, an attention call."""
     for node in walk(fn.body):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.MatrixMultiply:
             return True
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             name = last_name(node.func) or ""
             if name in _ATTENTION_CALLS or "attention" in name.lower() or "attn" in name.lower():
                 return True
@@ -126,10 +126,10 @@ def _reads_only_shapes(fn: cst.FunctionDef, names: list[str]) -> bool:
     wanted = set(names)
     allowed: set[int] = set()
     for node in walk(fn.body):
-        if (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+        if (type(node) is cst.Attribute and type(node.value) is cst.Name
                 and node.value.value in wanted and node.attr.value in _SHAPE_ATTRS):
             allowed.add(id(node.value))
-    occurrences = [n for n in walk(fn.body) if isinstance(n, cst.Name) and n.value in wanted]
+    occurrences = [n for n in walk(fn.body) if type(n) is cst.Name and n.value in wanted]
     return bool(occurrences) and all(id(n) in allowed for n in occurrences)
 
 
@@ -148,17 +148,17 @@ def _masks_encoder_states(fn: cst.FunctionDef, params: list[cst.Param], other_ma
     if not tainted or not other_masks:
         return False
     for node in walk(fn.body):
-        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Return)):
+        if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Return):
             value = node.value
             if value is None:
                 continue
-            used = {n.value for n in walk(value) if isinstance(n, cst.Name)}
+            used = {n.value for n in walk(value) if type(n) is cst.Name}
             if used & tainted and used & set(other_masks):
                 return True
-            if used & tainted and isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target])
+            if used & tainted and type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+                targets = ([t.target for t in node.targets] if type(node) is cst.Assign else [node.target])
                 for target in targets:
-                    tainted |= {n.value for n in walk(target) if isinstance(n, cst.Name)}
+                    tainted |= {n.value for n in walk(target) if type(n) is cst.Name}
     return False
 
 
@@ -171,15 +171,15 @@ def _position_wise(fn: cst.FunctionDef, module_class) -> bool:
         return False
     raised: set[int] = set()
     for node in walk(fn.body):
-        if isinstance(node, cst.Raise):
+        if type(node) is cst.Raise:
             raised |= {id(n) for n in walk(node)}
     normalises = False
     for node in walk(fn.body):
         if id(node) in raised:
             continue
-        if isinstance(node, (cst.Subscript, cst.Lambda, cst.For, cst.While)):
+        if type(node) in (cst.Subscript, cst.Lambda, cst.For, cst.While):
             return False
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             if not module_class.is_norm_call(node):
                 return False
             normalises = True
@@ -194,7 +194,7 @@ def _param_names(fn: cst.FunctionDef) -> tuple[str, ...]:
 
 def _builds(cls: cst.ClassDef, name: str) -> bool:
     """`cls` constructs a `name` (`self.ff = FeedForward(d)`): it is its caller, not a sibling."""
-    return any(isinstance(node, cst.Call) and (dotted_name(node.func) or "").split(".")[-1] == name
+    return any(type(node) is cst.Call and (dotted_name(node.func) or "").split(".")[-1] == name
                for node in walk(cls.body))
 
 
@@ -203,7 +203,7 @@ _UNKNOWN = object()
 
 
 def _is_none(expr) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"
+    return type(expr) is cst.Name and expr.value == "None"
 
 
 def _argument_for(call: cst.Call, fn: cst.FunctionDef, name: str, bound: bool):
@@ -231,13 +231,13 @@ def _rebound(fn: cst.FunctionDef, name: str) -> bool:
     """`name` is assigned anywhere in `fn` (`mask = build(mask)`, a loop or `with` target)."""
     for node in walk(fn.body):
         targets = ()
-        if isinstance(node, cst.AssignTarget):
+        if type(node) is cst.AssignTarget:
             targets = (node.target,)
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+        elif type(node) in (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr):
             targets = (node.target,)
-        elif isinstance(node, cst.AsName):
+        elif type(node) is cst.AsName:
             targets = (node.name,)
-        if any(isinstance(n, cst.Name) and n.value == name for t in targets for n in walk(t)):
+        if any(type(n) is cst.Name and n.value == name for t in targets for n in walk(t)):
             return True
     return False
 
@@ -254,10 +254,10 @@ def _copies_only(fn: cst.FunctionDef) -> bool:
     one of `_COPY_CALLS` (`x.clone()`, `torch.zeros_like(x)`), never a sub-layer, a helper,
     a reduction or an attention; so no position of its output sees another."""
     for node in walk(fn.body):
-        if isinstance(node, cst.Call) and (last_name(node.func) not in _COPY_CALLS
+        if type(node) is cst.Call and (last_name(node.func) not in _COPY_CALLS
                                            or (dotted_name(node.func) or "").startswith("self.")):
             return False
-        if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.For, cst.While)) and node is not fn:
+        if type(node) in (cst.Lambda, cst.FunctionDef, cst.For, cst.While) and node is not fn:
             return False
     return not _does_attention(fn)
 
@@ -281,9 +281,9 @@ class _CallSites:
         if self._names is None:
             self._names, self._attributes = [], []
             for node in walk(self.index.module):
-                if isinstance(node, cst.Name):
+                if type(node) is cst.Name:
                     self._names.append(node)
-                elif isinstance(node, cst.Attribute):
+                elif type(node) is cst.Attribute:
                     self._attributes.append(node)
 
     def sites(self, fn: cst.FunctionDef) -> list[tuple[cst.Call, cst.FunctionDef | None, bool]] | None:
@@ -302,7 +302,7 @@ class _CallSites:
 
     def _call_of(self, node) -> cst.Call | None:
         parent = self.index.parent(node)
-        return parent if isinstance(parent, cst.Call) and parent.func is node else None
+        return parent if type(parent) is cst.Call and parent.func is node else None
 
     def _function_sites(self, fn):
         if self.index.parent(fn) is not self.index.module:
@@ -323,9 +323,9 @@ class _CallSites:
             if attr.attr.value != fn.name.value:
                 continue
             cls = self.index.enclosing_class(attr)
-            if cls is not owner and cls is not None and isinstance(attr.value, cst.Name) and attr.value.value == "self" \
-                    and any(isinstance(s, cst.FunctionDef) and s.name.value == fn.name.value
-                            for s in (cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ())):
+            if cls is not owner and cls is not None and type(attr.value) is cst.Name and attr.value.value == "self" \
+                    and any(type(s) is cst.FunctionDef and s.name.value == fn.name.value
+                            for s in (cls.body.body if type(cls.body) is cst.IndentedBlock else ())):
                 continue  # another class's own method of that name
             call = self._call_of(attr)
             if call is None:
@@ -347,28 +347,28 @@ class _CallSites:
             call = self._call_of(node)
             if call is not None and id(call) in built:
                 continue
-            if self.index.enclosing_function(node) is None and not isinstance(self.index.parent(node), cst.Arg):
+            if self.index.enclosing_function(node) is None and type(self.index.parent(node)) is not cst.Arg:
                 continue  # class-level metadata (`_can_record_outputs = {"attentions": Layer}`)
             parent = self.index.parent(node)
-            outer = self.index.parent(parent) if isinstance(parent, cst.Arg) else None
-            if isinstance(outer, cst.Call) and dotted_name(outer.func) in ("isinstance", "issubclass"):
+            outer = self.index.parent(parent) if type(parent) is cst.Arg else None
+            if type(outer) is cst.Call and dotted_name(outer.func) in ("isinstance", "issubclass"):
                 continue
             return None
         out = []
         for mc, sub in holders:
             loops = {var for var, src in mc._loop_sources().items() if src is sub}
             for attr in self._attributes:
-                if (attr.attr.value != sub.name or not isinstance(attr.value, cst.Name)
+                if (attr.attr.value != sub.name or type(attr.value) is not cst.Name
                         or attr.value.value != "self" or self.index.enclosing_class(attr) is not mc.node):
                     continue
                 parent = self.index.parent(attr)
-                if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AnnAssign) and parent.target is attr):
+                if type(parent) is cst.AssignTarget or (type(parent) is cst.AnnAssign and parent.target is attr):
                     continue
-                call = self._call_of(attr) or (self._call_of(parent) if isinstance(parent, cst.Subscript) else None)
+                call = self._call_of(attr) or (self._call_of(parent) if type(parent) is cst.Subscript else None)
                 if call is not None:
                     out.append((call, self.index.enclosing_function(call), True))
                     continue
-                if isinstance(parent, cst.Arg) and isinstance(self.index.parent(parent), cst.Call) \
+                if type(parent) is cst.Arg and type(self.index.parent(parent)) is cst.Call \
                         and dotted_name(self.index.parent(parent).func) == "len":
                     continue
                 if loops and self._loop_iter(attr, mc):
@@ -377,7 +377,7 @@ class _CallSites:
             forward = mc.forward
             for var in loops:
                 for node in walk(forward.body) if forward is not None else ():
-                    if not isinstance(node, cst.Name) or node.value != var:
+                    if type(node) is not cst.Name or node.value != var:
                         continue
                     call = self._call_of(node)
                     if call is not None:
@@ -390,9 +390,9 @@ class _CallSites:
         """`name` is (part of) the target of a `for` loop."""
         node = name
         for anc in self.index.ancestors(name):
-            if isinstance(anc, cst.For):
+            if type(anc) is cst.For:
                 return anc.target is node
-            if not isinstance(anc, (cst.Element, cst.Tuple, cst.List)):
+            if type(anc) not in (cst.Element, cst.Tuple, cst.List):
                 return False
             node = anc
         return False
@@ -403,7 +403,7 @@ class _CallSites:
         if forward is None:
             return False
         for loop in walk(forward.body):
-            if isinstance(loop, cst.For) and any(n is attr for n in walk(loop.iter)):
+            if type(loop) is cst.For and any(n is attr for n in walk(loop.iter)):
                 return True
         return False
 
@@ -418,7 +418,7 @@ class _CallSites:
             value = _argument_for(call, fn, name, bound and not static)
             if value is _OMITTED or _is_none(value):
                 continue
-            if (value is _UNKNOWN or caller is None or not isinstance(value, cst.Name)
+            if (value is _UNKNOWN or caller is None or type(value) is not cst.Name
                     or value.value not in _param_names(caller) or _rebound(caller, value.value)
                     or (id(caller), value.value) in active):
                 return False
@@ -434,13 +434,13 @@ class _CallSites:
             return False
         for call, caller, bound in found:
             value = _argument_for(call, fn, name, bound)
-            if caller is None or not isinstance(value, cst.Name) or value.value not in _param_names(caller):
+            if caller is None or type(value) is not cst.Name or value.value not in _param_names(caller):
                 return False
             elsewhere = False
             for other in self.index.statement_calls.get(caller, []):
                 if other is call:
                     continue
-                if any(isinstance(arg.value, cst.Name) and arg.value.value == value.value for arg in other.args):
+                if any(type(arg.value) is cst.Name and arg.value.value == value.value for arg in other.args):
                     elsewhere = True
                     break
             if not elsewhere:
@@ -465,15 +465,15 @@ class UnusedMaskArgument(Rule):
         # method -> its class, over the whole file (call sites may be in any class)
         self._owner: dict[int, cst.ClassDef] = {}
         for cls in index.classes:
-            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+            body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
             for stmt in body:
-                if isinstance(stmt, cst.FunctionDef):
+                if type(stmt) is cst.FunctionDef:
                     self._signatures.setdefault(stmt.name.value, []).append((cls, _param_names(stmt)))
                     self._owner.setdefault(id(stmt), cls)
         self._sites = _CallSites(ctx, self._owner)
         for cls in index.classes:
-            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-            methods = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+            body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
+            methods = {s.name.value: s for s in body if type(s) is cst.FunctionDef}
             forward = methods.get("forward")
             if forward is None:
                 continue
@@ -487,7 +487,7 @@ class UnusedMaskArgument(Rule):
         """forward, the methods of its class it calls (`self.m(...)`), and module-level
         functions of the file it calls, transitively."""
         module_functions = {
-            stmt.name.value: stmt for stmt in index.module.body if isinstance(stmt, cst.FunctionDef)
+            stmt.name.value: stmt for stmt in index.module.body if type(stmt) is cst.FunctionDef
         }
         out, stack = [], [forward]
         while stack:
@@ -562,7 +562,7 @@ class UnusedMaskArgument(Rule):
         """
         name = param.name.value
         attends = _does_attention(fn)
-        if isinstance(fn.params.star_kwarg, cst.Param) and (not attends or other_mask_read):
+        if type(fn.params.star_kwarg) is cst.Param and (not attends or other_mask_read):
             return True
         owner = self._owner.get(id(fn))
         if owner is not None and not attends:

@@ -14,14 +14,14 @@ _NO_TRUNCATION = (False, None, "do_not_truncate")
 
 def _literal_texts(index, expr: cst.BaseExpression) -> bool:
     """A string literal, a list/tuple of them, or a name assigned only such a literal."""
-    if isinstance(expr, (cst.List, cst.Tuple)):
+    if type(expr) in (cst.List, cst.Tuple):
         return bool(expr.elements) and all(isinstance(literal_value(e.value, default=None), str) for e in expr.elements)
     if isinstance(literal_value(expr, default=None), str):
         return True
-    if isinstance(expr, cst.Name):
-        values = [node.value for node in index.assignments if isinstance(node, cst.Assign)
-                  and any(isinstance(t.target, cst.Name) and t.target.value == expr.value for t in node.targets)]
-        return bool(values) and all(_literal_texts(index, v) for v in values if not isinstance(v, cst.Name))
+    if type(expr) is cst.Name:
+        values = [node.value for node in index.assignments if type(node) is cst.Assign
+                  and any(type(t.target) is cst.Name and t.target.value == expr.value for t in node.targets)]
+        return bool(values) and all(_literal_texts(index, v) for v in values if type(v) is not cst.Name)
     return False
 
 

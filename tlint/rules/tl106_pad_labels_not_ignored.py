@@ -20,9 +20,9 @@ def _copied_ids(index, expr: cst.BaseExpression) -> cst.BaseExpression | None:
     for _ in range(6):
         if ids_expression(expr, ids_names):
             return expr
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _COPY_METHODS:
+            if type(func) is cst.Attribute and func.attr.value in _COPY_METHODS:
                 expr = func.value
                 continue
             name = index.qualify(func) or dotted_name(func)
@@ -30,7 +30,7 @@ def _copied_ids(index, expr: cst.BaseExpression) -> cst.BaseExpression | None:
                 expr = expr.args[0].value
                 continue
             return None
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             expr = expr.value
             continue
         return None
@@ -38,9 +38,9 @@ def _copied_ids(index, expr: cst.BaseExpression) -> cst.BaseExpression | None:
 
 
 def _labels_target(target: cst.BaseExpression) -> bool:
-    if isinstance(target, cst.Subscript) and len(target.slice) == 1:
+    if type(target) is cst.Subscript and len(target.slice) == 1:
         key = target.slice[0].slice
-        return isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString) \
+        return type(key) is cst.Index and type(key.value) is cst.SimpleString \
             and key.value.evaluated_value in ("labels", "label_ids")
     name = last_name(target)
     return name is not None and bool(set(snake_parts(name)) & _LABEL_WORDS) and "mask" not in name.lower()
@@ -69,12 +69,12 @@ class PadLabelsNotIgnored(Rule):
     @staticmethod
     def _label_copies(index):
         for node in index.assignments:
-            if isinstance(node, cst.Assign) and any(_labels_target(t.target) for t in node.targets):
+            if type(node) is cst.Assign and any(_labels_target(t.target) for t in node.targets):
                 yield node, node.value
         for call in index.calls:
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == "labels":
                     parent = index.parent(call)
-                    if isinstance(parent, cst.Attribute) and parent.attr.value == "logits":
+                    if type(parent) is cst.Attribute and parent.attr.value == "logits":
                         break  # `model(..., labels=ids).logits`: the loss is never read
                     yield call, arg.value

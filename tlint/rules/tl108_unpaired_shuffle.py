@@ -66,7 +66,7 @@ class UnpairedShuffle(Rule):
     def _rng_names(index) -> set[str]:
         out = set()
         for node in index.assignments:
-            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) \
+            if type(node) is cst.Assign and type(node.value) is cst.Call \
                     and index.qualify(node.value.func) in RNG_FACTORIES:
                 out.update(n for n in (last_name(t.target) for t in node.targets) if n)
         return out
@@ -77,9 +77,9 @@ class UnpairedShuffle(Rule):
         permutation `perm` (held in a variable or written inline)."""
         func = call.func
         qualified = index.qualify(func)
-        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        method = func.attr.value if type(func) is cst.Attribute else None
         from_rng = method is not None and (last_name(func.value) in rngs or (
-            isinstance(func.value, cst.Call) and index.qualify(func.value.func) in RNG_FACTORIES))
+            type(func.value) is cst.Call and index.qualify(func.value.func) in RNG_FACTORIES))
         if qualified in SHUFFLES or (from_rng and method == "shuffle"):
             name = last_name(call.args[0].value) if call.args else None
             return {name} if name else set()
@@ -88,20 +88,20 @@ class UnpairedShuffle(Rule):
         indexed = set()
         parent = index.parent(call)
         holder = None
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        if type(parent) is cst.Assign and len(parent.targets) == 1 and type(parent.targets[0].target) is cst.Name:
             holder = parent.targets[0].target.value
         scope = index.enclosing_function(call) or index.module
         for node in walk(scope):
-            if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            if type(node) is cst.Subscript and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
                 key = node.slice[0].slice.value
-                if key is call or (holder and isinstance(key, cst.Name) and key.value == holder):
+                if key is call or (holder and type(key) is cst.Name and key.value == holder):
                     name = last_name(node.value)
                     if name:
                         indexed.add(name)
         if indexed:
             return indexed
         first = call.args[0].value if call.args else None
-        if isinstance(first, (cst.Name, cst.Attribute)) and not isinstance(index.parent(parent), cst.Subscript):
+        if type(first) in (cst.Name, cst.Attribute) and type(index.parent(parent)) is not cst.Subscript:
             name = last_name(first)
             if name and not any(p in ("n", "num", "size", "len", "length", "count") for p in snake_parts(name)):
                 return {name}
@@ -111,7 +111,7 @@ class UnpairedShuffle(Rule):
     def _zipped_pairs(index) -> set[tuple[str, str]]:
         out = set()
         for call in index.calls:
-            if isinstance(call.func, cst.Name) and call.func.value == "zip" and len(call.args) == 2:
+            if type(call.func) is cst.Name and call.func.value == "zip" and len(call.args) == 2:
                 a, b = (last_name(arg.value) for arg in call.args)
                 if a and b:
                     out.add((a, b))
@@ -123,23 +123,23 @@ class UnpairedShuffle(Rule):
         index = ctx.index
         shuffled = self._shuffled_loaders(index)
         for loop in index.loops:
-            if not isinstance(loop, cst.For):
+            if type(loop) is not cst.For:
                 continue
             iterable, target = loop.iter, loop.target
-            if isinstance(iterable, cst.Call) and last_name(iterable.func) == "enumerate" and iterable.args:
+            if type(iterable) is cst.Call and last_name(iterable.func) == "enumerate" and iterable.args:
                 iterable = iterable.args[0].value
-                if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+                if type(target) is cst.Tuple and len(target.elements) == 2:
                     target = target.elements[1].value
-            if not (isinstance(iterable, cst.Call) and last_name(iterable.func) == "zip" and len(iterable.args) == 2):
+            if not (type(iterable) is cst.Call and last_name(iterable.func) == "zip" and len(iterable.args) == 2):
                 continue
             if not all(self._is_shuffled_loader(index, arg.value, shuffled) for arg in iterable.args):
                 continue
-            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
+            if not (type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2):
                 continue
             origin: dict[str, set[int]] = {}
             for side, element in enumerate(target.elements):
                 for node in walk(element.value):
-                    if isinstance(node, cst.Name):
+                    if type(node) is cst.Name:
                         origin[node.value] = {side}
             if self._pairs_sides(index, loop, origin):
                 ctx.report(iterable, "two shuffled loaders are zipped and their batches used as aligned pairs: each "
@@ -150,15 +150,15 @@ class UnpairedShuffle(Rule):
     def _shuffled_loaders(index) -> set[str]:
         out = set()
         for node in index.assignments:
-            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and _shuffling_loader(index, node.value):
+            if type(node) is cst.Assign and type(node.value) is cst.Call and _shuffling_loader(index, node.value):
                 out.update(n for n in (last_name(t.target) for t in node.targets) if n)
         return out
 
     @staticmethod
     def _is_shuffled_loader(index, expr, names: set[str]) -> bool:
-        while isinstance(expr, cst.Call) and last_name(expr.func) in ("iter", "cycle") and expr.args:
+        while type(expr) is cst.Call and last_name(expr.func) in ("iter", "cycle") and expr.args:
             expr = expr.args[0].value
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return _shuffling_loader(index, expr)
         return last_name(expr) in names
 
@@ -167,21 +167,21 @@ class UnpairedShuffle(Rule):
         def sides(expr) -> set[int]:
             out: set[int] = set()
             for node in walk(expr):
-                if isinstance(node, cst.Name):
+                if type(node) is cst.Name:
                     out |= origin.get(node.value, set())
             return out
 
         body_nodes = list(walk(loop.body))
         for node in body_nodes:  # one pass in source order is enough for straight-line steps
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 got = sides(node.value)
                 if got:
                     for target in node.targets:
                         for name in walk(target.target):
-                            if isinstance(name, cst.Name):
+                            if type(name) is cst.Name:
                                 origin[name.value] = origin.get(name.value, set()) | got
         for node in body_nodes:
-            if not isinstance(node, cst.Call) or last_name(node.func) in _COMBINING:
+            if type(node) is not cst.Call or last_name(node.func) in _COMBINING:
                 continue
             pure = [sides(arg.value) for arg in node.args]
             if {0} in pure and {1} in pure:

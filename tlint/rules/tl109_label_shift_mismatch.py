@@ -15,7 +15,7 @@ _RESHAPES = ("view", "reshape", "flatten", "contiguous", "long", "to")
 
 def _hf_causal_lm(index, call: cst.Call) -> bool:
     name = index.qualify(call.func) or ""
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained":
+    if type(call.func) is cst.Attribute and call.func.attr.value == "from_pretrained":
         name = index.qualify(call.func.value) or ""
     return name.startswith(("transformers.", "peft.", "trl.")) and name.endswith(("ForCausalLM", "LMHeadModel"))
 
@@ -24,7 +24,7 @@ def _causal_lm_names(index) -> set[str]:
     """Variables/attributes holding a Hugging Face causal LM (`model = AutoModelForCausalLM...`)."""
     out = set()
     for node in index.assignments:
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and _hf_causal_lm(index, node.value):
+        if type(node) is cst.Assign and type(node.value) is cst.Call and _hf_causal_lm(index, node.value):
             for target in node.targets:
                 name = dotted_name(target.target)
                 if name:
@@ -39,11 +39,11 @@ def _shifted_forward(expr) -> bool:
 
 def _base_name(expr) -> str | None:
     """`input_ids.view(-1)` -> `input_ids`; `batch["input_ids"]` -> `input_ids`."""
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _RESHAPES:
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _RESHAPES:
         expr = expr.func.value
-    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+    if type(expr) is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
         key = expr.slice[0].slice.value
-        if isinstance(key, cst.SimpleString):
+        if type(key) is cst.SimpleString:
             return key.evaluated_value
     return dotted_name(expr)
 
@@ -69,7 +69,7 @@ class LabelShiftMismatch(Rule):
         flows = ctx.models.attention
         for call in index.calls:
             if dotted_name(call.func) not in models and not (
-                    isinstance(call.func, cst.Attribute) and dotted_name(call.func.value) in models
+                    type(call.func) is cst.Attribute and dotted_name(call.func.value) in models
                     and call.func.attr.value == "forward"):
                 continue
             labels = get_arg(call, "labels")
@@ -111,4 +111,4 @@ class LabelShiftMismatch(Rule):
 
 
 def _calls(node):
-    return [n for n in walk(node) if isinstance(n, cst.Call)]
+    return [n for n in walk(node) if type(n) is cst.Call]

@@ -30,24 +30,24 @@ _INTEGER_METHODS = frozenset({"long", "int", "bool", "short"})
 
 def _key(index, node: cst.CSTNode) -> tuple | None:
     """Where a name lives: a variable in its function (or the module), an attribute anywhere."""
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return ("attr", node.attr.value)
-    if isinstance(node, cst.Name) and node.value != "self":
+    if type(node) is cst.Name and node.value != "self":
         return (index.enclosing_function(node), node.value)
     return None
 
 
 def _mentions(index, expr: cst.CSTNode, keys: set) -> bool:
-    return any(_key(index, node) in keys for node in walk(expr) if isinstance(node, (cst.Name, cst.Attribute)))
+    return any(_key(index, node) in keys for node in walk(expr) if type(node) in (cst.Name, cst.Attribute))
 
 
 def _bound_keys(index, target: cst.BaseExpression) -> set:
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         out = set()
         for element in target.elements:
             out |= _bound_keys(index, element.value)
         return out
-    if isinstance(target, cst.Subscript):
+    if type(target) is cst.Subscript:
         return _bound_keys(index, target.value)
     key = _key(index, target)
     return {key} if key is not None else set()
@@ -58,8 +58,8 @@ def _non_float_dtype(call: cst.Call) -> bool:
     dtype = get_arg(call, "dtype")
     if dtype is None:
         return False
-    words = {node.value.lower() for node in walk(dtype.value) if isinstance(node, cst.Name)}
-    words |= {str(node.evaluated_value).lower() for node in walk(dtype.value) if isinstance(node, cst.SimpleString)}
+    words = {node.value.lower() for node in walk(dtype.value) if type(node) is cst.Name}
+    words |= {str(node.evaluated_value).lower() for node in walk(dtype.value) if type(node) is cst.SimpleString}
     return any(w.startswith(("int", "uint", "str", "bool", "object")) for w in words)
 
 
@@ -98,7 +98,7 @@ class NanUncheckedInput(Rule):
                 return True
             for keyword in ("na_filter", "keep_default_na"):
                 arg = get_arg(call, keyword)
-                if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "False":
+                if arg is not None and type(arg.value) is cst.Name and arg.value.value == "False":
                     return True
         return False
 
@@ -108,12 +108,12 @@ class NanUncheckedInput(Rule):
         tainted: set = set()
         bindings = []
         for node in index.assignments:
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 bindings.append(([t.target for t in node.targets], node.value))
             elif node.value is not None:
                 bindings.append(([node.target], node.value))
         for loop in index.loops:
-            if isinstance(loop, cst.For):
+            if type(loop) is cst.For:
                 bindings.append(([loop.target], loop.iter))
         changed = True
         while changed:
@@ -138,13 +138,13 @@ class NanUncheckedInput(Rule):
             if dtype is not None and last_name(dtype.value) in _INTEGER_DTYPES:
                 continue
             parent = index.parent(call)
-            if isinstance(parent, cst.Attribute) and parent.attr.value in _INTEGER_METHODS:
+            if type(parent) is cst.Attribute and parent.attr.value in _INTEGER_METHODS:
                 continue
             out.append(call)
         for cls in index.classes:
             if not any(index.qualify(base.value) in DATASET_BASES for base in cls.bases):
                 continue
             for stmt in cls.body.body:
-                if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__getitem__":
-                    out.extend(node for node in walk(stmt.body) if isinstance(node, cst.Return) and node.value is not None)
+                if type(stmt) is cst.FunctionDef and stmt.name.value == "__getitem__":
+                    out.extend(node for node in walk(stmt.body) if type(node) is cst.Return and node.value is not None)
         return out

@@ -24,7 +24,7 @@ _TRIANGULAR = {"torch.triu", "torch.tril"}
 
 def _named_like_scores(expr: cst.BaseExpression | None) -> bool:
     for node in walk(expr) if expr is not None else ():
-        name = last_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        name = last_name(node) if type(node) in (cst.Name, cst.Attribute) else None
         if name and set(snake_parts(name)) & _SCORE_WORDS:
             return True
     return False
@@ -49,7 +49,7 @@ class NonfinitePaddingValue(Rule):
                 value, padded = get_arg(call, "padding_value", 2), get_arg(call, "sequences", 0)
             elif qualified in FUNCTIONAL_PAD:
                 value, padded = get_arg(call, "value", 3), get_arg(call, "input", 0)
-            elif qualified in FULL_TENSORS or (isinstance(call.func, cst.Attribute) and call.func.attr.value == "new_full"):
+            elif qualified in FULL_TENSORS or (type(call.func) is cst.Attribute and call.func.attr.value == "new_full"):
                 value, padded = get_arg(call, "fill_value", 1), None
                 if not self._fills_inputs(index, call):
                     continue
@@ -59,7 +59,7 @@ class NonfinitePaddingValue(Rule):
             if number is None or (padded is not None and _named_like_scores(padded.value)):
                 continue
             parent = index.parent(call)
-            if not math.isnan(number) and isinstance(parent, cst.Assign) and any(
+            if not math.isnan(number) and type(parent) is cst.Assign and any(
                     _named_like_scores(t.target) for t in parent.targets):
                 continue
             ctx.report(call, f"inputs are padded with {_spelled(number)}: any reduction over the sequence (a sum, a "
@@ -71,7 +71,7 @@ class NonfinitePaddingValue(Rule):
         """`torch.full(...)` assigned to a name that holds inputs (`padded`, `batch_x`, `inputs`),
         not to a mask/bias/scores buffer, and never made triangular (a causal mask)."""
         parent = index.parent(call)
-        if not isinstance(parent, cst.Assign):
+        if type(parent) is not cst.Assign:
             return False
         names = [last_name(t.target) for t in parent.targets]
         if not names or any(n is None for n in names) or any(set(snake_parts(n)) & _SCORE_WORDS for n in names):
@@ -81,8 +81,8 @@ class NonfinitePaddingValue(Rule):
         scope = index.enclosing_function(call) or index.module
         for other in index.statement_calls.get(scope, ()):
             if index.qualify(other.func) in _TRIANGULAR or last_name(other.func) in ("triu", "tril", "triu_", "tril_"):
-                if any(isinstance(n, cst.Name) and n.value in names for arg in other.args for n in walk(arg.value)):
+                if any(type(n) is cst.Name and n.value in names for arg in other.args for n in walk(arg.value)):
                     return False
-                if isinstance(other.func, cst.Attribute) and last_name(other.func.value) in names:
+                if type(other.func) is cst.Attribute and last_name(other.func.value) in names:
                     return False
         return True

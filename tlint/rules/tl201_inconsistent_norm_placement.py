@@ -24,9 +24,9 @@ def _branches(index, node: cst.CSTNode) -> dict[str, bool]:
     out: dict[str, bool] = {}
     child = node
     for anc in index.ancestors(node):
-        if isinstance(anc, (cst.If, cst.IfExp)) and (child is anc.body or child is anc.orelse):
+        if type(anc) in (cst.If, cst.IfExp) and (child is anc.body or child is anc.orelse):
             test, side = anc.test, child is anc.body
-            while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
                 test, side = test.expression, not side  # `if not self.pre_norm:`
             out.setdefault(_EMPTY.code_for_node(test).strip(), side)
         child = anc

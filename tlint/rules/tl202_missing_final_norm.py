@@ -20,12 +20,12 @@ def _is_pre_norm_layer(view, call: cst.Call) -> bool:
 
 def _layer_call(view, expr) -> cst.Call | None:
     """The layer constructor an argument names: inline, or a local variable's value."""
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         return expr
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         flow = view.attention.flow(expr)
         value = flow.definition(expr.value, flow.order_of(expr, view.index))
-        return value if isinstance(value, cst.Call) else None
+        return value if type(value) is cst.Call else None
     return None
 
 
@@ -77,10 +77,10 @@ class MissingFinalNorm(Rule):
         if forward is None:
             return
         for loop in walk(forward.body, into_functions=False):
-            if not isinstance(loop, cst.For):
+            if type(loop) is not cst.For:
                 continue
-            sub = module_class.attribute_of(loop.iter) if not isinstance(loop.iter, cst.Call) else None
-            if sub is None and isinstance(loop.iter, cst.Call) and loop.iter.args:
+            sub = module_class.attribute_of(loop.iter) if type(loop.iter) is not cst.Call else None
+            if sub is None and type(loop.iter) is cst.Call and loop.iter.args:
                 sub = module_class.attribute_of(loop.iter.args[0].value)  # enumerate(self.blocks)
             if sub is None or not sub.is_list or not _pre_norm_element(view, sub):
                 continue
@@ -113,4 +113,4 @@ def module_class_norm(module_class) -> bool:
 
 
 def _is_none(expr) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"
+    return type(expr) is cst.Name and expr.value == "None"

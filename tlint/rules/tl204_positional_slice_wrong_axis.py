@@ -15,14 +15,14 @@ _BATCH_FIRST_LAYERS = frozenset({"torch.nn.MultiheadAttention", "torch.nn.Transf
 
 def _first_axis_of(expr) -> str | None:
     """The tensor whose axis 0 `expr` measures: `x.size(0)`, `x.shape[0]`, `len(x)`."""
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size":
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "size":
         if len(expr.args) == 1 and literal_value(expr.args[0].value, None) == 0:
             return dotted_name(expr.func.value)
-    if (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape"
-            and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)
+    if (type(expr) is cst.Subscript and type(expr.value) is cst.Attribute and expr.value.attr.value == "shape"
+            and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index
             and literal_value(expr.slice[0].slice.value, None) == 0):
         return dotted_name(expr.value.value)
-    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "len" and len(expr.args) == 1:
+    if type(expr) is cst.Call and dotted_name(expr.func) == "len" and len(expr.args) == 1:
         return dotted_name(expr.args[0].value)
     return None
 
@@ -31,18 +31,18 @@ def _batch_names(fn) -> dict[str, str]:
     """`B, T, C = x.shape` / `x.size()` -> {"B": "x"}: names bound to a tensor's batch axis."""
     out = {}
     for node in walk(fn.body, into_functions=False):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        if type(node) is cst.Assign and len(node.targets) == 1:
             target, value = node.targets[0].target, node.value
-            if isinstance(value, cst.Subscript):
+            if type(value) is cst.Subscript:
                 value = value.value  # `B, T = x.shape[:2]`
             source = None
-            if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+            if type(value) is cst.Attribute and value.attr.value == "shape":
                 source = dotted_name(value.value)
-            elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" \
+            elif type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "size" \
                     and not value.args:
                 source = dotted_name(value.func.value)
-            if (source and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) >= 2
-                    and isinstance(target.elements[0].value, cst.Name) and _batch_like(target.elements[0].value.value)):
+            if (source and type(target) in (cst.Tuple, cst.List) and len(target.elements) >= 2
+                    and type(target.elements[0].value) is cst.Name and _batch_like(target.elements[0].value.value)):
                 out[target.elements[0].value.value] = source
     return out
 
@@ -54,9 +54,9 @@ def _batch_like(name: str) -> bool:
 
 def _table_name(expr) -> str | None:
     """`self.pe` / `self.pos_emb.weight` -> the positional attribute's name."""
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "weight":
+    if type(expr) is cst.Attribute and expr.attr.value == "weight":
         expr = expr.value
-    if isinstance(expr, cst.Attribute) and dotted_name(expr.value) == "self" and is_positional_name(expr.attr.value):
+    if type(expr) is cst.Attribute and dotted_name(expr.value) == "self" and is_positional_name(expr.attr.value):
         return expr.attr.value
     return None
 
@@ -87,15 +87,15 @@ class PositionalSliceWrongAxis(Rule):
                         continue
                     batch_names = _batch_names(fn)
                     for node in walk(fn.body):
-                        if not isinstance(node, cst.Subscript) or _table_name(node.value) is None:
+                        if type(node) is not cst.Subscript or _table_name(node.value) is None:
                             continue
                         for element in node.slice:
                             part = element.slice
-                            if not isinstance(part, cst.Slice) or part.upper is None:
+                            if type(part) is not cst.Slice or part.upper is None:
                                 continue
                             upper = part.upper
                             tensor = _first_axis_of(upper)
-                            unpacked = isinstance(upper, cst.Name) and upper.value in batch_names
+                            unpacked = type(upper) is cst.Name and upper.value in batch_names
                             if unpacked or (tensor is not None and (tensor in batch_names.values()
                                                                      or number in batch_first_groups)):
                                 ctx.report(node, f"positional table `self.{_table_name(node.value)}` sliced by the "

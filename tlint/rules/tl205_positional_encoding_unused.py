@@ -48,7 +48,7 @@ def _handed_over(module_class) -> set[str]:
     for call in index.statement_calls.get(init, ()):
         for arg in call.args:
             for node in walk(arg.value):
-                if isinstance(node, cst.Attribute) and dotted_name(node.value) == "self":
+                if type(node) is cst.Attribute and dotted_name(node.value) == "self":
                     out.add(node.attr.value)
     return out
 
@@ -60,7 +60,7 @@ def _self_handed_to_a_call(module_class) -> bool:
         if method in _INIT_METHODS:
             continue
         for call in module_class.calls_of(fn):
-            if any(isinstance(arg.value, cst.Name) and arg.value.value == "self" for arg in call.args):
+            if any(type(arg.value) is cst.Name and arg.value.value == "self" for arg in call.args):
                 return True
     return False
 
@@ -70,11 +70,11 @@ def _read_through_parameters(index) -> set[str]:
     one of their parameters: `module.pos_bias_u` in `def attention(module, query, ...)`."""
     out: set[str] = set()
     for fn in index.functions:
-        if not isinstance(index.parents.get(fn), cst.Module) or fn.name.value in _INIT_METHODS:
+        if type(index.parent(fn)) is not cst.Module or fn.name.value in _INIT_METHODS:
             continue
         params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
         for node in walk(fn.body):
-            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in params:
+            if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value in params:
                 out.add(node.attr.value)
     return out
 
@@ -87,19 +87,19 @@ def _index_buffer(call: cst.Call) -> bool:
     `nn.Buffer(torch.arange(n).expand((1, -1)))`): kept for serialization and slicing, it
     is not a positional encoding table; the table it indexes is checked on its own."""
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in ("register_buffer", "register_parameter"):
+    if type(func) is cst.Attribute and func.attr.value in ("register_buffer", "register_parameter"):
         value = call.args[1].value if len(call.args) > 1 else None
     else:
         value = call.args[0].value if call.args else None
     while value is not None:
-        if isinstance(value, cst.Subscript):
+        if type(value) is cst.Subscript:
             value = value.value
-        elif (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+        elif (type(value) is cst.Call and type(value.func) is cst.Attribute
               and value.func.attr.value in _INDEX_CHAIN):
             value = value.func.value
         else:
             break
-    return isinstance(value, cst.Call) and (dotted_name(value.func) or "").split(".")[-1] == "arange"
+    return type(value) is cst.Call and (dotted_name(value.func) or "").split(".")[-1] == "arange"
 
 
 _FACTORIES = frozenset({"zeros", "ones", "randn", "rand", "empty", "Tensor", "FloatTensor"})
@@ -110,18 +110,18 @@ def _one_vector(call: cst.Call) -> bool:
     it is the same for every position, so it carries no order whether used or not (a
     "no memory" embedding, the position of a class token)."""
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in ("register_buffer", "register_parameter"):
+    if type(func) is cst.Attribute and func.attr.value in ("register_buffer", "register_parameter"):
         value = call.args[1].value if len(call.args) > 1 else None
     elif (dotted_name(func) or "").split(".")[-1] in ("Parameter", "Buffer"):
         value = call.args[0].value if call.args else None
     else:
         value = call
-    if not isinstance(value, cst.Call) or (dotted_name(value.func) or "").split(".")[-1] not in _FACTORIES:
+    if type(value) is not cst.Call or (dotted_name(value.func) or "").split(".")[-1] not in _FACTORIES:
         return False
     dims = [arg.value for arg in value.args if arg.keyword is None and not arg.star]
-    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+    if len(dims) == 1 and type(dims[0]) in (cst.Tuple, cst.List):
         dims = [element.value for element in dims[0].elements]
-    return len(dims) >= 2 and all(isinstance(d, cst.Integer) and d.value == "1" for d in dims[:-1])
+    return len(dims) >= 2 and all(type(d) is cst.Integer and d.value == "1" for d in dims[:-1])
 
 
 def _read_through_owners(index) -> set[str]:
@@ -133,7 +133,7 @@ def _read_through_owners(index) -> set[str]:
         if fn.name.value in _INIT_METHODS:
             continue
         for node in walk(fn.body):
-            if (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Attribute)
+            if (type(node) is cst.Attribute and type(node.value) is cst.Attribute
                     and dotted_name(node.value.value) == "self"):
                 out.add(node.attr.value)
     return out
@@ -160,12 +160,12 @@ def _self_handed_to_an_outside_function(module_class) -> bool:
     modeling file): it may read any attribute. Other helpers that take the module
     (`is_fsdp_managed_module(self)`) do not count."""
     index = module_class.view.index
-    local = {fn.name.value for fn in index.functions if isinstance(index.parents.get(fn), cst.Module)}
+    local = {fn.name.value for fn in index.functions if type(index.parent(fn)) is cst.Module}
     for method, fn in module_class.methods.items():
         if method in _INIT_METHODS:
             continue
         for call in module_class.calls_of(fn):
-            if any(isinstance(arg.value, cst.Name) and arg.value.value == "self" for arg in call.args):
+            if any(type(arg.value) is cst.Name and arg.value.value == "self" for arg in call.args):
                 name = dotted_name(call.func)
                 if (name is not None and "." not in name and name not in local
                         and set(snake_parts(name)) & (_POSITION_WORDS | {"attention", "attn"})):
@@ -234,7 +234,7 @@ class PositionalEncodingUnused(Rule):
                 continue
             for module_class in group:
                 called = {call.func.attr.value for call in index.calls
-                          if isinstance(call.func, cst.Attribute) and dotted_name(call.func.value) == "self"
+                          if type(call.func) is cst.Attribute and dotted_name(call.func.value) == "self"
                           and view.class_of(call) is module_class}
                 for sub in module_class.attributes.values():
                     # a table looked up by token ids, not learned queries read through `.weight`

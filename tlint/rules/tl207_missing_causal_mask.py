@@ -42,9 +42,9 @@ def _has_causal_mask(site, index) -> bool:
         names = set()
         for node in site.flow.trace(use.mask, site.flow.order_of(use.node, index)):
             for sub in walk(node):
-                if isinstance(sub, cst.Name):
+                if type(sub) is cst.Name:
                     names.add(sub.value)
-                elif isinstance(sub, cst.Attribute):
+                elif type(sub) is cst.Attribute:
                     names.add(sub.attr.value)
         padding_only = any(_padding_name(n) for n in names) and not any(_causal_word(n) for n in names)
         if not padding_only or (names & params and _builds_causal_mask(index)):

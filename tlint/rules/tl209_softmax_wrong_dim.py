@@ -20,7 +20,7 @@ def scores_ndim(site) -> int | None:
         return site.ndim
     for node in (*site.upstream, *site.callers):
         for sub in walk(node):
-            if (isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute)
+            if (type(sub) is cst.Call and type(sub.func) is cst.Attribute
                     and sub.func.attr.value in ("view", "reshape")):
                 dims = [a for a in sub.args if a.keyword is None and not a.star]
                 if len(dims) == 4:
@@ -82,7 +82,7 @@ class SoftmaxWrongDim(Rule):
             arg = get_arg(call, "dim", 1)
         elif ctor is not None:
             arg = get_arg(ctor, "dim", 0)
-        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "softmax":
+        elif type(call.func) is cst.Attribute and call.func.attr.value == "softmax":
             arg = get_arg(call, "dim", 0)
         else:
             return None
@@ -95,13 +95,13 @@ class SoftmaxWrongDim(Rule):
         """`softmax(s, 1) * softmax(s, 2)`: the same scores normalised over both axes and
         multiplied, the mutual-nearest-neighbour confidence of feature matching (LoFTR,
         SuperGlue-style dual softmax), not attention over keys."""
-        if not isinstance(call, cst.Call) or not call.args:
+        if type(call) is not cst.Call or not call.args:
             return False
-        parent = index.parents.get(call)
-        if not (isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Multiply)):
+        parent = index.parent(call)
+        if not (type(parent) is cst.BinaryOperation and type(parent.operator) is cst.Multiply):
             return False
         other = parent.right if parent.left is call else parent.left
-        if not (isinstance(other, cst.Call) and other.args and index.qualify(other.func) == index.qualify(call.func)):
+        if not (type(other) is cst.Call and other.args and index.qualify(other.func) == index.qualify(call.func)):
             return False
 
         def dim_of(c):

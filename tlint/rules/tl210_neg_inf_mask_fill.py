@@ -19,7 +19,7 @@ def is_negative_infinity(index, expr) -> bool:
     value = literal_value(expr, default=None)
     if isinstance(value, float):
         return value == -math.inf
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus:
         return index.qualify(expr.expression) in _INF_NAMES
     return index.qualify(expr) == "numpy.NINF"
 
@@ -31,12 +31,12 @@ def from_padding(site, mask_expr, index) -> bool:
     flow = site.flow
     for node in flow.trace(mask_expr, flow.order_of(mask_expr, index)):
         for sub in walk(node):
-            if isinstance(sub, cst.Name):
+            if type(sub) is cst.Name:
                 if sub.value in flow.params and is_padding_mask_name(sub.value):
                     return True
                 if {"pad", "padding"} & set(snake_parts(sub.value)):
                     return True
-            elif isinstance(sub, cst.Attribute) and {"pad", "padding"} & set(snake_parts(sub.attr.value)):
+            elif type(sub) is cst.Attribute and {"pad", "padding"} & set(snake_parts(sub.attr.value)):
                 return True
     return False
 
@@ -72,7 +72,7 @@ def finite_fill_fix(index, use):
     Safe: the rows that were not all masked get the same weights (exp(finfo.min - max)
     is 0 as exp(-inf) is), and an all-masked row becomes uniform instead of NaN."""
     call = use.node
-    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute) or use.value is None:
+    if type(call) is not cst.Call or type(call.func) is not cst.Attribute or use.value is None:
         return None
     if "torch.masked_fill" in (index.qualify(call.func), dotted_name(call.func)):
         first = get_arg(call, "input", 0)

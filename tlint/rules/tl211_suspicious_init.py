@@ -67,9 +67,9 @@ def is_intended_constant(name: str, value: float | None) -> bool:
 def _resolve_module(ctx, node: cst.CSTNode, owner: cst.BaseExpression) -> InitTarget:
     """The module kind and name of `owner` in `owner.weight`."""
     view = ctx.models
-    if isinstance(owner, cst.Subscript):
+    if type(owner) is cst.Subscript:
         owner = owner.value
-    if isinstance(owner, cst.Attribute):
+    if type(owner) is cst.Attribute:
         name = owner.attr.value
         on_self = dotted_name(owner.value) == "self"
         module_class = view.class_of(node)
@@ -84,7 +84,7 @@ def _resolve_module(ctx, node: cst.CSTNode, owner: cst.BaseExpression) -> InitTa
                 return InitTarget("attention-input", name)
             return InitTarget(None, name)
         return InitTarget(kind_of_ctor(sub.ctor), name, None if sub.is_list else sub.call)
-    if isinstance(owner, cst.Name):
+    if type(owner) is cst.Name:
         variable = owner.value
         classes = narrowed_classes(ctx.index, node, variable)
         if classes is not None:
@@ -110,15 +110,15 @@ def _local_module(ctx, node, variable: str) -> cst.Call | None:
     module level)."""
     scope = ctx.index.enclosing_function(node)
     for stmt in walk(scope.body if scope is not None else ctx.module, into_functions=False):
-        if (isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and dotted_name(stmt.targets[0].target) == variable
-                and isinstance(stmt.value, cst.Call)):
+        if (type(stmt) is cst.Assign and len(stmt.targets) == 1 and dotted_name(stmt.targets[0].target) == variable
+                and type(stmt.value) is cst.Call):
             return stmt.value
     return None
 
 
 def _resolve(ctx, init: InitCall) -> InitTarget:
     target = init.target
-    if not isinstance(target, cst.Attribute):
+    if type(target) is not cst.Attribute:
         return InitTarget(None, None)
     attr = target.attr.value
     if dotted_name(target.value) == "self":  # a raw parameter of this module (`self.weight` included)
@@ -199,7 +199,7 @@ class SuspiciousInit(Rule):
                 if sub.ctor != "torch.nn.Parameter" or sub.call is None or not sub.call.args:
                     continue
                 created = sub.call.args[0].value
-                if not isinstance(created, cst.Call) or under_option(index, sub.call):
+                if type(created) is not cst.Call or under_option(index, sub.call):
                     continue
                 factory = index.qualify(created.func)
                 if factory not in _RANDN and factory not in _CONSTANT_TENSORS:
@@ -267,7 +267,7 @@ def _initialiser_runs_after(ctx, call: cst.Call, function) -> bool:
     for other in ctx.index.statement_calls.get(function, ()):
         if other is call:
             later = True
-        elif (later and isinstance(other.func, cst.Attribute) and other.func.attr.value in _MODEL_INITIALISERS
+        elif (later and type(other.func) is cst.Attribute and other.func.attr.value in _MODEL_INITIALISERS
               and dotted_name(other.func.value) == "self"):
             return True
     return False
@@ -296,7 +296,7 @@ def _designed_init(ctx, init: InitCall, inits) -> bool:
     if function is None:
         return False
     target = init.target
-    owner = target.value if isinstance(target, cst.Attribute) else None
+    owner = target.value if type(target) is cst.Attribute else None
     bias_key = ctx.module.code_for_node(owner) + ".bias" if owner is not None else None
     key = _target_key(ctx, target)
     for other in inits:
@@ -304,23 +304,23 @@ def _designed_init(ctx, init: InitCall, inits) -> bool:
             continue
         if index.qualify(other.call.func) in _STRUCTURED_INITS:
             return True
-        if (isinstance(other.call.func, cst.Attribute) and other.call.func.attr.value == "copy_"
-                and isinstance(other.target, cst.Attribute) and other.target.attr.value == "weight"):
+        if (type(other.call.func) is cst.Attribute and other.call.func.attr.value == "copy_"
+                and type(other.target) is cst.Attribute and other.target.attr.value == "weight"):
             return True
         if _target_key(ctx, other.target) == bias_key and (other.scheme != "constant" or other.value != 0.0):
             return True
     for node in walk(function.body):
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             for assigned in node.targets:
                 written = assigned.target
-                if isinstance(written, cst.Subscript) and _target_key(ctx, written.value) == key:
+                if type(written) is cst.Subscript and _target_key(ctx, written.value) == key:
                     return True
     return False
 
 
 def _references(module_class, name: str):
     for node in walk(module_class.node):
-        if isinstance(node, cst.Attribute) and node.attr.value == name and dotted_name(node.value) == "self":
+        if type(node) is cst.Attribute and node.attr.value == name and dotted_name(node.value) == "self":
             yield node
 
 
@@ -338,9 +338,9 @@ def _used_as_matmul_weight(ctx, name: str | None, module_class=None) -> bool:
 def _rescaled_in_place(module_class, name: str) -> bool:
     """`self.w *= s`, `self.w.data /= s` anywhere in the class."""
     for node in walk(module_class.node):
-        if isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.MultiplyAssign, cst.DivideAssign)):
+        if type(node) is cst.AugAssign and type(node.operator) in (cst.MultiplyAssign, cst.DivideAssign):
             target = strip_data(node.target)
-            if isinstance(target, cst.Attribute) and target.attr.value == name and dotted_name(target.value) == "self":
+            if type(target) is cst.Attribute and target.attr.value == name and dotted_name(target.value) == "self":
                 return True
     return False
 
@@ -353,7 +353,7 @@ def _dims(created: cst.Call) -> int | None:
     shape = [arg.value for arg in positional]
     if dotted_name(created.func) is not None and dotted_name(created.func).endswith("full"):
         shape = shape[:1]
-    if len(shape) == 1 and isinstance(shape[0], (cst.Tuple, cst.List)):
+    if len(shape) == 1 and type(shape[0]) in (cst.Tuple, cst.List):
         return len(shape[0].elements)
     return len(shape)
 
@@ -362,8 +362,8 @@ def _low_rank(created: cst.Call) -> bool:
     """A dimension named like a rank (`r`, `rank`, `low_rank_dim`): a low-rank factor."""
     for arg in created.args:
         for node in walk(arg.value):
-            if isinstance(node, (cst.Name, cst.Attribute)):
-                name = node.value if isinstance(node, cst.Name) else node.attr.value
+            if type(node) in (cst.Name, cst.Attribute):
+                name = node.value if type(node) is cst.Name else node.attr.value
                 if name == "r" or "rank" in name.lower():
                     return True
     return False

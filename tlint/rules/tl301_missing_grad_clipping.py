@@ -150,7 +150,7 @@ def _loop_fix(ctx, view: TrainingView, loop, step):
         return None
     backward = backwards[-1].node
     receiver = view.receiver(backward)
-    if not isinstance(backward, cst.Call) or receiver is None:
+    if type(backward) is not cst.Call or receiver is None:
         return None
     if last_name(backward.func) != "backward":
         return None  # `self.manual_backward(loss)`: Lightning clips with self.clip_gradients
@@ -161,7 +161,7 @@ def _loop_fix(ctx, view: TrainingView, loop, step):
         if index.enclosing_function(backward) is not function:
             return None
         code = f"{accelerator}.clip_grad_norm_({model}.parameters(), 1.0)"
-        if any(isinstance(c, cst.Call) and last_name(c.func) == "accumulate" and dotted_name(view.receiver(c)) == accelerator
+        if any(type(c) is cst.Call and last_name(c.func) == "accumulate" and dotted_name(view.receiver(c)) == accelerator
                for c in step.contexts):
             code = f"if {accelerator}.sync_gradients:\n    {code}"
         return fixes.fix("unsafe", f"Insert `{code.splitlines()[-1].strip()}` before the step",
@@ -200,12 +200,12 @@ def _model_text(view: TrainingView, loop, step, function) -> str | None:
     found = set()
     for event in loop.of(FORWARD):
         call = event.node
-        if not isinstance(call, cst.Call) or step.excludes(event) or view.grad_disabled(call):
+        if type(call) is not cst.Call or step.excludes(event) or view.grad_disabled(call):
             continue
         if index.enclosing_function(call) is not function:
             continue
         func = call.func
-        target = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+        target = func.value if type(func) is cst.Attribute and func.attr.value == "forward" else func
         found.add(dotted_name(target))
     if len(found) != 1 or None in found:
         return None

@@ -46,6 +46,6 @@ class ClipMisordered(Rule):
     @staticmethod
     def _measures_only(view: TrainingView, clip) -> bool:
         call = clip.node
-        arg = get_arg(call, "max_norm", 1) if isinstance(call, cst.Call) else None
+        arg = get_arg(call, "max_norm", 1) if type(call) is cst.Call else None
         value = view.literal(arg.value) if arg is not None else None
         return isinstance(value, float) and math.isinf(value)

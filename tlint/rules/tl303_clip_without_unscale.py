@@ -73,7 +73,7 @@ class ClipWithoutUnscale(Rule):
 
     @staticmethod
     def _clips_raw_gradients(view: TrainingView, call) -> bool:
-        if not isinstance(call, cst.Call):
+        if type(call) is not cst.Call:
             return False
         if view.index.qualify(call.func) in CLIP_FUNCTIONS:
             return True

@@ -94,13 +94,13 @@ def _counts_steps(view: TrainingView, expr: cst.BaseExpression, depth: int) -> b
     if depth > 3:
         return False
     for node in walk(expr):
-        if isinstance(node, cst.Call) and last_name(node.func) == "len":
+        if type(node) is cst.Call and last_name(node.func) == "len":
             return True
-        if isinstance(node, (cst.Name, cst.Attribute)):
+        if type(node) in (cst.Name, cst.Attribute):
             name = last_name(node) or ""
             if set(snake_parts(name)) & _STEP_WORDS:
                 return True
-            if isinstance(node, cst.Name):
+            if type(node) is cst.Name:
                 bound = view.resolve(node)
                 if bound is not None and bound is not expr and _counts_steps(view, bound, depth + 1):
                     return True
@@ -109,8 +109,8 @@ def _counts_steps(view: TrainingView, expr: cst.BaseExpression, depth: int) -> b
 
 def _asks_for_step_interval(method: cst.FunctionDef) -> bool:
     for node in walk(method):
-        if isinstance(node, cst.DictElement) and literal_value(node.key, None) == "interval":
+        if type(node) is cst.DictElement and literal_value(node.key, None) == "interval":
             return literal_value(node.value, "step") == "step"
-        if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "interval":
+        if type(node) is cst.Arg and node.keyword is not None and node.keyword.value == "interval":
             return literal_value(node.value, "step") == "step"
     return False

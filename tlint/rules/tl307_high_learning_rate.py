@@ -71,7 +71,7 @@ class HighLearningRate(Rule):
                 continue
             arg = get_arg(site.call, "lr_lambda", 1)
             body = arg.value if arg is not None else None
-            if isinstance(body, cst.Name):
+            if type(body) is cst.Name:
                 body = view.local_function(body)
             if body is not None and any(_inverse_power(node) for node in walk(body)):
                 return True
@@ -79,7 +79,7 @@ class HighLearningRate(Rule):
 
 
 def _inverse_power(node: cst.CSTNode) -> bool:
-    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power)):
+    if not (type(node) is cst.BinaryOperation and type(node.operator) is cst.Power):
         return False
     exponent = node.right
-    return isinstance(exponent, cst.UnaryOperation) and isinstance(exponent.operator, cst.Minus)
+    return type(exponent) is cst.UnaryOperation and type(exponent.operator) is cst.Minus

@@ -57,7 +57,7 @@ class AdamEpsUnderflow(Rule):
             return dtype is not None and (
                 view.index.qualify(dtype.value) in _FP16 or literal_value(dtype.value, None) == "float16"
             )
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("half", "to"):
+        if type(func) is not cst.Attribute or func.attr.value not in ("half", "to"):
             return False
         owner = last_name(func.value) or ""
         if not (view.role(func.value) == "model" or "model" in snake_parts(owner) or owner in ("net", "module")):

@@ -54,7 +54,7 @@ class AccumulationLossUnscaled(Rule):
     def _framework_accumulates(view: TrainingView, loop) -> bool:
         if any(view.is_engine_step(e) for e in loop.of(OPTIMIZER_STEP)):
             return True
-        return any(isinstance(item, cst.Call) and last_name(item.func) == "accumulate"
+        return any(type(item) is cst.Call and last_name(item.func) == "accumulate"
                    for event in loop.events for item in event.contexts)
 
     @staticmethod
@@ -64,7 +64,7 @@ class AccumulationLossUnscaled(Rule):
             if condition.negated:
                 continue
             for node in walk(condition.test):
-                if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+                if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
                     value = view.literal(node.right)
                     if not (isinstance(value, (int, float)) and value == 1):
                         return node.right
@@ -77,11 +77,11 @@ class AccumulationLossUnscaled(Rule):
         for root in roots:
             for node in walk(root):
                 divisor = None
-                if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+                if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
                     divisor = node.right
-                elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign):
+                elif type(node) is cst.AugAssign and type(node.operator) is cst.DivideAssign:
                     divisor = node.value
-                elif isinstance(node, cst.Call) and last_name(node.func) in ("div", "div_") and node.args:
+                elif type(node) is cst.Call and last_name(node.func) in ("div", "div_") and node.args:
                     divisor = node.args[0].value
                 if divisor is not None and _names_accumulation(divisor, wanted):
                     return True
@@ -90,7 +90,7 @@ class AccumulationLossUnscaled(Rule):
 
 def _names_accumulation(expr: cst.BaseExpression, wanted: str | None) -> bool:
     for node in walk(expr):
-        name = node.value if isinstance(node, cst.Name) else None
+        name = node.value if type(node) is cst.Name else None
         if name is None:
             continue
         if name == wanted or any(part.startswith("accum") for part in snake_parts(name)):

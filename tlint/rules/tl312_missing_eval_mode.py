@@ -48,7 +48,7 @@ class MissingEvalMode(Rule):
         checked: set[cst.FunctionDef] = set()
         for loop in ctx.index.loops:
             function = ctx.index.enclosing_function(loop)
-            if not isinstance(loop, cst.For) or function is None or function in checked:
+            if type(loop) is not cst.For or function is None or function in checked:
                 continue
             if not self._evaluation_function(ctx, view, function, loop) or not self._over_batches(loop):
                 continue
@@ -75,8 +75,8 @@ class MissingEvalMode(Rule):
 
     @staticmethod
     def _over_batches(loop: cst.For) -> bool:
-        names = [n.value for n in walk(loop.iter) if isinstance(n, cst.Name)]
-        names += [n.value for n in walk(loop.target) if isinstance(n, cst.Name)]
+        names = [n.value for n in walk(loop.iter) if type(n) is cst.Name]
+        names += [n.value for n in walk(loop.target) if type(n) is cst.Name]
         return any(set(snake_parts(name)) & _DATA_WORDS for name in names)
 
     @staticmethod
@@ -85,7 +85,7 @@ class MissingEvalMode(Rule):
             return True
         if FORWARD not in kinds:
             return False
-        return any(isinstance(n, cst.Name) and set(snake_parts(n.value)) & _METRIC_WORDS for n in walk(loop.body))
+        return any(type(n) is cst.Name and set(snake_parts(n.value)) & _METRIC_WORDS for n in walk(loop.body))
 
     @staticmethod
     def _switches_to_eval(view: TrainingView, scope: cst.CSTNode | None) -> bool:

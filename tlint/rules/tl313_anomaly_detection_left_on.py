@@ -37,7 +37,7 @@ class AnomalyDetectionLeftOn(Rule):
                     continue
             elif name not in _CONTEXT:
                 continue
-            if any(isinstance(a, (cst.If, cst.IfExp)) for a in ctx.index.ancestors(call)):
+            if any(type(a) in (cst.If, cst.IfExp) for a in ctx.index.ancestors(call)):
                 continue
             ctx.report(call, "autograd anomaly detection makes every backward several times slower; "
                        "turn it on only while debugging a NaN (e.g. behind a --debug flag)",
@@ -50,9 +50,9 @@ class AnomalyDetectionLeftOn(Rule):
         dedented in its place). Nothing changes but the speed: safe."""
         spelled = dotted_name(call.func) or "set_detect_anomaly"
         parent = index.parent(call)
-        if isinstance(parent, cst.WithItem):
+        if type(parent) is cst.WithItem:
             stmt = index.parent(parent)
-            if parent.asname is not None or not isinstance(stmt, cst.With) or len(stmt.items) != 1:
+            if parent.asname is not None or type(stmt) is not cst.With or len(stmt.items) != 1:
                 return None
             edit = fixes.unwrap_with(index, stmt)
             return edit and fixes.fix("safe", f"Remove `with {spelled}():` and dedent its block", edit)
@@ -60,7 +60,7 @@ class AnomalyDetectionLeftOn(Rule):
         if stmt is None:
             return None
         block = index.parent(stmt)
-        if isinstance(block, cst.IndentedBlock) and len(block.body) == 1:
+        if type(block) is cst.IndentedBlock and len(block.body) == 1:
             edit = fixes.replace(stmt, "pass")
         else:
             edit = fixes.delete(stmt)

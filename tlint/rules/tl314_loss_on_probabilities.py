@@ -58,12 +58,12 @@ def _probabilities(view: TrainingView, expr: cst.BaseExpression, depth: int) -> 
     """"softmax" when `expr` holds softmax probabilities, "log" for log-probabilities."""
     if depth > 6:
         return None
-    if isinstance(expr, cst.Subscript):
+    if type(expr) is cst.Subscript:
         return _probabilities(view, expr.value, depth + 1)
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         bound = view.resolve(expr)
         return _probabilities(view, bound, depth + 1) if bound is not None else None
-    if not isinstance(expr, cst.Call):
+    if type(expr) is not cst.Call:
         return None
     func = expr.func
     name = view.index.qualify(func) or view.origin(func)
@@ -71,7 +71,7 @@ def _probabilities(view: TrainingView, expr: cst.BaseExpression, depth: int) -> 
         return "softmax"
     if name in _LOG_SOFTMAX:
         return "log"
-    if isinstance(func, cst.Attribute) and view.index.qualify(func) is None:
+    if type(func) is cst.Attribute and view.index.qualify(func) is None:
         method = func.attr.value
         if method == "softmax":
             return "softmax"
@@ -84,12 +84,12 @@ def _probabilities(view: TrainingView, expr: cst.BaseExpression, depth: int) -> 
 
 def _ends_in_softmax(view: TrainingView, func: cst.BaseExpression) -> bool:
     """A model built as `nn.Sequential(..., nn.Softmax(-1))` (moved with `.to(device)`)."""
-    built = view.resolve(func) if isinstance(func, cst.Name) else None
-    while isinstance(built, cst.Call) and isinstance(built.func, cst.Attribute) and built.func.attr.value in (
+    built = view.resolve(func) if type(func) is cst.Name else None
+    while type(built) is cst.Call and type(built.func) is cst.Attribute and built.func.attr.value in (
         "to", "cuda", "cpu", "float", "half"
     ):
         built = built.func.value
-    if not isinstance(built, cst.Call) or view.index.qualify(built.func) != "torch.nn.Sequential":
+    if type(built) is not cst.Call or view.index.qualify(built.func) != "torch.nn.Sequential":
         return False
     layers = [a.value for a in built.args if a.keyword is None and not a.star]
-    return bool(layers) and isinstance(layers[-1], cst.Call) and view.index.qualify(layers[-1].func) in _SOFTMAX
+    return bool(layers) and type(layers[-1]) is cst.Call and view.index.qualify(layers[-1].func) in _SOFTMAX

@@ -41,11 +41,11 @@ class WeightDecayOnNormAndBias(Rule):
 
 def _all_parameters(expr: cst.BaseExpression) -> bool:
     """`model.parameters()`, possibly wrapped in `filter(...)`/`list(...)`."""
-    if not isinstance(expr, cst.Call):
+    if type(expr) is not cst.Call:
         return False
     name = last_name(expr.func)
-    if name == "parameters" and isinstance(expr.func, cst.Attribute):
+    if name == "parameters" and type(expr.func) is cst.Attribute:
         return True
-    if name in _WRAPPERS and isinstance(expr.func, cst.Name):
+    if name in _WRAPPERS and type(expr.func) is cst.Name:
         return any(_all_parameters(arg.value) for arg in expr.args)
     return False

@@ -93,7 +93,7 @@ def _file_causal_evidence(path: Path, causal_names: tuple[str, ...]) -> dict[str
         out: dict[str, str] = {}
         text = read_text(path, str(path))
         module = parse_source(text, str(path)) if isinstance(text, str) else None
-        if isinstance(module, cst.Module):  # else unreadable or a syntax error: no evidence, like the linter
+        if type(module) is cst.Module:  # else unreadable or a syntax error: no evidence, like the linter
             try:
                 view = ModelView(FileIndex(module))
                 out = {name: ev.reason for name, ev in view.causal_evidence(causal_names, path.stem).items()}

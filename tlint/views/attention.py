@@ -52,14 +52,14 @@ class FunctionFlow:
         self.writes: dict[str, list[Write]] = {}
         self._order: dict[cst.CSTNode, int] = {}
         self.params = set()
-        if isinstance(fn, cst.FunctionDef):
+        if type(fn) is cst.FunctionDef:
             p = fn.params
             for param in (*p.posonly_params, *p.params, *p.kwonly_params):
                 self.params.add(param.name.value)
             for star in (p.star_arg, p.star_kwarg):
-                if isinstance(star, cst.Param):
+                if type(star) is cst.Param:
                     self.params.add(star.name.value)
-        body = fn.body if isinstance(fn, cst.FunctionDef) else fn
+        body = fn.body if type(fn) is cst.FunctionDef else fn
         for number, node in enumerate(walk(body, into_functions=False)):
             if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
                 self._order[node] = number
@@ -69,24 +69,24 @@ class FunctionFlow:
         self.writes.setdefault(name, []).append(Write(order, kind, value))
 
     def _record(self, node, order: int) -> None:
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             for target in node.targets:
                 for name in _target_names(target.target):
                     self._add(name, "set", order, node.value)
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        elif type(node) is cst.AnnAssign and node.value is not None:
             for name in _target_names(node.target):
                 self._add(name, "set", order, node.value)
-        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+        elif type(node) is cst.AugAssign and type(node.target) is cst.Name:
             self._add(node.target.value, "update", order, node)
-        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+        elif type(node) is cst.Expr and type(node.value) is cst.Call:
             func = node.value.func
-            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+            if (type(func) is cst.Attribute and type(func.value) is cst.Name
                     and func.attr.value.endswith("_") and func.attr.value.startswith(_IN_PLACE_PREFIXES)):
                 self._add(func.value.value, "update", order, node.value)
-        elif isinstance(node, cst.For):
+        elif type(node) is cst.For:
             for name in _target_names(node.target):
                 self._add(name, "set", order, node.iter)
-        elif isinstance(node, cst.With):
+        elif type(node) is cst.With:
             for item in node.items:
                 if item.asname is not None:
                     for name in _target_names(item.asname.name):
@@ -132,14 +132,14 @@ class FunctionFlow:
 
 
 def _target_names(target) -> list[str]:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         out = []
         for element in target.elements:
             out += _target_names(element.value)
         return out
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return _target_names(target.value)
     return []
 
@@ -152,21 +152,21 @@ def read_names(expr: cst.CSTNode, skip=lambda node: False) -> list[str]:
         node = stack.pop()
         if skip(node) and node is not expr:
             continue
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             out.append(node.value)
             continue
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             stack.append(node.value)
             continue
-        if isinstance(node, cst.Arg):
+        if type(node) is cst.Arg:
             stack.append(node.value)
             continue
-        if isinstance(node, cst.AugAssign):
+        if type(node) is cst.AugAssign:
             stack.extend([node.target, node.value])
             continue
-        if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+        if type(node) in (cst.Lambda, cst.FunctionDef, cst.ClassDef):
             continue
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             stack.append(node.func)
             stack.extend(arg.value for arg in node.args)
             continue
@@ -182,11 +182,11 @@ def read_names(expr: cst.CSTNode, skip=lambda node: False) -> list[str]:
 def is_transposed(expr: cst.CSTNode) -> bool:
     """Does `expr` transpose/permute its tensor (`k.transpose(-2, -1)`, `k.mT`, `rearrange`)?"""
     for node in walk(expr):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _TRANSPOSE_METHODS:
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _TRANSPOSE_METHODS:
             return True
-        if isinstance(node, cst.Attribute) and node.attr.value in _TRANSPOSE_ATTRS:
+        if type(node) is cst.Attribute and node.attr.value in _TRANSPOSE_ATTRS:
             return True
-        if isinstance(node, cst.Call) and last_name(node.func) in ("rearrange", "transpose", "permute", "swapaxes"):
+        if type(node) is cst.Call and last_name(node.func) in ("rearrange", "transpose", "permute", "swapaxes"):
             return True
     return False
 
@@ -201,12 +201,12 @@ class Product:
 
 
 def as_product(index, node: cst.CSTNode) -> Product | None:
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.MatrixMultiply:
         ndim = 2 if _simple_t(node.right) else None
         return Product(node, node.left, node.right, ndim)
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         name = index.qualify(node.func) or dotted_name(node.func) or ""
-        attr = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        attr = node.func.attr.value if type(node.func) is cst.Attribute else None
         if name in ("torch.matmul", "torch.bmm") or (attr in ("matmul", "bmm") and name not in _PRODUCT_FUNCTIONS
                                                       and not name.startswith("torch.")):
             args = [a.value for a in node.args if a.keyword is None]
@@ -238,8 +238,8 @@ def as_product(index, node: cst.CSTNode) -> Product | None:
 
 
 def _simple_t(expr) -> bool:
-    return (isinstance(expr, cst.Attribute) and expr.attr.value == "T") or (
-        isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "t"
+    return (type(expr) is cst.Attribute and expr.attr.value == "T") or (
+        type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "t"
         and not expr.args)
 
 
@@ -266,23 +266,23 @@ class AttentionSite:
         out = []
         for node in self.between:
             for sub in walk(node):
-                if isinstance(sub, cst.Call):
+                if type(sub) is cst.Call:
                     attr = last_name(sub.func)
                     if attr in ("masked_fill", "masked_fill_"):
                         mask = get_arg(sub, "mask", 0)
                         value = get_arg(sub, "value", 1)
-                        if isinstance(sub.func, cst.Attribute) and dotted_name(sub.func) in (
+                        if type(sub.func) is cst.Attribute and dotted_name(sub.func) in (
                                 "torch.masked_fill",):
                             mask, value = get_arg(sub, "mask", 1), get_arg(sub, "value", 2)
                         if mask is not None:
                             out.append(MaskUse(sub, mask.value, value.value if value else None))
                     elif attr == "where" and len(sub.args) >= 3:
                         out.append(MaskUse(sub, sub.args[0].value, None))
-                elif isinstance(sub, cst.BinaryOperation) and isinstance(sub.operator, (cst.Add, cst.Subtract)):
+                elif type(sub) is cst.BinaryOperation and type(sub.operator) in (cst.Add, cst.Subtract):
                     for operand in (sub.left, sub.right):
                         if _mask_like(operand):
                             out.append(MaskUse(sub, operand, None))
-                elif isinstance(sub, cst.AugAssign) and isinstance(sub.operator, (cst.AddAssign, cst.SubtractAssign)):
+                elif type(sub) is cst.AugAssign and type(sub.operator) in (cst.AddAssign, cst.SubtractAssign):
                     if _mask_like(sub.value):
                         out.append(MaskUse(sub, sub.value, None))
         return out
@@ -290,7 +290,7 @@ class AttentionSite:
     def is_scaled(self) -> bool:
         """Scaled anywhere between the product and the softmax, inside the product's own
         operands (`(q * scale) @ k.T`), or folded into q/k before (`q = q * self.scale`)."""
-        if self.product.node is not None and isinstance(self.product.node, cst.Call):
+        if self.product.node is not None and type(self.product.node) is cst.Call:
             if any(arg.keyword is not None and arg.keyword.value in ("alpha", "scale") for arg in self.product.node.args):
                 return True
         for node in (*self.between, *self.upstream, *self.callers):
@@ -308,7 +308,7 @@ class MaskUse:
 
 def _mask_like(expr) -> bool:
     for node in walk(expr):
-        name = last_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        name = last_name(node) if type(node) in (cst.Name, cst.Attribute) else None
         if name and any(p in ("mask", "bias", "alibi", "causal") or p.endswith("mask") for p in snake_parts(name)):
             return True
     return False
@@ -316,15 +316,15 @@ def _mask_like(expr) -> bool:
 
 def _scale_factor(expr) -> bool:
     for node in walk(expr):
-        if isinstance(node, (cst.Float, cst.Integer)):
+        if type(node) in (cst.Float, cst.Integer):
             return True
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Power:
             return True
-        if isinstance(node, (cst.Name, cst.Attribute)):
+        if type(node) in (cst.Name, cst.Attribute):
             name = last_name(node)
             if name and set(snake_parts(name)) & _SCALE_PARTS:
                 return True
-        if isinstance(node, cst.Call) and last_name(node.func) in _SCALE_CALLS:
+        if type(node) is cst.Call and last_name(node.func) in _SCALE_CALLS:
             return True
     return False
 
@@ -332,17 +332,17 @@ def _scale_factor(expr) -> bool:
 def _scales(expr) -> bool:
     """A division, or a multiplication by a scale-like factor, inside `expr`."""
     for node in walk(expr):
-        if isinstance(node, cst.BinaryOperation):
-            if isinstance(node.operator, (cst.Divide, cst.FloorDivide)) and not _is_shape_arith(node):
+        if type(node) is cst.BinaryOperation:
+            if type(node.operator) in (cst.Divide, cst.FloorDivide) and not _is_shape_arith(node):
                 return True
-            if isinstance(node.operator, cst.Multiply) and (_scale_factor(node.left) or _scale_factor(node.right)):
+            if type(node.operator) is cst.Multiply and (_scale_factor(node.left) or _scale_factor(node.right)):
                 return True
-        elif isinstance(node, cst.AugAssign):
-            if isinstance(node.operator, cst.DivideAssign):
+        elif type(node) is cst.AugAssign:
+            if type(node.operator) is cst.DivideAssign:
                 return True
-            if isinstance(node.operator, cst.MultiplyAssign) and _scale_factor(node.value):
+            if type(node.operator) is cst.MultiplyAssign and _scale_factor(node.value):
                 return True
-        elif isinstance(node, cst.Call):
+        elif type(node) is cst.Call:
             name = last_name(node.func)
             if name in ("div", "div_", "true_divide", "divide"):
                 return True
@@ -358,7 +358,7 @@ def _scales(expr) -> bool:
 
 def _is_shape_arith(node: cst.BinaryOperation) -> bool:
     """`C // self.n_head`, `dim / heads` inside a `view(...)`: shape arithmetic, not scaling."""
-    return isinstance(node.operator, cst.FloorDivide)
+    return type(node.operator) is cst.FloorDivide
 
 
 # --- the sites of a file ------------------------------------------------------------------
@@ -377,7 +377,7 @@ def softmax_input(index, call: cst.Call, module_attr_ctor=None):
         if ctor_call is not None:
             first = get_arg(call, "input", 0)
             return (first.value if first else None), _dim_value(get_arg(ctor_call, "dim", 0))
-    if isinstance(func, cst.Attribute) and func.attr.value == "softmax" and qualified is None:
+    if type(func) is cst.Attribute and func.attr.value == "softmax" and qualified is None:
         dim = get_arg(call, "dim", 0)
         return func.value, _dim_value(dim)
     return None
@@ -425,7 +425,7 @@ class AttentionIndex:
         """Helper methods (`def _attend(self, q, k, v)`): what the callers in the same class
         pass for the parameters that `nodes` read, traced in each caller."""
         fn = flow.fn
-        if not isinstance(fn, cst.FunctionDef):
+        if type(fn) is not cst.FunctionDef:
             return []
         owner = self.index.enclosing_class(fn)
         if owner is None:
@@ -436,7 +436,7 @@ class AttentionIndex:
         out = []
         for call in self.index.calls:
             func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == fn.name.value
+            if not (type(func) is cst.Attribute and func.attr.value == fn.name.value
                     and dotted_name(func.value) == "self" and self.index.enclosing_class(call) is owner):
                 continue
             caller = self.flow(call)
@@ -524,10 +524,10 @@ def time_like(expr) -> bool:
     """`T`, `seq_len`, `x.size(1)`, `x.shape[1]`, or `-1` (absorbs the time axis)."""
     if literal_value(expr, None) == -1:
         return True
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size":
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "size":
         return len(expr.args) == 1 and literal_value(expr.args[0].value, None) == 1
-    if (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape"
-            and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)):
+    if (type(expr) is cst.Subscript and type(expr.value) is cst.Attribute and expr.value.attr.value == "shape"
+            and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index):
         return literal_value(expr.slice[0].slice.value, None) == 1
     name = last_name(expr)
     if name is None:
@@ -538,7 +538,7 @@ def time_like(expr) -> bool:
 
 def head_dim_like(expr) -> bool:
     """`head_dim`, `self.head_size`, `hs`, `d_k`, `C // self.n_head`."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.FloorDivide, cst.Divide)):
+    if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.FloorDivide, cst.Divide):
         return True
     name = last_name(expr)
     if name is None:
@@ -549,12 +549,12 @@ def head_dim_like(expr) -> bool:
 
 def shape_args(call: cst.Call) -> list[cst.BaseExpression] | None:
     """The dimensions of `x.view(a, b, c)` / `x.reshape((a, b, c))`, else None."""
-    if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in ("view", "reshape"):
+    if type(call.func) is not cst.Attribute or call.func.attr.value not in ("view", "reshape"):
         return None
     args = [a.value for a in call.args if a.keyword is None]
     if any(a.star for a in call.args):
         return None
-    if len(args) == 1 and isinstance(args[0], (cst.Tuple, cst.List)):
+    if len(args) == 1 and type(args[0]) in (cst.Tuple, cst.List):
         return [el.value for el in args[0].elements]
     return args
 
@@ -567,7 +567,7 @@ def head_splits_before_time(attention: AttentionIndex) -> list[cst.Call]:
     for flow, nodes in attention_operands(attention):
         for node in nodes:
             for sub in walk(node):
-                if not isinstance(sub, cst.Call) or id(sub) in seen:
+                if type(sub) is not cst.Call or id(sub) in seen:
                     continue
                 dims = shape_args(sub)
                 if dims is None or len(dims) != 4 or not head_like(dims[1]) or not time_like(dims[2]):

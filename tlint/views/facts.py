@@ -94,7 +94,7 @@ def _tokenizer_variables(index) -> set[str]:
     if cached is None:
         cached = set()
         for node in index.assignments:
-            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            if type(node) is cst.Assign and type(node.value) is cst.Call:
                 callee = index.call_name(node.value) or ""
                 if "Tokenizer" in callee or "Processor" in callee:
                     for target in node.targets:
@@ -119,17 +119,17 @@ def padding_sites(ctx):
                 yield call
             continue
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("pad", "enable_padding") and tokenizer_like(index, func.value):
+        if type(func) is cst.Attribute and func.attr.value in ("pad", "enable_padding") and tokenizer_like(index, func.value):
             yield call
             continue
-        if qualified in FULL_TENSORS or (isinstance(func, cst.Attribute) and func.attr.value == "new_full"):
+        if qualified in FULL_TENSORS or (type(func) is cst.Attribute and func.attr.value == "new_full"):
             fill = get_arg(call, "fill_value", 1)
             if fill is not None and pad_id_like(fill.value):
                 yield call  # `torch.full((B, T), pad_id)`: a batch of ids pre-filled with padding
             continue
         if not pads_in_call(call):
             continue
-        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value in TOKENIZER_ENCODE_METHODS else func
+        receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
         if tokenizer_like(index, receiver):
             yield call
     if "pad" in ctx.text:
@@ -142,9 +142,9 @@ def _list_padding(index):
     roots += [arg.value for call in index.calls for arg in call.args]
     for root in roots:
         for node in walk(root):
-            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+            if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
                 for side in (node.left, node.right):
-                    if isinstance(side, cst.List) and len(side.elements) == 1 and pad_id_like(side.elements[0].value):
+                    if type(side) is cst.List and len(side.elements) == 1 and pad_id_like(side.elements[0].value):
                         yield node
                         return
 
@@ -217,8 +217,8 @@ def tokenizer_encode_calls(index) -> list[cst.Call]:
         cached = []
         for call in index.calls:
             func = call.func
-            receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value in TOKENIZER_ENCODE_METHODS else func
-            if isinstance(receiver, cst.Name) and receiver.value in index.functions_by_name:
+            receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
+            if type(receiver) is cst.Name and receiver.value in index.functions_by_name:
                 continue
             if tokenizer_object(index, receiver):
                 cached.append(call)
@@ -243,9 +243,9 @@ def nonfinite_value(index, expr: cst.BaseExpression | None) -> float | None:
     """NaN or ±inf written as a literal (`float("nan")`, `-math.inf`, `np.nan`), else None."""
     if expr is None:
         return None
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+    if type(expr) is cst.UnaryOperation and type(expr.operator) in (cst.Minus, cst.Plus):
         inner = nonfinite_value(index, expr.expression)
-        return None if inner is None else (-inner if isinstance(expr.operator, cst.Minus) else inner)
+        return None if inner is None else (-inner if type(expr.operator) is cst.Minus else inner)
     value = literal_value(expr, default=None)
     if isinstance(value, float) and not math.isfinite(value):
         return value
@@ -270,15 +270,15 @@ def eos_like(expr: cst.BaseExpression | None) -> bool:
 def module_constant(index, expr: cst.BaseExpression | None):
     """A literal, or a module-level name assigned a literal exactly once; else Ellipsis."""
     value = literal_value(expr, default=Ellipsis)
-    if value is not Ellipsis or not isinstance(expr, cst.Name):
+    if value is not Ellipsis or type(expr) is not cst.Name:
         return value
     constants = getattr(index, "_module_constants", None)
     if constants is None:
         constants, seen = {}, set()
         for stmt in index.module.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
-                    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
                         name = small.targets[0].target.value
                         if name in seen:
                             constants.pop(name, None)
@@ -299,15 +299,15 @@ _SYNTHETIC_TENSORS = {"torch.randint", "torch.arange"}
 
 def ids_expression(expr: cst.BaseExpression, ids_names: set[str]) -> bool:
     """`batch["input_ids"]`, `enc.input_ids`, or a name holding input ids."""
-    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+    if type(expr) is cst.Subscript and len(expr.slice) == 1:
         index = expr.slice[0].slice
-        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+        if type(index) is cst.Index and type(index.value) is cst.SimpleString:
             return index.value.evaluated_value == "input_ids"
-    if isinstance(expr, cst.Attribute):
+    if type(expr) is cst.Attribute:
         return expr.attr.value == "input_ids"
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return expr.value in ids_names or expr.value == "input_ids"
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("to", "cuda"):
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in ("to", "cuda"):
         return ids_expression(expr.func.value, ids_names)
     return False
 
@@ -318,22 +318,22 @@ def ids_variables(index) -> set[str]:
     if cached is None:
         cached = set()
         for node in index.assignments:
-            if isinstance(node, cst.Assign) and ids_expression(node.value, set()):
-                cached.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+            if type(node) is cst.Assign and ids_expression(node.value, set()):
+                cached.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
         index._ids_variables = cached
     return cached
 
 
 def _literal_data(expr: cst.BaseExpression) -> bool:
     """A (nested) list/tuple of literal numbers: `[[0, 2, 3, 1]]`."""
-    if isinstance(expr, (cst.List, cst.Tuple)):
-        return all(_literal_data(el.value) for el in expr.elements if not isinstance(el, cst.StarredElement))
+    if type(expr) in (cst.List, cst.Tuple):
+        return all(_literal_data(el.value) for el in expr.elements if type(el) is not cst.StarredElement)
     return is_literal(expr)
 
 
 def enables_padding(index) -> bool:
     """`tok.enable_padding(...)` (the `tokenizers` library): later encodes pad by default."""
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "enable_padding" for c in index.calls)
+    return any(type(c.func) is cst.Attribute and c.func.attr.value == "enable_padding" for c in index.calls)
 
 
 def unpadded_ids(index, expr: cst.BaseExpression, scope, depth: int = 0) -> bool:
@@ -344,57 +344,57 @@ def unpadded_ids(index, expr: cst.BaseExpression, scope, depth: int = 0) -> bool
     if depth > 4:
         return False
     while True:
-        func = expr.func if isinstance(expr, cst.Call) else None
-        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
+        func = expr.func if type(expr) is cst.Call else None
+        if type(func) is cst.Attribute and func.attr.value in _TENSOR_METHODS:
             expr = func.value
-        elif isinstance(expr, cst.Subscript) or (isinstance(expr, cst.Attribute) and expr.attr.value == "input_ids"):
+        elif type(expr) is cst.Subscript or (type(expr) is cst.Attribute and expr.attr.value == "input_ids"):
             expr = expr.value
         else:
             break
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         qualified = index.qualify(expr.func)
         if qualified in _SYNTHETIC_TENSORS:
             return True
         if qualified in _LITERAL_TENSORS:
             return bool(expr.args) and _literal_data(expr.args[0].value)
         func = expr.func
-        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value in TOKENIZER_ENCODE_METHODS else func
+        receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
         if not tokenizer_like(index, receiver) or enables_padding(index):
             return False
         padding = get_arg(expr, "padding")
         return padding is None or literal_value(padding.value, default=Ellipsis) in _NO_PADDING
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return _unpadded_name(index, expr.value, scope, depth)
     return False
 
 
 def _unpadded_name(index, name: str, scope, depth: int) -> bool:
     """Every binding of `name` in `scope` is an unpadded source (and there is one)."""
-    if isinstance(scope, cst.FunctionDef):
+    if type(scope) is cst.FunctionDef:
         params = scope.params
         if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
             return False
     values = []
-    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    body = scope.body if type(scope) is cst.FunctionDef else scope
     for node in walk(body, into_functions=False):
-        if isinstance(node, (cst.For, cst.CompFor)):
-            if any(isinstance(n, cst.Name) and n.value == name for n in walk(node.target)):
+        if type(node) in (cst.For, cst.CompFor):
+            if any(type(n) is cst.Name and n.value == name for n in walk(node.target)):
                 return False
-        elif isinstance(node, (cst.WithItem, cst.NamedExpr)):
-            if isinstance(node, cst.WithItem):
+        elif type(node) in (cst.WithItem, cst.NamedExpr):
+            if type(node) is cst.WithItem:
                 target = node.asname.name if node.asname else None
             else:
                 target = node.target
-            if target is not None and any(isinstance(n, cst.Name) and n.value == name for n in walk(target)):
+            if target is not None and any(type(n) is cst.Name and n.value == name for n in walk(target)):
                 return False
-        elif isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        elif type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign):
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
             for target in targets:
-                if isinstance(target, cst.Name) and target.value == name:
-                    if isinstance(node, cst.AugAssign) or node.value is None:
+                if type(target) is cst.Name and target.value == name:
+                    if type(node) is cst.AugAssign or node.value is None:
                         return False
                     values.append(node.value)
-                elif any(isinstance(n, cst.Name) and n.value == name for n in walk(target)):
+                elif any(type(n) is cst.Name and n.value == name for n in walk(target)):
                     return False  # unpacked: origin unknown
     return bool(values) and all(unpadded_ids(index, value, scope, depth + 1) for value in values)
 
@@ -405,10 +405,34 @@ def _minus_100(expr: cst.BaseExpression) -> bool:
 
 def _ignore_constant(expr: cst.BaseExpression) -> bool:
     """`IGNORE_INDEX`, `IGNORE_TOKEN_ID`, `label_pad_token_id`: names of the -100 label."""
-    if not isinstance(expr, cst.Name):
-        return False
-    parts = snake_parts(expr.value)
+    return type(expr) is cst.Name and _ignore_name(expr.value)
+
+
+def _ignore_name(name: str) -> bool:
+    parts = snake_parts(name)
     return ("ignore" in parts and any(p in ("index", "idx", "id") for p in parts)) or parts[:2] == ["label", "pad"]
+
+
+_ASSIGNMENTS = (cst.Assign, cst.AugAssign, cst.AnnAssign)
+_STATEMENT_LEVEL = (cst.SimpleStatementLine, cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)
+
+
+def _covering(index, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The assignment around `node`, else the outermost call that has it inside one of
+    its arguments (not `ignore_index=`), else None."""
+    outermost = None
+    below = inner = node  # the ancestor's child and grandchild on the way up
+    for anc in index.ancestors(node):
+        kind = type(anc)
+        if kind in _ASSIGNMENTS:
+            return anc
+        if kind is cst.Call and type(below) is cst.Arg and below.value is inner and (
+                below.keyword is None or below.keyword.value != "ignore_index"):
+            outermost = anc
+        elif kind in _STATEMENT_LEVEL:
+            break
+        below, inner = anc, below
+    return outermost
 
 
 # The node classes that can be a -100 (`-100`, `float("-100")`) or an IGNORE_INDEX name.
@@ -424,37 +448,42 @@ class LabelMasking:
         self.writes_ignore_label = False  # a -100 (or IGNORE_INDEX) outside `ignore_index=`
         self.ignore_index_args: list[cst.Arg] = []
         self.pad_id_compares: list[tuple[cst.Comparison, cst.CSTNode]] = []  # (compare, statement)
-        roots: list[tuple[cst.CSTNode, cst.CSTNode]] = []
-        for node in index.assignments:
-            roots.append((node, node))
         for call in index.calls:
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == "ignore_index":
                     self.ignore_index_args.append(arg)
-                else:
-                    roots.append((arg.value, call))
-        seen: set[int] = set()
-        for root, statement in roots:
-            for node in walk(root):
-                if id(node) in seen:
-                    continue
-                seen.add(id(node))
-                kind = type(node)  # dispatch on the concrete class: most nodes are neither
-                if kind is cst.Arg and node.keyword is not None and node.keyword.value == "ignore_index":
-                    continue
-                if kind in _MAYBE_MINUS_100 and (_minus_100(node) or _ignore_constant(node)):
-                    if not self._inside_ignore_index(index, node):
-                        self.writes_ignore_label = True
-                elif kind is cst.Comparison and any(
-                        isinstance(t.operator, (cst.Equal, cst.NotEqual)) for t in node.comparisons):
-                    operands = [node.left, *(t.comparator for t in node.comparisons)]
-                    if any(pad_id_like(o) for o in operands):
-                        self.pad_id_compares.append((node, statement))
+        # The values looked at are those inside an assignment or a call's argument (not
+        # `ignore_index=`); each comparison is charged to that assignment, else to the
+        # outermost such call, and they are listed assignments first, then calls, each in
+        # source order. The few candidate nodes are found first, their place after.
+        ignore_names = {name for name in index.identifiers if _ignore_name(name)}
+        compares = []
+        for node in index.order:
+            kind = type(node)
+            if kind is cst.Name:
+                if node.value in ignore_names and not self.writes_ignore_label and _covering(index, node) \
+                        and not self._inside_ignore_index(index, node):
+                    self.writes_ignore_label = True
+            elif kind is cst.UnaryOperation or kind is cst.Call:
+                if not self.writes_ignore_label and _minus_100(node) and _covering(index, node) \
+                        and not self._inside_ignore_index(index, node):
+                    self.writes_ignore_label = True
+            elif kind is cst.Comparison and any(
+                    type(t.operator) in (cst.Equal, cst.NotEqual) for t in node.comparisons):
+                operands = [node.left, *(t.comparator for t in node.comparisons)]
+                if any(pad_id_like(o) for o in operands):
+                    statement = _covering(index, node)
+                    if statement is not None:
+                        assigned = type(statement) is not cst.Call
+                        compares.append((not assigned, index.position[id(statement)], index.position[id(node)],
+                                         node, statement))
+        compares.sort(key=lambda entry: entry[:3])
+        self.pad_id_compares = [(node, statement) for *_, node, statement in compares]
 
     @staticmethod
     def _inside_ignore_index(index, node) -> bool:
         for anc in index.ancestors(node):
-            if isinstance(anc, cst.Arg):
+            if type(anc) is cst.Arg:
                 return anc.keyword is not None and anc.keyword.value == "ignore_index"
             if isinstance(anc, (cst.Call, cst.BaseSmallStatement)):
                 return False
@@ -515,9 +544,9 @@ def pad_labels_by_id_sites(ctx):
 
 
 def _subscript_key(expr: cst.BaseExpression) -> str:
-    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+    if type(expr) is cst.Subscript and len(expr.slice) == 1:
         inner = expr.slice[0].slice
-        if isinstance(inner, cst.Index) and isinstance(inner.value, cst.SimpleString):
+        if type(inner) is cst.Index and type(inner.value) is cst.SimpleString:
             return inner.value.evaluated_value or ""
     return ""
 
@@ -526,10 +555,10 @@ def pad_is_eos_sites(index):
     """`tokenizer.pad_token = tokenizer.eos_token`, `tok.pad_token_id = tok.eos_token_id`,
     `tokenizer.add_special_tokens({"pad_token": tokenizer.eos_token})`."""
     for node in index.assignments:
-        if isinstance(node, cst.Assign) and eos_like(node.value):
+        if type(node) is cst.Assign and eos_like(node.value):
             for target in node.targets:
                 t = target.target
-                if isinstance(t, cst.Attribute) and t.attr.value in ("pad_token", "pad_token_id") \
+                if type(t) is cst.Attribute and t.attr.value in ("pad_token", "pad_token_id") \
                         and tokenizer_object(index, t.value):
                     yield node
                     break
@@ -542,17 +571,17 @@ def _pad_token_settings(index):
     """(call, value) of `add_special_tokens({"pad_token": value})` and `pad_token=value`."""
     for call in index.calls:
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "add_special_tokens" and call.args:
+        if type(func) is cst.Attribute and func.attr.value == "add_special_tokens" and call.args:
             mapping = call.args[0].value
-            if isinstance(mapping, cst.Dict):
+            if type(mapping) is cst.Dict:
                 for element in mapping.elements:
-                    if isinstance(element, cst.DictElement) and literal_value(element.key, default=None) == "pad_token":
+                    if type(element) is cst.DictElement and literal_value(element.key, default=None) == "pad_token":
                         yield call, element.value
-            elif isinstance(mapping, cst.Call) and dotted_name(mapping.func) == "dict":
+            elif type(mapping) is cst.Call and dotted_name(mapping.func) == "dict":
                 pad = get_arg(mapping, "pad_token")
                 if pad is not None:
                     yield call, pad.value
-        elif isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained":
+        elif type(func) is cst.Attribute and func.attr.value == "from_pretrained":
             pad = get_arg(call, "pad_token")
             if pad is not None:
                 yield call, pad.value
@@ -567,10 +596,10 @@ def distinct_pad_sites(ctx):
             yield call
             return
     for node in index.assignments:
-        if isinstance(node, cst.Assign) and not eos_like(node.value) and not _eos_literal(node.value):
+        if type(node) is cst.Assign and not eos_like(node.value) and not _eos_literal(node.value):
             for target in node.targets:
                 t = target.target
-                if isinstance(t, cst.Attribute) and t.attr.value == "pad_token" and tokenizer_object(index, t.value):
+                if type(t) is cst.Attribute and t.attr.value == "pad_token" and tokenizer_object(index, t.value):
                     yield node
                     return
 
@@ -608,7 +637,7 @@ def _checkpoint_of(index, call: cst.Call):
 def _pretrained_class(index, call: cst.Call) -> str | None:
     """`AutoTokenizer` of `AutoTokenizer.from_pretrained(...)` (through imports), else None."""
     func = call.func
-    if not (isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"):
+    if not (type(func) is cst.Attribute and func.attr.value == "from_pretrained"):
         return None
     name = index.qualify(func.value) or dotted_name(func.value)
     return name.rsplit(".", 1)[-1] if name else None
@@ -645,7 +674,7 @@ def tokenizer_sites(ctx):
             dynamic.append("**")
         parent = index.parent(call)
         var = None
-        if isinstance(parent, cst.Assign):
+        if type(parent) is cst.Assign:
             var = last_name(parent.targets[0].target)
         else:
             function = index.enclosing_function(call)
@@ -657,7 +686,7 @@ def tokenizer_sites(ctx):
                      "with_model": checkpoint is not None and checkpoint in model_checkpoints,
                      "test_file": ctx.is_test_file,
                      "decode_only": _decode_only(index, parent.targets[0].target)
-                     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 else False}
+                     if type(parent) is cst.Assign and len(parent.targets) == 1 else False}
 
 
 _DECODE_METHODS = frozenset({"decode", "batch_decode", "convert_ids_to_tokens", "convert_tokens_to_string"})
@@ -675,7 +704,7 @@ def _decode_only(index, target: cst.BaseExpression) -> bool:
         func = call.func
         if dotted_name(func) == spelled:
             return False  # `tok(texts)`: encodes
-        if isinstance(func, cst.Attribute) and dotted_name(func.value) == spelled:
+        if type(func) is cst.Attribute and dotted_name(func.value) == spelled:
             if func.attr.value not in _DECODE_METHODS:
                 return False
             uses += 1
@@ -692,7 +721,7 @@ def tokenizer_saved_sites(ctx):
     index = ctx.index
     for call in index.calls:
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "save_pretrained" and call.args:
+        if type(func) is cst.Attribute and func.attr.value == "save_pretrained" and call.args:
             value = module_constant(index, call.args[0].value)
             yield call, {"folder": value.rstrip("/") if isinstance(value, str) else None}
 
@@ -743,15 +772,15 @@ def _param_via(index, expr: cst.CSTNode) -> dict | None:
     {"callee", "param", "index"} (`index` None for keyword-only); the class name for
     `__init__`. {"callee": None} when it cannot be told (a lambda, a nested method)."""
     param = index.parent(expr)
-    if not isinstance(param, cst.Param) or param.default is not expr:
+    if type(param) is not cst.Param or param.default is not expr:
         return None
     params = index.parent(param)
     fn = index.parent(params)
-    if not isinstance(params, cst.Parameters) or not isinstance(fn, cst.FunctionDef):
+    if type(params) is not cst.Parameters or type(fn) is not cst.FunctionDef:
         return {"callee": None, "param": param.name.value, "index": None}
     positional = [*params.posonly_params, *params.params]
     scope = index.enclosing_scope(fn)
-    if isinstance(scope, cst.ClassDef):
+    if type(scope) is cst.ClassDef:
         positional = positional[1:]  # self / cls
         callee = scope.name.value if fn.name.value == "__init__" else None
     else:
@@ -767,12 +796,12 @@ def _self_attribute_value(index, expr: cst.Attribute) -> cst.BaseExpression | No
         return None
     values = []
     for node in index.assignments:
-        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
         for target in targets:
-            if (isinstance(target, cst.Attribute) and target.attr.value == expr.attr.value
-                    and isinstance(target.value, cst.Name) and target.value.value == "self"
+            if (type(target) is cst.Attribute and target.attr.value == expr.attr.value
+                    and type(target.value) is cst.Name and target.value.value == "self"
                     and index.enclosing_class(node) is cls):
-                values.append(None if isinstance(node, cst.AugAssign) else node.value)
+                values.append(None if type(node) is cst.AugAssign else node.value)
     return values[0] if len(values) == 1 else None
 
 
@@ -792,16 +821,16 @@ def resolve_size(ctx, expr: cst.BaseExpression | None, *, options: bool = False)
         value = literal_value(expr, default=None)
         if _int_size(value):
             return value, expr, origins, via
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             bound = ctx.training.binding(expr)
             origins.append(expr.value)
             if bound is not None and via is None:
                 via = _param_via(index, bound)
             expr = bound
-        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        elif type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
             origins.append(expr.attr.value)
             expr = _self_attribute_value(index, expr)
-        elif options and isinstance(expr, cst.Attribute) and index.qualify(expr) is None:
+        elif options and type(expr) is cst.Attribute and index.qualify(expr) is None:
             value = ctx.training.literal(expr, default=None)
             if not _int_size(value):
                 return None
@@ -815,10 +844,10 @@ def _assigned_name(index, node: cst.CSTNode) -> str | None:
     """The name `node`'s value is stored under: `self.wpe = <node>`, `pe = <node>`,
     `self.register_buffer("pe", <node>)`, through `nn.Parameter(...)`."""
     for anc in index.ancestors(node):
-        if isinstance(anc, (cst.Assign, cst.AnnAssign)):
-            targets = [t.target for t in anc.targets] if isinstance(anc, cst.Assign) else [anc.target]
+        if type(anc) in (cst.Assign, cst.AnnAssign):
+            targets = [t.target for t in anc.targets] if type(anc) is cst.Assign else [anc.target]
             return last_name(targets[0]) if len(targets) == 1 else None
-        if isinstance(anc, cst.Call) and isinstance(anc.func, cst.Attribute) \
+        if type(anc) is cst.Call and type(anc.func) is cst.Attribute \
                 and anc.func.attr.value in ("register_buffer", "register_parameter") and anc.args:
             value = literal_value(anc.args[0].value, default=None)
             return value if isinstance(value, str) else None
@@ -832,7 +861,7 @@ def _tensor_rows(call: cst.Call) -> cst.BaseExpression | None:
     if any(a.keyword is not None or a.star for a in call.args):
         return None
     dims = [a.value for a in call.args]
-    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+    if len(dims) == 1 and type(dims[0]) in (cst.Tuple, cst.List):
         dims = [e.value for e in dims[0].elements]
     if len(dims) == 2:
         return dims[0]
@@ -850,13 +879,13 @@ def _matrix_operand(index, call: cst.Call, target: str | None) -> bool:
     scope = index.enclosing_class(call) or index.module
 
     def names_target(expr) -> bool:
-        return last_name(expr) == target and isinstance(expr, (cst.Name, cst.Attribute))
+        return last_name(expr) == target and type(expr) in (cst.Name, cst.Attribute)
 
     for node in walk(scope):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.MatrixMultiply:
             if names_target(node.left) or names_target(node.right):
                 return True
-        elif isinstance(node, cst.Call) and last_name(node.func) in ("matmul", "mm", "bmm", "einsum"):
+        elif type(node) is cst.Call and last_name(node.func) in ("matmul", "mm", "bmm", "einsum"):
             if any(names_target(arg.value) for arg in node.args):
                 return True
     return False
@@ -926,25 +955,25 @@ def positional_table_sites(ctx):
     for cls in index.classes:
         name = cls.name.value
         if not name.endswith("Config") or set(snake_parts(name)) & _NOT_MODEL_WORDS \
-                or not isinstance(cls.body, cst.IndentedBlock):
+                or type(cls.body) is not cst.IndentedBlock:
             continue
         model_like = bool(set(snake_parts(name)) & _MODEL_WORDS) or bool(_class_fields(cls) & _MODEL_FIELDS)
         position = 0
         for statement in cls.body.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
+            if type(statement) is not cst.SimpleStatementLine:
                 continue
             for small in statement.body:
-                if isinstance(small, cst.AnnAssign):
+                if type(small) is cst.AnnAssign:
                     field, value = last_name(small.target), small.value
-                elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+                elif type(small) is cst.Assign and len(small.targets) == 1:
                     field, value = last_name(small.targets[0].target), small.value
                 else:
                     continue
-                if isinstance(small, cst.AnnAssign):
+                if type(small) is cst.AnnAssign:
                     position += 1
                 if field in CONFIG_TABLE_KEYS and _int_size(literal_value(value, default=None)) \
                         and (model_like or field not in _AMBIGUOUS_TABLE_KEYS):
-                    via = {"callee": name, "param": field, "index": position - 1 if isinstance(small, cst.AnnAssign)
+                    via = {"callee": name, "param": field, "index": position - 1 if type(small) is cst.AnnAssign
                            else None}
                     yield from emit((value, {"size": literal_value(value), "what": f"`{name}.{field}`",
                                              "origins": [field], "via": via}))
@@ -952,13 +981,13 @@ def positional_table_sites(ctx):
 
 def _class_fields(cls: cst.ClassDef) -> set[str]:
     out = set()
-    if isinstance(cls.body, cst.IndentedBlock):
+    if type(cls.body) is cst.IndentedBlock:
         for statement in cls.body.body:
-            if isinstance(statement, cst.SimpleStatementLine):
+            if type(statement) is cst.SimpleStatementLine:
                 for small in statement.body:
-                    if isinstance(small, cst.AnnAssign):
+                    if type(small) is cst.AnnAssign:
                         out.add(last_name(small.target))
-                    elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    elif type(small) is cst.Assign and len(small.targets) == 1:
                         out.add(last_name(small.targets[0].target))
     return out
 
@@ -973,7 +1002,7 @@ def sequence_length_sites(ctx):
     if ctx.is_test_file:
         return
     calls = list(tokenizer_encode_calls(index))
-    calls += [c for c in index.calls if isinstance(c.func, cst.Attribute) and c.func.attr.value == "pad"
+    calls += [c for c in index.calls if type(c.func) is cst.Attribute and c.func.attr.value == "pad"
               and tokenizer_object(index, c.func.value)]
     seen: set[int] = set()
     for call in calls:
@@ -1010,14 +1039,14 @@ def _chunk_slices(ctx):
     seen: set[int] = set()
     for root in roots:
         for node in walk(root):
-            if id(node) in seen or not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+            if id(node) in seen or type(node) is not cst.Subscript or len(node.slice) != 1:
                 continue
             seen.add(id(node))
             window = node.slice[0].slice
-            if not isinstance(window, cst.Slice) or window.step is not None:
+            if type(window) is not cst.Slice or window.step is not None:
                 continue
             upper = window.upper
-            if not (isinstance(upper, cst.BinaryOperation) and isinstance(upper.operator, cst.Add)):
+            if not (type(upper) is cst.BinaryOperation and type(upper.operator) is cst.Add):
                 continue
             size = upper.right
             name = last_name(size)
@@ -1039,9 +1068,9 @@ def call_args_sites(ctx):
     seen = set()
     for call in ctx.index.calls:
         func = call.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             callee = func.value
-        elif isinstance(func, cst.Attribute) and _camel(func.attr.value):
+        elif type(func) is cst.Attribute and _camel(func.attr.value):
             callee = func.attr.value
         else:
             continue
@@ -1057,10 +1086,10 @@ def call_args_sites(ctx):
 def size_override_sites(ctx):
     """`config.block_size = ...` (not `self.`): a config field set after construction."""
     for node in ctx.index.assignments:
-        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
         for target in targets:
-            if isinstance(target, cst.Attribute) and target.attr.value in CONFIG_TABLE_KEYS \
-                    and not (isinstance(target.value, cst.Name) and target.value.value == "self"):
+            if type(target) is cst.Attribute and target.attr.value in CONFIG_TABLE_KEYS \
+                    and not (type(target.value) is cst.Name and target.value.value == "self"):
                 yield node, {"name": target.attr.value}
 
 

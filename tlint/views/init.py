@@ -91,7 +91,7 @@ def _number(expr) -> float | None:
 
 def strip_data(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`w.data` -> `w` (also `w.data.data`)."""
-    while isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+    while type(expr) is cst.Attribute and expr.attr.value == "data":
         expr = expr.value
     return expr
 
@@ -118,7 +118,7 @@ def _function_init(call: cst.Call, qualified: str) -> InitCall | None:
 
 def _method_init(call: cst.Call) -> InitCall | None:
     func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value not in _TENSOR_METHODS:
+    if type(func) is not cst.Attribute or func.attr.value not in _TENSOR_METHODS:
         return None
     target = strip_data(func.value)
     method = func.attr.value
@@ -141,7 +141,7 @@ def find_init_calls(index) -> list[InitCall]:
         qualified = index.qualify(func)
         if qualified is not None and qualified.startswith("torch.nn.init."):
             found = _function_init(call, qualified)
-        elif isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
+        elif type(func) is cst.Attribute and func.attr.value in _TENSOR_METHODS:
             found = _method_init(call)
         else:
             name = qualified or dotted_name(func)
@@ -166,10 +166,10 @@ def kind_of_ctor(ctor: str | None) -> str | None:
 def _isinstance_kinds(index, test: cst.BaseExpression, variable: str) -> list[str] | None:
     """Qualified classes that an `isinstance(variable, ...)` in `test` narrows to."""
     for node in walk(test):
-        if (isinstance(node, cst.Call) and dotted_name(node.func) == "isinstance" and len(node.args) == 2
+        if (type(node) is cst.Call and dotted_name(node.func) == "isinstance" and len(node.args) == 2
                 and dotted_name(node.args[0].value) == variable):
             classes = node.args[1].value
-            elements = classes.elements if isinstance(classes, (cst.Tuple, cst.List)) else None
+            elements = classes.elements if type(classes) in (cst.Tuple, cst.List) else None
             exprs = [el.value for el in elements] if elements is not None else [classes]
             return [index.qualify(expr) or dotted_name(expr) or "" for expr in exprs]
     return None
@@ -180,9 +180,9 @@ def narrowed_classes(index, node: cst.CSTNode, variable: str) -> list[str] | Non
     narrows `variable` to, innermost first; None when no such test encloses `node`."""
     child = node
     for anc in index.ancestors(node):
-        if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if type(anc) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             return None
-        if isinstance(anc, cst.If) and child is anc.body:
+        if type(anc) is cst.If and child is anc.body:
             kinds = _isinstance_kinds(index, anc.test, variable)
             if kinds is not None:
                 return kinds
@@ -196,14 +196,14 @@ _NEUTRAL_CALLS = frozenset({"isinstance", "hasattr", "getattr", "callable", "typ
 def _neutral_test(test: cst.BaseExpression) -> bool:
     """A test that only asks what an object is (`isinstance`, `hasattr`, `is None`),
     not which option the user chose."""
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         return _neutral_test(test.left) and _neutral_test(test.right)
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return _neutral_test(test.expression)
-    if isinstance(test, cst.Call):
+    if type(test) is cst.Call:
         return dotted_name(test.func) in _NEUTRAL_CALLS
-    if isinstance(test, cst.Comparison):
-        return all(isinstance(target.operator, (cst.Is, cst.IsNot)) and dotted_name(target.comparator) == "None"
+    if type(test) is cst.Comparison:
+        return all(type(target.operator) in (cst.Is, cst.IsNot) and dotted_name(target.comparator) == "None"
                    for target in test.comparisons)
     return False
 
@@ -214,11 +214,11 @@ def under_option(index, node: cst.CSTNode) -> bool:
     config flag, an argument, a parameter name), within its function."""
     child = node
     for anc in index.ancestors(node):
-        if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module)):
+        if type(anc) in (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module):
             return False
-        if isinstance(anc, cst.If) and child is not anc.test and not _neutral_test(anc.test):
+        if type(anc) is cst.If and child is not anc.test and not _neutral_test(anc.test):
             return True
-        if isinstance(anc, cst.IfExp) and child is not anc.test and not _neutral_test(anc.test):
+        if type(anc) is cst.IfExp and child is not anc.test and not _neutral_test(anc.test):
             return True
         child = anc
     return False
@@ -230,18 +230,18 @@ def is_matmul_operand(index, expr: cst.CSTNode) -> bool:
     `x.matmul(W)`) or `F.linear`'s weight."""
     node = expr
     parent = index.parent(node)
-    while isinstance(parent, (cst.Subscript, cst.SubscriptElement, cst.Index)) or (
-            isinstance(parent, cst.Attribute) and parent.attr.value in ("T", "t", "mT", "transpose")):
+    while type(parent) in (cst.Subscript, cst.SubscriptElement, cst.Index) or (
+            type(parent) is cst.Attribute and parent.attr.value in ("T", "t", "mT", "transpose")):
         node = parent
         parent = index.parent(node)
-        if isinstance(parent, cst.Call) and isinstance(parent.func, cst.Attribute) and parent.func is node:
+        if type(parent) is cst.Call and type(parent.func) is cst.Attribute and parent.func is node:
             node = parent
             parent = index.parent(node)
-    if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply):
+    if type(parent) is cst.BinaryOperation and type(parent.operator) is cst.MatrixMultiply:
         return True
-    if isinstance(parent, cst.Arg):
+    if type(parent) is cst.Arg:
         call = index.parent(parent)
-        if not isinstance(call, cst.Call):
+        if type(call) is not cst.Call:
             return False
         qualified = index.qualify(call.func) or ""
         position = [arg for arg in call.args if arg.keyword is None].index(parent) if parent.keyword is None else -1
@@ -249,7 +249,7 @@ def is_matmul_operand(index, expr: cst.CSTNode) -> bool:
             return position == 1 or (parent.keyword is not None and parent.keyword.value == "weight")
         if qualified in _MATMUL_FUNCTIONS:
             return position in (0, 1) or (parent.keyword is not None and parent.keyword.value in ("input", "other"))
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("matmul", "mm", "bmm"):
+        if type(call.func) is cst.Attribute and call.func.attr.value in ("matmul", "mm", "bmm"):
             return position == 0
     return False
 
@@ -262,15 +262,14 @@ def is_scaled_use(index, expr: cst.CSTNode) -> bool:
         parent = index.parent(node)
         if parent is None:
             return False
-        if isinstance(parent, cst.BinaryOperation) and isinstance(
-                parent.operator, (cst.Multiply, cst.Divide)):
+        if type(parent) is cst.BinaryOperation and type(parent.operator) in (cst.Multiply, cst.Divide):
             return True
-        if isinstance(parent, cst.Call) and isinstance(parent.func, cst.Attribute) and parent.func.attr.value in (
+        if type(parent) is cst.Call and type(parent.func) is cst.Attribute and parent.func.attr.value in (
                 "mul", "div", "mul_", "div_"):
             return True
-        through = (isinstance(parent, (cst.Attribute, cst.Subscript, cst.SubscriptElement, cst.Index, cst.Arg))
-                   or (isinstance(parent, cst.Call) and (parent.func is node or isinstance(node, cst.Arg)))
-                   or (isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.MatrixMultiply)))
+        through = (type(parent) in (cst.Attribute, cst.Subscript, cst.SubscriptElement, cst.Index, cst.Arg)
+                   or (type(parent) is cst.Call and (parent.func is node or type(node) is cst.Arg))
+                   or (type(parent) is cst.BinaryOperation and type(parent.operator) is cst.MatrixMultiply))
         if not through:
             return False
         node = parent

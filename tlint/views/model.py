@@ -90,9 +90,9 @@ class ModuleClass:
     @cached_property
     def methods(self) -> dict[str, cst.FunctionDef]:
         out = {}
-        body = self.node.body.body if isinstance(self.node.body, cst.IndentedBlock) else ()
+        body = self.node.body.body if type(self.node.body) is cst.IndentedBlock else ()
         for stmt in body:
-            if isinstance(stmt, cst.FunctionDef):
+            if type(stmt) is cst.FunctionDef:
                 out[stmt.name.value] = stmt
         return out
 
@@ -108,7 +108,7 @@ class ModuleClass:
         for fn in self.methods.values():
             for call in self.view.index.statement_calls.get(fn, ()):
                 func = call.func
-                if (isinstance(func, cst.Attribute) and func.attr.value in ("register_buffer", "register_parameter")
+                if (type(func) is cst.Attribute and func.attr.value in ("register_buffer", "register_parameter")
                         and dotted_name(func.value) == "self" and call.args):
                     name = literal_value(call.args[0].value, default=None)
                     if isinstance(name, str):
@@ -122,14 +122,14 @@ class ModuleClass:
         for method, fn in self.methods.items():
             written = set()
             for node in walk(fn.body):
-                if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                    if not isinstance(node, cst.AugAssign):
+                if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+                    targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+                    if type(node) is not cst.AugAssign:
                         written.update(id(t) for t in targets)
-                elif (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+                elif (type(node) is cst.Attribute and type(node.value) is cst.Name
                         and node.value.value == "self" and id(node) not in written):
                     out.setdefault(node.attr.value, set()).add(method)
-                elif isinstance(node, cst.Call) and dotted_name(node.func) == "getattr" and len(node.args) >= 2:
+                elif type(node) is cst.Call and dotted_name(node.func) == "getattr" and len(node.args) >= 2:
                     name = literal_value(node.args[1].value, default=None)
                     if isinstance(name, str):
                         out.setdefault(name, set()).add(method)
@@ -151,11 +151,11 @@ class ModuleClass:
     def attribute_of(self, expr: cst.BaseExpression) -> SubModule | None:
         """The sub-module that `self.x`, `self.x[i]` or a loop variable over `self.x` names
         (see `declared`)."""
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             expr = expr.value
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
             return self.declared(expr.attr.value)
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             loop_source = self._loop_sources().get(expr.value)
             if loop_source is not None:
                 return loop_source
@@ -171,9 +171,9 @@ class ModuleClass:
             fn = self.forward
             if fn is not None:
                 for node in walk(fn.body):
-                    if isinstance(node, cst.For):
+                    if type(node) is cst.For:
                         for name, iterable in _loop_bindings(node.target, node.iter):
-                            sub = self.attribute_of(iterable) if not isinstance(iterable, cst.Name) else None
+                            sub = self.attribute_of(iterable) if type(iterable) is not cst.Name else None
                             if sub is not None:
                                 cached[name] = sub
         return cached
@@ -181,13 +181,22 @@ class ModuleClass:
     # --- classification of calls ----------------------------------------------------
 
     def is_norm_call(self, call: cst.Call) -> bool:
+        known = self.__dict__.setdefault("_norm_calls", {})
+        entry = known.get(id(call))
+        if entry is not None and entry[0] is call:
+            return entry[1]
+        found = self._is_norm_call(call)
+        known[id(call)] = (call, found)
+        return found
+
+    def _is_norm_call(self, call: cst.Call) -> bool:
         qualified = self.view.index.qualify(call.func)
         if qualified in NORM_FUNCTIONS or qualified in NORM_CLASSES:
             return True
         sub = self.attribute_of(call.func)
         if sub is not None:
             return self.view.is_norm_ctor(sub.ctor) or (sub.ctor is None and _norm_name(sub.name))
-        func = call.func.value if isinstance(call.func, cst.Subscript) else call.func
+        func = call.func.value if type(call.func) is cst.Subscript else call.func
         name = dotted_name(func)
         return bool(name and name.startswith("self.") and _norm_name(name.rsplit(".", 1)[1]))
 
@@ -246,7 +255,7 @@ class ModuleClass:
         if fn is not None:
             flags: dict[str, tuple[bool, bool]] = {}
             statements = [n for n in walk(fn.body, into_functions=False)
-                          if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))]
+                          if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)]
             last_plain: dict[str, Residual] = {}
             for stmt in statements:
                 target = _single_target(stmt)
@@ -268,8 +277,8 @@ class ModuleClass:
                     flags[target] = (False, False)
                     continue
                 # `x = norm(x)` right after a plain residual write to x: post-norm, two lines.
-                if (isinstance(value, cst.Call) and self.is_norm_call(value) and value.args
-                        and isinstance(value.args[0].value, cst.Name) and value.args[0].value.value == target
+                if (type(value) is cst.Call and self.is_norm_call(value) and value.args
+                        and type(value.args[0].value) is cst.Name and value.args[0].value.value == target
                         and target in last_plain):
                     last_plain.pop(target).style = "post"
                     flags[target] = (False, False)
@@ -283,25 +292,25 @@ class ModuleClass:
         """(has a norm, has a sub-layer) in the computation of `expr`."""
         has_norm = has_sub = False
         for node in walk(expr):
-            if isinstance(node, cst.Call):
+            if type(node) is cst.Call:
                 if self.is_norm_call(node):
                     has_norm = True
                 elif self.is_sublayer_call(node):
                     has_sub = True
-            elif isinstance(node, cst.Name) and node.value in flags:
+            elif type(node) is cst.Name and node.value in flags:
                 n, s = flags[node.value]
                 has_norm, has_sub = has_norm or n, has_sub or s
         return has_norm, has_sub
 
     def _classify(self, stmt, target: str, value, flags) -> Residual | None:
-        if isinstance(stmt, cst.AugAssign):
-            if not isinstance(stmt.operator, cst.AddAssign):
+        if type(stmt) is cst.AugAssign:
+            if type(stmt.operator) is not cst.AddAssign:
                 return None
             has_norm, has_sub = self._flags(value, flags)
             if not has_sub:
                 return None
             return Residual(stmt, "pre" if has_norm else "plain")
-        if isinstance(value, cst.Call) and self.is_norm_call(value) and value.args:
+        if type(value) is cst.Call and self.is_norm_call(value) and value.args:
             inner = value.args[0].value
             operands = _sum_operands(inner)
             if operands and self._is_residual_sum(operands, flags):
@@ -322,16 +331,16 @@ class ModuleClass:
 
 def _is_stream(expr, flags) -> bool:
     """A plain name that is not itself a sub-layer output (the residual stream)."""
-    return isinstance(expr, cst.Name) and not any(flags.get(expr.value, (False, False)))
+    return type(expr) is cst.Name and not any(flags.get(expr.value, (False, False)))
 
 
 def _paired_targets(targets, value) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """(target, value) pairs of an assignment, unpacking `self.a, self.b = A(), B()`."""
     out = []
     for target in targets:
-        if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
+        if (type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List)
                 and len(target.elements) == len(value.elements)
-                and not any(isinstance(el, (cst.StarredElement,)) for el in (*target.elements, *value.elements))):
+                and not any(type(el) in (cst.StarredElement,) for el in (*target.elements, *value.elements))):
             out += [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
         else:
             out.append((target, value))
@@ -341,11 +350,11 @@ def _paired_targets(targets, value) -> list[tuple[cst.BaseExpression, cst.BaseEx
 def _loop_bindings(target, iterable) -> list[tuple[str, cst.BaseExpression]]:
     """Loop variables and the container each one walks: `for layer in self.layers`,
     `for i, layer in enumerate(self.layers)`, `for layer, norm in zip(self.layers, self.norms)`."""
-    if isinstance(target, cst.Name):
-        if isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip"):
+    if type(target) is cst.Name:
+        if type(iterable) is cst.Call and dotted_name(iterable.func) in ("enumerate", "zip"):
             return []
         return [(target.value, iterable)]
-    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(iterable, cst.Call):
+    if type(target) not in (cst.Tuple, cst.List) or type(iterable) is not cst.Call:
         return []
     func = dotted_name(iterable.func)
     names = [el.value for el in target.elements]
@@ -354,33 +363,33 @@ def _loop_bindings(target, iterable) -> list[tuple[str, cst.BaseExpression]]:
         names, args = names[1:], args[:1]
     elif func != "zip":
         return []
-    return [(name.value, arg) for name, arg in zip(names, args) if isinstance(name, cst.Name)]
+    return [(name.value, arg) for name, arg in zip(names, args) if type(name) is cst.Name]
 
 
 def _sum_operands(expr) -> list[cst.BaseExpression]:
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+    if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add:
         return _sum_operands(expr.left) + _sum_operands(expr.right)
-    if isinstance(expr, cst.Call) and dotted_name(expr.func) in ("torch.add",) and len(expr.args) >= 2:
+    if type(expr) is cst.Call and dotted_name(expr.func) in ("torch.add",) and len(expr.args) >= 2:
         return [expr.args[0].value, expr.args[1].value]
     return [expr] if expr is not None else []
 
 
 def _single_target(stmt) -> str | None:
-    if isinstance(stmt, cst.Assign):
-        if len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
+    if type(stmt) is cst.Assign:
+        if len(stmt.targets) == 1 and type(stmt.targets[0].target) is cst.Name:
             return stmt.targets[0].target.value
         return None
     target = stmt.target
-    return target.value if isinstance(target, cst.Name) else None
+    return target.value if type(target) is cst.Name else None
 
 
 def _unpacked_names(stmt) -> list[str]:
-    if not isinstance(stmt, cst.Assign):
+    if type(stmt) is not cst.Assign:
         return []
     out = []
     for target in stmt.targets:
-        if isinstance(target.target, (cst.Tuple, cst.List)):
-            out += [el.value.value for el in target.target.elements if isinstance(el.value, cst.Name)]
+        if type(target.target) in (cst.Tuple, cst.List):
+            out += [el.value.value for el in target.target.elements if type(el.value) is cst.Name]
     return out
 
 
@@ -432,8 +441,8 @@ class ModelView:
             name = dotted_name(base.value)
             if name in self.classes:
                 return True
-        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-        return any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in body)
+        body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
+        return any(type(s) is cst.FunctionDef and s.name.value == "forward" for s in body)
 
     def _inherit(self, module_class: ModuleClass, active: set) -> None:
         """Fill `inherited` and `opaque_base` from the class's bases (bases first)."""
@@ -443,7 +452,7 @@ class ModelView:
         for base in module_class.node.bases:
             if base.keyword is not None:  # `metaclass=...`
                 continue
-            value = base.value.value if isinstance(base.value, cst.Subscript) else base.value  # `Generic[T]`
+            value = base.value.value if type(base.value) is cst.Subscript else base.value  # `Generic[T]`
             name = dotted_name(value)
             local = self.classes.get(name) if name else None
             if local is not None and local is not module_class:
@@ -471,18 +480,18 @@ class ModelView:
     def _collect_attributes(self, module_class: ModuleClass) -> None:
         for fn in module_class.methods.values():
             for node in walk(fn.body, into_functions=False):
-                if not isinstance(node, (cst.Assign, cst.AnnAssign)) or node.value is None:
+                if type(node) not in (cst.Assign, cst.AnnAssign) or node.value is None:
                     continue
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
                 for target, value in _paired_targets(targets, node.value):
-                    if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                    if (type(target) is cst.Attribute and type(target.value) is cst.Name
                             and target.value.value == "self"):
                         name = target.attr.value
                         if name not in module_class.attributes:
                             module_class.attributes[name] = self._describe(name, value)
 
     def _describe(self, name: str, value: cst.BaseExpression) -> SubModule:
-        if isinstance(value, cst.Call):
+        if type(value) is cst.Call:
             ctor = self.ctor_name(value)
             if ctor in _LIST_CONTAINERS and value.args:
                 inner = value.args[0].value
@@ -614,11 +623,11 @@ class ModelView:
 
 def _element_call(expr) -> cst.Call | None:
     """The element constructor of `[Ctor(...) for _ in range(n)]` or `[Ctor(...)] * n`."""
-    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and isinstance(expr.elt, cst.Call):
+    if type(expr) in (cst.ListComp, cst.GeneratorExp) and type(expr.elt) is cst.Call:
         return expr.elt
-    if isinstance(expr, cst.List) and expr.elements and isinstance(expr.elements[0].value, cst.Call):
+    if type(expr) is cst.List and expr.elements and type(expr.elements[0].value) is cst.Call:
         return expr.elements[0].value
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+    if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:
         return _element_call(expr.left)
     return None
 
@@ -652,10 +661,10 @@ def slice_bounds(expr) -> list[tuple[object, object]]:
     """(lower, upper) literal bounds of the slices of a subscript chain (`x[..., :-1, :]`)."""
     out = []
     for node in walk(expr):
-        if isinstance(node, cst.Subscript):
+        if type(node) is cst.Subscript:
             for element in node.slice:
                 part = element.slice
-                if isinstance(part, cst.Slice):
+                if type(part) is cst.Slice:
                     out.append((literal_value(part.lower, None) if part.lower else None,
                                 literal_value(part.upper, None) if part.upper else None))
     return out
@@ -666,7 +675,7 @@ def loss_calls(index) -> list[tuple[cst.Call, cst.BaseExpression, cst.BaseExpres
     `nn.CrossEntropyLoss()` objects held in a variable or attribute (`criterion(out, y)`)."""
     loss_objects = set()
     for node in index.assignments:
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) \
+        if type(node) is cst.Assign and type(node.value) is cst.Call \
                 and index.qualify(node.value.func) in _LOSS_MODULES:
             for target in node.targets:
                 name = dotted_name(target.target)
@@ -692,7 +701,7 @@ def is_per_position_loss(input_expr) -> bool:
     """A loss over the vocabulary at every position: `logits.view(-1, V)`,
     `logits.reshape(-1, logits.size(-1))`, `logits.flatten(0, 1)`, `logits.transpose(1, 2)`."""
     for node in walk(input_expr):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute:
             attr = node.func.attr.value
             args = [a.value for a in node.args if a.keyword is None]
             if attr in ("view", "reshape") and len(args) == 2 and literal_value(args[0], None) == -1:
@@ -727,7 +736,7 @@ def _causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, Ca
             for module_class in group:
                 generate = module_class.methods.get("generate")
                 # an autoregressive loop: it runs the model again on what it produced
-                if generate is not None and any(isinstance(n, (cst.For, cst.While)) for n in walk(generate.body)):
+                if generate is not None and any(type(n) in (cst.For, cst.While) for n in walk(generate.body)):
                     evidence = CausalEvidence(f"`{module_class.name}.generate()` samples tokens", generate)
                     break
         if evidence is None:

@@ -172,7 +172,7 @@ def sublayer_kind(module_class, sub) -> str:
             return "mlp"
         return "other"
     if ctor == "torch.nn.Sequential" and sub.call is not None and any(
-            view.index.qualify(arg.value.func) in _LINEAR for arg in sub.call.args if isinstance(arg.value, cst.Call)):
+            view.index.qualify(arg.value.func) in _LINEAR for arg in sub.call.args if type(arg.value) is cst.Call):
         return "mlp"
     if ctor in _LINEAR:
         return "mlp" if _name_is_mlp(sub.name) else "other"
@@ -239,31 +239,31 @@ class _Evaluator:
     def eval(self, expr) -> Val:
         if expr is None:
             return _EMPTY
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return self.env.get(expr.value, _EMPTY)
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             if expr.attr.value in _SHAPE_ATTRS:
                 return _EMPTY
             return self.eval(expr.value)
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             return self.eval(expr.value)
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             left, right = self.eval(expr.left), self.eval(expr.right)
-            if isinstance(expr.operator, cst.MatrixMultiply):
+            if type(expr.operator) is cst.MatrixMultiply:
                 return Val(frozenset(), left.branches | right.branches)
             return left | right
-        if isinstance(expr, cst.UnaryOperation):
+        if type(expr) is cst.UnaryOperation:
             return self.eval(expr.expression)
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             return self.eval(expr.body) | self.eval(expr.orelse)
-        if isinstance(expr, (cst.Tuple, cst.List)):
+        if type(expr) in (cst.Tuple, cst.List):
             out = _EMPTY
             for element in expr.elements:
                 out = out | self.eval(element.value)
             return out
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self.eval_call(expr)
-        if isinstance(expr, (cst.BooleanOperation,)):
+        if type(expr) in (cst.BooleanOperation,):
             return self.eval(expr.left) | self.eval(expr.right)
         return _EMPTY
 
@@ -279,10 +279,10 @@ class _Evaluator:
         name = dotted_name(func)
         if name in _SHAPE_FUNCTIONS:
             return _EMPTY
-        if isinstance(func, cst.Attribute) and func.attr.value in _SHAPE_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in _SHAPE_METHODS:
             return _EMPTY
         # a helper method of the class: evaluated in place
-        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+        if (type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self"
                 and func.attr.value in mc.methods and func.attr.value != "forward"
                 and func.attr.value not in mc.attributes):
             if mc.is_norm_call(call):  # `self.maybe_layer_norm(self.ln, x, before=True)` (fairseq)
@@ -291,7 +291,7 @@ class _Evaluator:
         if mc.is_norm_call(call):
             self.has_norm = True
             first = call.args[0].value if call.args else None
-            if first is None and isinstance(func, cst.Attribute) and func.attr.value in ("layer_norm", "rms_norm"):
+            if first is None and type(func) is cst.Attribute and func.attr.value in ("layer_norm", "rms_norm"):
                 return self.eval(func.value)
             rest = _EMPTY
             for arg in call.args[1:]:
@@ -325,7 +325,7 @@ class _Evaluator:
             return Val(skip, branches)
         # anything else (a function, a tensor method, an unknown callable): values flow through
         out = self._args_union(call)
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             out = out | self.eval(func.value)
         return out
 
@@ -381,7 +381,7 @@ class _Evaluator:
     def _exec(self, body) -> None:
         """Run a body; the two sides of an `if` start from the same state and are merged
         (a name keeps the stream if either side keeps it)."""
-        if isinstance(body, cst.If):
+        if type(body) is cst.If:
             before = dict(self.env)
             self._exec(body.body)
             after_body = self.env
@@ -390,22 +390,22 @@ class _Evaluator:
                 self._exec(body.orelse)
             for name in set(after_body) | set(self.env):
                 self.env[name] = after_body.get(name, _EMPTY) | self.env.get(name, _EMPTY)
-        elif isinstance(body, cst.Else):
+        elif type(body) is cst.Else:
             self._exec(body.body)
-        elif isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+        elif type(body) in (cst.IndentedBlock, cst.SimpleStatementSuite):
             for stmt in body.body:
                 self._exec(stmt)
-        elif isinstance(body, cst.SimpleStatementLine):
+        elif type(body) is cst.SimpleStatementLine:
             for small in body.body:
                 self.step(small, self._number.get(id(small), 0))
-        elif isinstance(body, (cst.For, cst.With)):
+        elif type(body) in (cst.For, cst.With):
             self.step(body, self._number.get(id(body), 0))
             self._exec(body.body)
-            if isinstance(body, cst.For) and body.orelse is not None:
+            if type(body) is cst.For and body.orelse is not None:
                 self._exec(body.orelse)
-        elif isinstance(body, cst.While):
+        elif type(body) is cst.While:
             self._exec(body.body)
-        elif isinstance(body, cst.Try):
+        elif type(body) is cst.Try:
             self._exec(body.body)
             for handler in body.handlers:
                 self._exec(handler.body)
@@ -430,21 +430,21 @@ class _Evaluator:
         return False
 
     def step(self, stmt, number: int) -> None:
-        if isinstance(stmt, cst.Assign):
+        if type(stmt) is cst.Assign:
             value = self.eval(stmt.value)
             for target in stmt.targets:
                 self.assign(stmt, target.target, stmt.value, value, number)
-        elif isinstance(stmt, cst.AnnAssign) and stmt.value is not None:
+        elif type(stmt) is cst.AnnAssign and stmt.value is not None:
             self.assign(stmt, stmt.target, stmt.value, self.eval(stmt.value), number)
-        elif isinstance(stmt, cst.AugAssign) and isinstance(stmt.target, cst.Name):
+        elif type(stmt) is cst.AugAssign and type(stmt.target) is cst.Name:
             name = stmt.target.value
             value = self.env.get(name, _EMPTY) | self.eval(stmt.value)
             if value.branches and self.stream is not None and self.depth == 0:
                 self.stream.writes.append(StreamWrite(stmt, name, self._uses_of(value, self.env.get(name, _EMPTY)),
                                                   bool(value.skip)))
             self.env[name] = value
-        elif isinstance(stmt, cst.Return):
-            value = self.eval(stmt.value.elements[0].value if isinstance(stmt.value, cst.Tuple)
+        elif type(stmt) is cst.Return:
+            value = self.eval(stmt.value.elements[0].value if type(stmt.value) is cst.Tuple
                               and stmt.value.elements else stmt.value)
             self.returns.append(value)
             if value.branches and self.stream is not None and self.depth == 0:
@@ -455,16 +455,16 @@ class _Evaluator:
                 overwrite = not value.skip and bool(earlier.skip) and self._consumes(value, earlier)
                 self.stream.writes.append(StreamWrite(stmt, None, self._uses_of(value, earlier), bool(value.skip),
                                                       overwrite))
-        elif isinstance(stmt, cst.For):
+        elif type(stmt) is cst.For:
             value = self.eval(stmt.iter)
             for name in _names_of(stmt.target):
                 self.env[name] = Val(frozenset(), value.branches)
-        elif isinstance(stmt, cst.With):
+        elif type(stmt) is cst.With:
             for item in stmt.items:
                 if item.asname is not None:
                     for name in _names_of(item.asname.name):
                         self.env[name] = self.eval(item.item)
-        elif isinstance(stmt, cst.Expr):
+        elif type(stmt) is cst.Expr:
             self.eval(stmt.value)
 
     def _uses_of(self, value: Val, earlier: Val = _EMPTY) -> list[SublayerUse]:
@@ -474,18 +474,18 @@ class _Evaluator:
         return [use for key, use in self.uses.items() if key in branches]
 
     def assign(self, stmt, target, value_expr, value: Val, number: int) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             elements = [el.value for el in target.elements]
-            if isinstance(value_expr, (cst.Tuple, cst.List)) and len(value_expr.elements) == len(elements):
+            if type(value_expr) in (cst.Tuple, cst.List) and len(value_expr.elements) == len(elements):
                 for element, sub_expr in zip(elements, value_expr.elements):
                     self.assign(stmt, element, sub_expr.value, self.eval(sub_expr.value), number)
                 return
             for element in elements:
                 self.assign(stmt, element, None, value, number)
             return
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             target = target.value
-        if not isinstance(target, cst.Name):
+        if type(target) is not cst.Name:
             return
         name = target.value
         before = self.env.get(name, _EMPTY)
@@ -509,9 +509,9 @@ class _Evaluator:
         names = {use.name for use in uses}
         child = stmt
         for anc in index.ancestors(stmt):
-            if isinstance(anc, (cst.FunctionDef, cst.ClassDef)):
+            if type(anc) in (cst.FunctionDef, cst.ClassDef):
                 return False
-            if isinstance(anc, cst.If) and (child is anc.body or child is anc.orelse):
+            if type(anc) is cst.If and (child is anc.body or child is anc.orelse):
                 if anc.orelse is None:
                     return False
                 this, other = (anc.body, anc.orelse) if child is anc.body else (anc.orelse, anc.body)
@@ -522,7 +522,7 @@ class _Evaluator:
                     elif after and _adds(node):
                         return False
                 other_nodes = [node for node, _ in _statements(other)]
-                calls_same = any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                calls_same = any(type(n) is cst.Call and type(n.func) is cst.Attribute
                                  and dotted_name(n.func.value) == "self" and n.func.attr.value in names
                                  for node in other_nodes for n in walk(node))
                 return calls_same and any(_adds(node) for node in other_nodes)
@@ -550,7 +550,7 @@ class _Evaluator:
         """Another name (not written by this statement) holds the stream and is read later
         (`residual = x`)."""
         written = set()
-        if isinstance(stmt, cst.Assign):
+        if type(stmt) is cst.Assign:
             for target in stmt.targets:
                 written.update(_names_of(target.target))
         written.add(name)
@@ -562,32 +562,32 @@ def _statements(body, path=()):
     """(statement, if-path) for the simple statements (and the headers of `for`/`with`)
     of a body, in source order, entering compound statements but not nested functions or
     classes. The path lists the `(id(if), side)` choices the statement sits under."""
-    if isinstance(body, cst.If):
+    if type(body) is cst.If:
         yield from _statements(body.body, path + ((id(body), True),))
         if body.orelse is not None:
             yield from _statements(body.orelse, path + ((id(body), False),))
         return
-    if isinstance(body, cst.Else):
+    if type(body) is cst.Else:
         yield from _statements(body.body, path)
         return
-    if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+    if type(body) in (cst.IndentedBlock, cst.SimpleStatementSuite):
         for stmt in body.body:
             yield from _statements(stmt, path)
         return
-    if isinstance(body, cst.SimpleStatementLine):
+    if type(body) is cst.SimpleStatementLine:
         for small in body.body:
             yield small, path
         return
-    if isinstance(body, (cst.For, cst.With)):
+    if type(body) in (cst.For, cst.With):
         yield body, path
         yield from _statements(body.body, path)
-        if isinstance(body, cst.For) and body.orelse is not None:
+        if type(body) is cst.For and body.orelse is not None:
             yield from _statements(body.orelse, path)
         return
-    if isinstance(body, cst.While):
+    if type(body) is cst.While:
         yield from _statements(body.body, path)
         return
-    if isinstance(body, cst.Try):
+    if type(body) is cst.Try:
         yield from _statements(body.body, path)
         for handler in body.handlers:
             yield from _statements(handler.body, path)
@@ -598,39 +598,39 @@ def _statements(body, path=()):
 
 
 def _names_of(target) -> list[str]:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         out = []
         for element in target.elements:
             out += _names_of(element.value)
         return out
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return _names_of(target.value)
     return []
 
 
 def _adds(stmt) -> bool:
     """Does the statement write a sum (`x = a + b`, `x += h`, `torch.add(...)`)?"""
-    if isinstance(stmt, cst.AugAssign):
-        return isinstance(stmt.operator, cst.AddAssign)
-    if not isinstance(stmt, (cst.Assign, cst.AnnAssign)) or stmt.value is None:
+    if type(stmt) is cst.AugAssign:
+        return type(stmt.operator) is cst.AddAssign
+    if type(stmt) not in (cst.Assign, cst.AnnAssign) or stmt.value is None:
         return False
     for node in walk(stmt.value):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Add:
             return True
-        if isinstance(node, cst.Call) and (dotted_name(node.func) or "").endswith("add"):
+        if type(node) is cst.Call and (dotted_name(node.func) or "").endswith("add"):
             return True
     return False
 
 
 def _names_written(stmt) -> set[str]:
     """Names a statement binds anew (`+=` and in-place updates are not rebinding)."""
-    if isinstance(stmt, cst.Assign):
+    if type(stmt) is cst.Assign:
         return {name for target in stmt.targets for name in _names_of(target.target)}
-    if isinstance(stmt, cst.AnnAssign) and stmt.value is not None:
+    if type(stmt) is cst.AnnAssign and stmt.value is not None:
         return set(_names_of(stmt.target))
-    if isinstance(stmt, cst.For):
+    if type(stmt) is cst.For:
         return set(_names_of(stmt.target))
     return set()
 
@@ -638,13 +638,13 @@ def _names_written(stmt) -> set[str]:
 def _names_read(stmt) -> set[str]:
     from tlint.views.attention import read_names
 
-    if isinstance(stmt, (cst.For,)):
+    if type(stmt) in (cst.For,):
         return set(read_names(stmt.iter))
-    if isinstance(stmt, cst.With):
+    if type(stmt) is cst.With:
         return {n for item in stmt.items for n in read_names(item.item)}
-    if isinstance(stmt, cst.Assign):
+    if type(stmt) is cst.Assign:
         return set(read_names(stmt.value))
-    if isinstance(stmt, cst.AnnAssign):
+    if type(stmt) is cst.AnnAssign:
         return set(read_names(stmt.value)) if stmt.value is not None else set()
     return set(read_names(stmt))
 

@@ -122,7 +122,7 @@ class TrainingLoop:
 
     @property
     def is_step_function(self) -> bool:
-        return isinstance(self.node, cst.FunctionDef)
+        return type(self.node) is cst.FunctionDef
 
     def of(self, *kinds: str) -> list[Event]:
         return [event for event in self.events if event.kind in kinds]
@@ -375,15 +375,15 @@ class _Iteration:
         self.budget = _INLINE_BUDGET
 
     def run(self, root: cst.For | cst.While | cst.FunctionDef) -> "_Iteration":
-        function = root if isinstance(root, cst.FunctionDef) else self.view.index.enclosing_function(root)
+        function = root if type(root) is cst.FunctionDef else self.view.index.enclosing_function(root)
         state = _State(active=frozenset([function]) if function is not None else frozenset())
-        if isinstance(root, cst.While):
+        if type(root) is cst.While:
             self.expression(root.test, state)
         self.suite(root.body, state)
         return self
 
     def suite(self, suite: cst.BaseSuite, state: _State) -> None:
-        if isinstance(suite, cst.IndentedBlock):
+        if type(suite) is cst.IndentedBlock:
             for statement in suite.body:
                 self.statement(statement, state)
         else:
@@ -431,17 +431,17 @@ class _Iteration:
             self.expression(node.test, state)
             self.suite(node.body, state._replace(conditions=state.conditions + (Condition(node.test),)))
             state = state._replace(conditions=state.conditions + (Condition(node.test, True),))
-            if isinstance(node.orelse, cst.If):
+            if type(node.orelse) is cst.If:
                 node = node.orelse
                 continue
-            if isinstance(node.orelse, cst.Else):
+            if type(node.orelse) is cst.Else:
                 self.suite(node.orelse.body, state)
             return
 
     def small(self, node: cst.BaseSmallStatement, state: _State) -> None:
         self.expression(node, state)
-        if isinstance(node, cst.Assign) and literal_value(node.value, UNKNOWN) is None and any(
-            isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in node.targets
+        if type(node) is cst.Assign and literal_value(node.value, UNKNOWN) is None and any(
+            type(t.target) is cst.Attribute and t.target.attr.value == "grad" for t in node.targets
         ):
             self.emit(ZERO_GRAD, node, state)
 
@@ -475,7 +475,7 @@ class _Iteration:
         if kind is not None:
             if kind == OPTIMIZER_STEP:
                 closure = get_arg(call, "closure", 0)
-                if closure is not None and isinstance(closure.value, cst.Name):
+                if closure is not None and type(closure.value) is cst.Name:
                     self.inline(call, view.local_function(closure.value), state)
             if not self.every_call:
                 self.emit(kind, call, state)
@@ -527,7 +527,7 @@ class TrainingView:
     def _family(self, call: cst.Call) -> tuple[str, str] | None:
         qualified = self.index.qualify(call.func)
         if qualified is None:
-            name = call.func.value if isinstance(call.func, cst.Name) else None
+            name = call.func.value if type(call.func) is cst.Name else None
             family = self._local_families.get(name) if name else None
             return (family, name) if family else None
         if qualified == "functools.partial" and call.args:
@@ -607,9 +607,9 @@ class TrainingView:
 
     def _target(self, call: cst.Call) -> str | None:
         parent = self.index.parent(call)
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        if type(parent) is cst.Assign and len(parent.targets) == 1:
             return last_name(parent.targets[0].target)
-        if isinstance(parent, cst.AnnAssign):
+        if type(parent) is cst.AnnAssign:
             return last_name(parent.target)
         return None
 
@@ -676,7 +676,7 @@ class TrainingView:
     def _lambda_warmup(self, expr: cst.BaseExpression | None, multiplicative: bool) -> str:
         """A LambdaLR ramps up unless its lambda is plainly a decay (`0.95 ** epoch`) or a
         constant; the lambda is not evaluated, so anything else counts as a warmup."""
-        if not isinstance(expr, cst.Lambda):
+        if type(expr) is not cst.Lambda:
             return WARMUP
         body = expr.body
         constant = self.literal(body)
@@ -684,7 +684,7 @@ class TrainingView:
             return WARMUP if multiplicative and constant > 1 else NO_WARMUP
         if multiplicative:
             return UNKNOWN_WARMUP
-        if isinstance(body, cst.BinaryOperation) and isinstance(body.operator, cst.Power):
+        if type(body) is cst.BinaryOperation and type(body.operator) is cst.Power:
             base = self.literal(body.left)
             if _number(base) and 0 < base < 1:
                 return NO_WARMUP
@@ -711,14 +711,14 @@ class TrainingView:
     def _composite_warmup(self, call: cst.Call, name: str, by_target: dict[str, SchedulerSite]) -> str:
         position = 0 if name.endswith("ChainedScheduler") else 1
         listed = self._arg_value(call, "schedulers", position)
-        if not isinstance(listed, (cst.List, cst.Tuple)):
+        if type(listed) not in (cst.List, cst.Tuple):
             return UNKNOWN_WARMUP
         states = []
         for element in listed.elements:
             value = element.value
-            if isinstance(value, cst.Call) and value in self._families:
+            if type(value) is cst.Call and value in self._families:
                 states.append(self._scheduler_warmup(value, self._families[value][1]))
-            elif isinstance(value, cst.Name) and value.value in by_target:
+            elif type(value) is cst.Name and value.value in by_target:
                 states.append(by_target[value.value].warmup)
             else:
                 states.append(UNKNOWN_WARMUP)
@@ -738,7 +738,7 @@ class TrainingView:
                     return WARMUP, arg
                 zero = zero or arg
         if zero is None:
-            name = call.func.value if isinstance(call.func, cst.Name) else None
+            name = call.func.value if type(call.func) is cst.Name else None
             for keyword in ("warmup_steps", "warmup_ratio"):
                 default = self._class_field(name, keyword) if name else None
                 if default is not None and self.nonzero(default):
@@ -766,9 +766,9 @@ class TrainingView:
             if family != "training_arguments":
                 continue
             for statement in self.index.classes_by_name[name].body.body:
-                small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
-                if isinstance(small, (cst.AnnAssign, cst.Assign)) and small.value is not None:
-                    target = small.target if isinstance(small, cst.AnnAssign) else small.targets[0].target
+                small = statement.body[0] if type(statement) is cst.SimpleStatementLine else None
+                if type(small) in (cst.AnnAssign, cst.Assign) and small.value is not None:
+                    target = small.target if type(small) is cst.AnnAssign else small.targets[0].target
                     if last_name(target) in ("warmup_steps", "warmup_ratio"):
                         value = self._field_default(small.value)
                         if value is not None and self.nonzero(value):
@@ -782,10 +782,10 @@ class TrainingView:
             if family != "lightning_module":
                 continue
             cls = self.index.classes_by_name[name]
-            methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+            methods = {s.name.value: s for s in cls.body.body if type(s) is cst.FunctionDef}
             manual = any(
                 self.index.is_inside(node, cls)
-                and isinstance(node, cst.Assign)
+                and type(node) is cst.Assign
                 and any(last_name(t.target) == "automatic_optimization" for t in node.targets)
                 and literal_value(node.value, UNKNOWN) is False
                 for node in self.index.assignments
@@ -805,7 +805,7 @@ class TrainingView:
         seen: set[int] = set()
         unresolved = 0
         for node in self.index.assignments:
-            value = node.value if isinstance(node, (cst.Assign, cst.AnnAssign)) else None
+            value = node.value if type(node) in (cst.Assign, cst.AnnAssign) else None
             if value is not None and _DEEPSPEED_KEYS & _dict_keys(value):
                 configs.append(DeepSpeedConfig(value, self._dict_values(value)))
                 seen.add(id(value))
@@ -842,14 +842,14 @@ class TrainingView:
     def is_engine_step(self, event: Event) -> bool:
         """An optimiser step taken by a DeepSpeed engine (`model_engine.step()`), which clips
         by its config."""
-        func = event.node.func if isinstance(event.node, cst.Call) else None
-        return isinstance(func, cst.Attribute) and self.role(func.value) == "engine"
+        func = event.node.func if type(event.node) is cst.Call else None
+        return type(func) is cst.Attribute and self.role(func.value) == "engine"
 
     def _deepspeed_config(self, expr: cst.BaseExpression, folder: Path | None) -> DeepSpeedConfig | None:
         values = self._dict_values(expr)
         if values is not None:
             return DeepSpeedConfig(expr, values)
-        if isinstance(expr, (cst.Name, cst.Attribute)):
+        if type(expr) in (cst.Name, cst.Attribute):
             # `config=ds_config`, `config=self.ds_config`: the one dict literal assigned to that name
             assigned = [v for v in self._dict_assignments.get(last_name(expr) or "", ()) if v is not None]
             if len(assigned) == 1 and len(self._dict_assignments[last_name(expr)]) == 1:
@@ -866,13 +866,13 @@ class TrainingView:
         """Last name of an assignment target -> its values: the dict literal, or None."""
         out: dict[str, list] = {}
         for node in self.index.assignments:
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 targets = [t.target for t in node.targets]
-            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            elif type(node) is cst.AnnAssign and node.value is not None:
                 targets = [node.target]
             else:
                 continue
-            value = node.value if _dict_keys(node.value) or isinstance(node.value, cst.Dict) else None
+            value = node.value if _dict_keys(node.value) or type(node.value) is cst.Dict else None
             for target in targets:
                 if last_name(target):
                     out.setdefault(last_name(target), []).append(value)
@@ -882,16 +882,16 @@ class TrainingView:
         """A dict literal (or `dict(k=v)`) as a Python dict, UNKNOWN for non-literal leaves."""
         if depth > 6:
             return None
-        if isinstance(expr, cst.Dict):
+        if type(expr) is cst.Dict:
             out = {}
             for element in expr.elements:
-                if not isinstance(element, cst.DictElement):
+                if type(element) is not cst.DictElement:
                     continue
                 key = literal_value(element.key, UNKNOWN)
                 if isinstance(key, str):
                     out[key] = self._leaf(element.value, depth)
             return out
-        if isinstance(expr, cst.Call) and dotted_name(expr.func) == "dict" and all(a.keyword for a in expr.args):
+        if type(expr) is cst.Call and dotted_name(expr.func) == "dict" and all(a.keyword for a in expr.args):
             return {a.keyword.value: self._leaf(a.value, depth) for a in expr.args}
         return None
 
@@ -919,16 +919,16 @@ class TrainingView:
         value = literal_value(expr, UNKNOWN)
         if value is not UNKNOWN:
             return value
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return self._name_value(expr, depth)
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             qualified = self.index.qualify(expr)
             if qualified is not None:
                 return math.inf if qualified in ("math.inf", "numpy.inf", "torch.inf") else UNKNOWN
             return self._option_value(expr.attr.value, depth)
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             return _fold(expr.operator, self._literal(expr.left, depth + 1), self._literal(expr.right, depth + 1))
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._fold_call(expr, depth)
         return UNKNOWN
 
@@ -958,10 +958,10 @@ class TrainingView:
         index = self.index
 
         def bind(scope, target, value):
-            if isinstance(target, cst.Name):
+            if type(target) is cst.Name:
                 out.setdefault((scope, target.value), []).append(value)
-            elif isinstance(target, (cst.Tuple, cst.List)):
-                values = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
+            elif type(target) in (cst.Tuple, cst.List):
+                values = value.elements if type(value) in (cst.Tuple, cst.List) else None
                 if values is not None and len(values) != len(target.elements):
                     values = None
                 for i, element in enumerate(target.elements):
@@ -969,16 +969,16 @@ class TrainingView:
 
         for node in index.assignments:
             scope = index.enclosing_scope(node)
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 for target in node.targets:
                     bind(scope, target.target, node.value)
-            elif isinstance(node, cst.AnnAssign):
+            elif type(node) is cst.AnnAssign:
                 if node.value is not None:
                     bind(scope, node.target, node.value)
             else:
                 bind(scope, node.target, None)
         for loop in index.loops:
-            if isinstance(loop, cst.For):
+            if type(loop) is cst.For:
                 bind(index.enclosing_scope(loop), loop.target, None)
         return out
 
@@ -988,10 +988,10 @@ class TrainingView:
         index = self.index
         scope = index.enclosing_scope(name)
         while True:
-            while isinstance(scope, cst.ClassDef):  # class bodies are not visible from methods
+            while type(scope) is cst.ClassDef:  # class bodies are not visible from methods
                 scope = index.enclosing_scope(scope)
             bound = self._bindings.get((scope, name.value))
-            if isinstance(scope, (cst.FunctionDef, cst.Lambda)):
+            if type(scope) in (cst.FunctionDef, cst.Lambda):
                 param = _find_param(scope.params, name.value)
                 if param is not None:
                     return param.default if not bound and param.default is not None else None
@@ -1023,7 +1023,7 @@ class TrainingView:
         if function is None or _find_param(function.params, name.value) is None:
             return False
         return any(
-            isinstance(d.decorator, cst.Call) and self.index.qualify(d.decorator.func) in ("click.option", "click.argument")
+            type(d.decorator) is cst.Call and self.index.qualify(d.decorator.func) in ("click.option", "click.argument")
             for d in function.decorators
         )
 
@@ -1034,39 +1034,39 @@ class TrainingView:
         out: dict[str, list] = {}
         for call in self.index.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "add_argument":
+            if type(func) is cst.Attribute and func.attr.value == "add_argument":
                 self._argparse_option(call, out)
             elif self.index.qualify(func) in ("click.option", "click.argument"):
                 self._click_option(call, out)
         for cls in self.index.classes:
             for name, values in self._class_defaults(cls).items():
                 out.setdefault(name, []).extend(values)
-            init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+            init = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
             if init is not None:
                 for param in _all_params(init.params):
                     if param.default is not None:
                         out.setdefault(param.name.value, []).append(param.default)
         # `args.num_warmup_steps = int(ratio * total)` after parsing: the default is not what runs.
         for node in self.index.assignments:
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
             for target in targets:
-                if isinstance(target, cst.Attribute) and target.attr.value in out:
-                    value = node.value if isinstance(node, cst.Assign) else None
-                    if not (isinstance(value, cst.Name) and value.value == target.attr.value):
+                if type(target) is cst.Attribute and target.attr.value in out:
+                    value = node.value if type(node) is cst.Assign else None
+                    if not (type(value) is cst.Name and value.value == target.attr.value):
                         out[target.attr.value].append(_Const(UNKNOWN))
         return out
 
     def _class_defaults(self, cls: cst.ClassDef) -> dict[str, list]:
         out: dict[str, list] = {}
-        if not isinstance(cls.body, cst.IndentedBlock):
+        if type(cls.body) is not cst.IndentedBlock:
             return out
         for statement in cls.body.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
+            if type(statement) is not cst.SimpleStatementLine:
                 continue
             for small in statement.body:
-                if isinstance(small, cst.AnnAssign) and small.value is not None:
+                if type(small) is cst.AnnAssign and small.value is not None:
                     name, value = last_name(small.target), small.value
-                elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+                elif type(small) is cst.Assign and len(small.targets) == 1:
                     name, value = last_name(small.targets[0].target), small.value
                 else:
                     continue
@@ -1076,7 +1076,7 @@ class TrainingView:
         return out
 
     def _field_default(self, value: cst.BaseExpression) -> cst.BaseExpression | None:
-        if isinstance(value, cst.Call) and (last_name(value.func) == "field"):
+        if type(value) is cst.Call and (last_name(value.func) == "field"):
             arg = get_arg(value, "default")
             return arg.value if arg is not None else None
         return value
@@ -1139,17 +1139,17 @@ class TrainingView:
         roles: dict[str, str] = {}
         aliases = []
         for node in self.index.assignments:
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 targets = [t.target for t in node.targets]
-            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            elif type(node) is cst.AnnAssign and node.value is not None:
                 targets = [node.target]
             else:
                 continue
             value = node.value
-            if isinstance(value, cst.Call):
+            if type(value) is cst.Call:
                 for target in targets:
                     self._assign_roles(roles, target, value)
-            elif isinstance(value, (cst.Name, cst.Attribute)):
+            elif type(value) in (cst.Name, cst.Attribute):
                 aliases.append((targets, value))
         for targets, value in aliases:
             role = roles.get(last_name(value) or "")
@@ -1160,7 +1160,7 @@ class TrainingView:
         return roles
 
     def _assign_roles(self, roles: dict[str, str], target: cst.BaseExpression, value: cst.Call) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             names = [last_name(e.value) for e in target.elements]
             func_name = last_name(value.func)
             if self.index.qualify(value.func) in DEEPSPEED_INITIALIZE:
@@ -1201,9 +1201,9 @@ class TrainingView:
     def role(self, expr: cst.BaseExpression, roles: dict[str, str] | None = None) -> str | None:
         """What a receiver holds: by where it was assigned from, else by its name.
         (`roles` is the origin table while it is being built.)"""
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             expr = expr.value
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._call_role(expr, roles)
         name = last_name(expr)
         if name is None:
@@ -1227,10 +1227,10 @@ class TrainingView:
         """Variable (last name) -> qualified names of the calls assigned to it."""
         out: dict[str, set[str]] = {}
         for node in self.index.assignments:
-            if not isinstance(node, (cst.Assign, cst.AnnAssign)) or not isinstance(node.value, cst.Call):
+            if type(node) not in (cst.Assign, cst.AnnAssign) or type(node.value) is not cst.Call:
                 continue
             name = self.index.call_name(node.value)
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
             for target in targets:
                 if last_name(target) and name:
                     out.setdefault(last_name(target), set()).add(name)
@@ -1240,7 +1240,7 @@ class TrainingView:
         """The qualified name (else dotted text) of the call that built what `expr` holds:
         `criterion` after `criterion = nn.CrossEntropyLoss()` -> "torch.nn.CrossEntropyLoss";
         None when unknown or assigned from several calls."""
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self.index.call_name(expr)
         names = self._origins.get(last_name(expr) or "") if expr is not None else None
         return next(iter(names)) if names and len(names) == 1 else None
@@ -1254,16 +1254,16 @@ class TrainingView:
         """`node` runs without autograd: under `with torch.no_grad()`/`inference_mode()`/
         `set_grad_enabled(False)`, or in a function decorated with one of them."""
         for ancestor in self.index.ancestors(node):
-            if isinstance(ancestor, cst.With) and any(self._disables_grad(i.item) for i in ancestor.items):
+            if type(ancestor) is cst.With and any(self._disables_grad(i.item) for i in ancestor.items):
                 return True
-            if isinstance(ancestor, cst.FunctionDef) and any(
+            if type(ancestor) is cst.FunctionDef and any(
                 self._disables_grad(d.decorator) for d in ancestor.decorators
             ):
                 return True
         return False
 
     def _disables_grad(self, expr: cst.BaseExpression) -> bool:
-        call = expr if isinstance(expr, cst.Call) else None
+        call = expr if type(expr) is cst.Call else None
         name = self.index.qualify(call.func if call is not None else expr) or ""
         if name.startswith("torch.") and name.rsplit(".", 1)[-1] in ("no_grad", "inference_mode"):
             return True
@@ -1274,7 +1274,7 @@ class TrainingView:
     @staticmethod
     def receiver(call: cst.CSTNode) -> cst.BaseExpression | None:
         """`x` of a method call `x.m(...)`."""
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+        if type(call) is cst.Call and type(call.func) is cst.Attribute:
             return call.func.value
         return None
 
@@ -1282,7 +1282,7 @@ class TrainingView:
         """The optimiser an optimiser step or `zero_grad` acts on: `opt` of `opt.step()`,
         `scaler.step(opt)`, `xm.optimizer_step(opt)`; the model of `model.zero_grad()`."""
         call = event.node
-        if not isinstance(call, cst.Call):
+        if type(call) is not cst.Call:
             return None
         receiver = self.receiver(call)
         if event.kind == OPTIMIZER_STEP and (receiver is None or self.role(receiver) == "scaler"):
@@ -1304,8 +1304,8 @@ class TrainingView:
         name = last_name(func)
         if qualified in CLIP_FUNCTIONS or (name and _says_clip(name)):
             return CLIP
-        attr = func.attr.value if isinstance(func, cst.Attribute) else None
-        receiver = func.value if isinstance(func, cst.Attribute) else None
+        attr = func.attr.value if type(func) is cst.Attribute else None
+        receiver = func.value if type(func) is cst.Attribute else None
         if attr in ("clamp_", "clip_") and "grad" in snake_parts((dotted_name(receiver) or "").replace(".", "_")):
             return CLIP
         if attr in ("backward", "manual_backward"):
@@ -1361,7 +1361,7 @@ class TrainingView:
         return name in _MODEL_NAMES or parts[-1] == "model" or parts[0] == "model"
 
     def _is_method(self, function: cst.FunctionDef) -> bool:
-        return isinstance(self.index.parent(self.index.parent(function)), cst.ClassDef)
+        return type(self.index.parent(self.index.parent(function))) is cst.ClassDef
 
     @cached_property
     def _methods_by_name(self) -> dict[str, list[cst.FunctionDef]]:
@@ -1378,7 +1378,7 @@ class TrainingView:
         candidates = [f for f in self.index.functions_by_name.get(name.value, ()) if not self._is_method(f)]
         if not candidates:
             return None
-        scopes = [a for a in self.index.ancestors(name) if isinstance(a, (cst.FunctionDef, cst.Module))]
+        scopes = [a for a in self.index.ancestors(name) if type(a) in (cst.FunctionDef, cst.Module)]
         for scope in scopes:  # innermost scope that defines it
             for function in candidates:
                 if self.index.enclosing_scope(function) is scope:
@@ -1395,13 +1395,13 @@ class TrainingView:
 
     def _callee(self, call: cst.Call) -> cst.FunctionDef | None:
         func = call.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             return self.local_function(func)
-        if not isinstance(func, cst.Attribute) or func.attr.value.startswith("__"):
+        if type(func) is not cst.Attribute or func.attr.value.startswith("__"):
             return None
         method, receiver = func.attr.value, func.value
-        is_super = isinstance(receiver, cst.Call) and dotted_name(receiver.func) == "super"
-        if is_super or (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls")):
+        is_super = type(receiver) is cst.Call and dotted_name(receiver.func) == "super"
+        if is_super or (type(receiver) is cst.Name and receiver.value in ("self", "cls")):
             cls = self.index.enclosing_class(call)
             return self._method(cls, method, skip_own=is_super) if cls is not None else None
         if self.index.qualify(receiver) is not None:
@@ -1412,9 +1412,9 @@ class TrainingView:
     def _method(self, cls: cst.ClassDef, name: str, *, skip_own: bool = False, depth: int = 0):
         if depth > 5:
             return None
-        if not skip_own and isinstance(cls.body, cst.IndentedBlock):
+        if not skip_own and type(cls.body) is cst.IndentedBlock:
             for statement in cls.body.body:
-                if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                if type(statement) is cst.FunctionDef and statement.name.value == name:
                     return statement
         for base in cls.bases:
             parent = self.index.classes_by_name.get(last_name(base.value) or "")
@@ -1444,10 +1444,10 @@ class TrainingView:
         """Gradients clamped by a tensor hook (`p.register_hook(lambda g: g.clamp(-c, c))`)."""
         for call in self.index.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "register_hook" and call.args:
+            if type(func) is cst.Attribute and func.attr.value == "register_hook" and call.args:
                 hook = call.args[0].value
-                if isinstance(hook, cst.Lambda) and any(
-                    isinstance(n, cst.Name) and n.value in ("clamp", "clamp_", "clip", "clip_")
+                if type(hook) is cst.Lambda and any(
+                    type(n) is cst.Name and n.value in ("clamp", "clamp_", "clip", "clip_")
                     for n in _names_under(hook.body)
                 ):
                     return True
@@ -1510,7 +1510,7 @@ class TrainingView:
         """Stores to a parameter group's learning rate (`param_group["lr"] = lr`)."""
         out = []
         for node in self.index.assignments:
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
             if any(_is_lr_subscript(target) for target in targets):
                 out.append(node)
         return out
@@ -1529,7 +1529,7 @@ class TrainingView:
             if dotted_name(call.func) == "min" and len(call.args) == 2:
                 values = [literal_value(a.value, UNKNOWN) for a in call.args]
                 if any(v == 1 for v in values if _number(v)) and any(
-                    isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Divide)
+                    type(n) is cst.BinaryOperation and type(n.operator) is cst.Divide
                     for a in call.args for n in _nodes_under(a.value)
                 ):
                     return True
@@ -1540,26 +1540,26 @@ class TrainingView:
 
 
 def _fold(operator: cst.BaseBinaryOp, left, right):
-    if _number(left) and left == 0 and isinstance(operator, cst.Multiply) or (
-        _number(right) and right == 0 and isinstance(operator, cst.Multiply)
+    if _number(left) and left == 0 and type(operator) is cst.Multiply or (
+        _number(right) and right == 0 and type(operator) is cst.Multiply
     ):
         return 0
     if not (_number(left) and _number(right)):
         return UNKNOWN
     try:
-        if isinstance(operator, cst.Add):
+        if type(operator) is cst.Add:
             return left + right
-        if isinstance(operator, cst.Subtract):
+        if type(operator) is cst.Subtract:
             return left - right
-        if isinstance(operator, cst.Multiply):
+        if type(operator) is cst.Multiply:
             return left * right
-        if isinstance(operator, cst.Divide):
+        if type(operator) is cst.Divide:
             return left / right
-        if isinstance(operator, cst.FloorDivide):
+        if type(operator) is cst.FloorDivide:
             return left // right
-        if isinstance(operator, cst.Modulo):
+        if type(operator) is cst.Modulo:
             return left % right
-        if isinstance(operator, cst.Power) and abs(right) <= 64 and abs(left) < 1e6:
+        if type(operator) is cst.Power and abs(right) <= 64 and abs(left) < 1e6:
             return left ** right
     except (ZeroDivisionError, OverflowError):
         return UNKNOWN
@@ -1568,10 +1568,10 @@ def _fold(operator: cst.BaseBinaryOp, left, right):
 
 def _dict_keys(expr: cst.BaseExpression) -> set[str]:
     """The literal string keys of a dict literal or `dict(k=v)` call (empty otherwise)."""
-    if isinstance(expr, cst.Dict):
-        return {key for e in expr.elements if isinstance(e, cst.DictElement)
+    if type(expr) is cst.Dict:
+        return {key for e in expr.elements if type(e) is cst.DictElement
                 for key in (literal_value(e.key, UNKNOWN),) if isinstance(key, str)}
-    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "dict":
+    if type(expr) is cst.Call and dotted_name(expr.func) == "dict":
         return {a.keyword.value for a in expr.args if a.keyword is not None}
     return set()
 
@@ -1586,7 +1586,7 @@ def _find_param(params: cst.Parameters, name: str) -> cst.Param | None:
         if param.name.value == name:
             return param
     for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param) and star.name.value == name:
+        if type(star) is cst.Param and star.name.value == name:
             return star  # bound, with no default
     return None
 
@@ -1600,14 +1600,14 @@ def _nodes_under(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def _names_under(node: cst.CSTNode) -> Iterator[cst.Name]:
-    return (n for n in _nodes_under(node) if isinstance(n, cst.Name))
+    return (n for n in _nodes_under(node) if type(n) is cst.Name)
 
 
 def _is_lr_subscript(target: cst.BaseExpression) -> bool:
-    if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
+    if type(target) is not cst.Subscript or len(target.slice) != 1:
         return False
     index = target.slice[0].slice
-    return isinstance(index, cst.Index) and literal_value(index.value, UNKNOWN) == "lr"
+    return type(index) is cst.Index and literal_value(index.value, UNKNOWN) == "lr"
 
 
 # Read once per version of the file: keyed by its size and modification time, so a
