@@ -46,7 +46,8 @@ _LITERAL_KINDS = frozenset({cst.Integer, cst.Float, cst.SimpleString, cst.Concat
                             cst.UnaryOperation, cst.Call})
 
 
-def _fields(node_type: type) -> tuple[str, ...]:
+def fields_of(node_type: type) -> tuple[str, ...]:
+    """The names of the fields of a node class that can hold child nodes (in order)."""
     names = _FIELDS.get(node_type)
     if names is None:
         names = tuple(
@@ -82,20 +83,25 @@ def _all_node_types() -> frozenset:
     return frozenset(out)
 
 
-_NODE_TYPES = _all_node_types()
-# Per node class, a function giving the values of its child fields (in field order).
-_GETTERS: dict[type, object] = {}
+NODE_TYPES = _all_node_types()  # every LibCST node class
+# Per node class, a function giving the values of its child fields, in order, as a tuple.
+FIELD_VALUES: dict[type, object] = {}
 
 
-def _getter(kind: type):
-    names = _fields(kind)
+def field_values(kind: type):
+    """The function giving the values of the child fields of a `kind` node (cached in
+    `FIELD_VALUES`, which hot loops read directly)."""
+    names = fields_of(kind)
     if not names:
         getter = _no_fields
     elif len(names) == 1:
-        getter = attrgetter(names[0], names[0])  # a pair: one name alone gives the bare value
+        name = names[0]
+
+        def getter(node, name=name):
+            return (getattr(node, name),)
     else:
         getter = attrgetter(*names)
-    _GETTERS[kind] = getter
+    FIELD_VALUES[kind] = getter
     return getter
 
 
@@ -109,14 +115,9 @@ def child_nodes(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     if entry is not None and entry[0] is node:
         return entry[1]
     kind = type(node)
-    getter = _GETTERS.get(kind) or _getter(kind)
-    names = _fields(kind)
-    values = getter(node)
-    if len(names) == 1:
-        values = values[:1]
     out = []
-    node_types = _NODE_TYPES
-    for value in values:
+    node_types = NODE_TYPES
+    for value in (FIELD_VALUES.get(kind) or field_values(kind))(node):
         value_type = type(value)
         if value_type is tuple or value_type is list:
             for item in value:

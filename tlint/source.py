@@ -10,10 +10,16 @@ from functools import cached_property
 
 import libcst as cst
 
-from tlint.cst import child_nodes, dotted_name, set_preorder
+from tlint.cst import FIELD_VALUES, NODE_TYPES, child_nodes, dotted_name, field_values, set_preorder
 from tlint.names import ImportTable
 
 _LOOPS = (cst.For, cst.While)
+_NAME = cst.Name
+# What the index keeps of a node, by its class (one dict lookup per node).
+_CALL, _FUNCTION, _CLASS, _LOOP, _ASSIGNMENT, _IMPORT, _SCOPE = "call function class loop assignment import scope".split()
+_ROLES = {cst.Call: _CALL, cst.FunctionDef: _FUNCTION, cst.ClassDef: _CLASS, cst.Lambda: _SCOPE,
+          cst.For: _LOOP, cst.While: _LOOP, cst.Assign: _ASSIGNMENT, cst.AugAssign: _ASSIGNMENT,
+          cst.AnnAssign: _ASSIGNMENT, cst.Import: _IMPORT, cst.ImportFrom: _IMPORT}
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module)
 
 
@@ -45,15 +51,17 @@ class FileIndex:
 
     def _build(self) -> None:
         parents = self.parents
-        calls, functions, classes = self.calls, self.functions, self.classes
-        loops, assignments, identifiers = self.loops, self.assignments, self.identifiers
-        imports = self.imports
+        identifiers, imports = self.identifiers, self.imports
         # the preorder that `tlint.cst.walk` answers subtrees from (see `set_preorder`)
         order: list[cst.CSTNode] = []
         ends: list[int] = []
         positions: dict[int, int] = {}
         scopes: list[int] = []
         append, end_append = order.append, ends.append
+        lists = {_CALL: self.calls, _FUNCTION: self.functions, _CLASS: self.classes, _LOOP: self.loops,
+                 _ASSIGNMENT: self.assignments}
+        roles = _ROLES
+        getters, getter_of, node_types = FIELD_VALUES, field_values, NODE_TYPES
         stack: list = [self.module]
         pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
@@ -66,39 +74,40 @@ class FileIndex:
             append(node)
             end_append(at + 1)
             positions[id(node)] = at
-            if kind is cst.Name:
+            if kind is _NAME:
                 identifiers.add(node.value)
                 continue
-            if kind is cst.Call:
-                calls.append(node)
-            elif kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
-                assignments.append(node)
-            elif kind is cst.FunctionDef:
-                functions.append(node)
-                scopes.append(at)
-            elif kind is cst.ClassDef:
-                classes.append(node)
-                scopes.append(at)
-            elif kind is cst.Lambda:
-                scopes.append(at)
-            elif kind is cst.For or kind is cst.While:
-                loops.append(node)
-            elif kind is cst.Import or kind is cst.ImportFrom:
-                # an import's names are neither identifiers nor given parents here
-                if kind is cst.Import:
-                    imports.add_import(node)
-                else:
-                    imports.add_import_from(node)
-                for kid in child_nodes(node):
-                    _append_subtree(kid, order, ends, positions)
-                ends[at] = len(order)
-                continue
-            kids = child_nodes(node)
+            role = roles.get(kind)
+            if role is not None:
+                if role is _IMPORT:
+                    # an import's names are neither identifiers nor given parents here
+                    if kind is cst.Import:
+                        imports.add_import(node)
+                    else:
+                        imports.add_import_from(node)
+                    for kid in child_nodes(node):
+                        _append_subtree(kid, order, ends, positions)
+                    ends[at] = len(order)
+                    continue
+                if role is not _SCOPE:
+                    lists[role].append(node)
+                if role is _FUNCTION or role is _CLASS or role is _SCOPE:
+                    scopes.append(at)
+            kids = []  # `child_nodes(node)`, inline and not kept (nothing walks by it now)
+            for value in (getters.get(kind) or getter_of(kind))(node):
+                value_type = type(value)
+                if value_type is tuple or value_type is list:
+                    for item in value:
+                        if type(item) in node_types:
+                            kids.append(item)
+                elif value_type in node_types:
+                    kids.append(value)
             if kids:
                 push(~at)
                 for kid in kids:
                     parents[id(kid)] = node
-                extend(reversed(kids))
+                kids.reverse()
+                extend(kids)
         set_preorder(order, ends, positions, scopes)
         self.order = order  # every node, in source order (preorder)
         self.ends = ends  # preorder index -> the end (exclusive) of that node's subtree in `order`
