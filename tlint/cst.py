@@ -144,16 +144,16 @@ def clear_caches() -> None:
 
 # The preorder of the file being analysed, set by `FileIndex`: `walk` answers a subtree
 # of it with one list slice instead of a step per node. A node it does not hold (another
-# tree, a node built by a rule) is walked the slow way; `_ORDER[i] is node` guards ids.
-_ORDER: list = []
-_END: list = []  # preorder index -> the end (exclusive) of that node's subtree
-_POS: dict = {}  # id(node) -> preorder index
-_SCOPE_AT: list = []  # sorted preorder indices of the FunctionDef/ClassDef/Lambda nodes
+# tree, a node built by a rule) is walked the slow way; `order[i] is node` guards ids.
+_TABLE: tuple = ([], [], {}, [])  # (order, ends, positions, scopes), swapped as one (threads)
+# order: every node in preorder; ends: preorder index -> the end (exclusive) of its subtree;
+# positions: id(node) -> preorder index; scopes: the sorted preorder indices of the
+# FunctionDef/ClassDef/Lambda nodes.
 
 
 def set_preorder(order: list, ends: list, positions: dict, scopes: list) -> None:
-    global _ORDER, _END, _POS, _SCOPE_AT
-    _ORDER, _END, _POS, _SCOPE_AT = order, ends, positions, scopes
+    global _TABLE
+    _TABLE = (order, ends, positions, scopes)
 
 
 def walk(node: cst.CSTNode, *, into_functions: bool = True) -> Iterator[cst.CSTNode]:
@@ -162,13 +162,13 @@ def walk(node: cst.CSTNode, *, into_functions: bool = True) -> Iterator[cst.CSTN
     With `into_functions=False` the bodies of nested functions, lambdas and classes are
     skipped (their own scope), but the nested definition node itself is yielded.
     """
-    start = _POS.get(id(node))
-    if start is None or _ORDER[start] is not node:
+    order, ends, positions, scopes = _TABLE
+    start = positions.get(id(node))
+    if start is None or order[start] is not node:
         return _walk(node, into_functions)
-    order, end = _ORDER, _END[start]
+    end = ends[start]
     if into_functions:
         return iter(order[start:end])
-    scopes, ends = _SCOPE_AT, _END
     k = bisect_right(scopes, start)
     if k == len(scopes) or scopes[k] >= end:
         return iter(order[start:end])
