@@ -148,7 +148,7 @@ class FileIndex:
 
     def enclosing_scope(self, node: cst.CSTNode) -> cst.CSTNode:
         for anc in self.ancestors(node):
-            if isinstance(anc, _SCOPES):
+            if type(anc) in _SCOPES:
                 return anc
         return self.module
 
@@ -162,9 +162,9 @@ class FileIndex:
         """Loops around `node` within its own function, innermost first."""
         out = []
         for anc in self.ancestors(node):
-            if isinstance(anc, _LOOPS):
+            if type(anc) in _LOOPS:
                 out.append(anc)
-            elif isinstance(anc, _SCOPES):
+            elif type(anc) in _SCOPES:
                 break
         return out
 

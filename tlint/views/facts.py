@@ -435,10 +435,6 @@ def _covering(index, node: cst.CSTNode) -> cst.CSTNode | None:
     return outermost
 
 
-# The node classes that can be a -100 (`-100`, `float("-100")`) or an IGNORE_INDEX name.
-_MAYBE_MINUS_100 = frozenset({cst.UnaryOperation, cst.Call, cst.Name})
-
-
 class LabelMasking:
     """How a file keeps positions out of the loss: `-100` written into labels, loss
     `ignore_index` arguments, comparisons with a pad id. Read from assignments and call
