@@ -240,3 +240,22 @@ def test_the_import_scan_is_cached_and_a_changed_import_is_seen(tmp_path, capsys
     assert len(scans) == 1 and '"TL104"' in warm  # the new import relates lib/tok.py
     monkeypatch.setenv(NO_CACHE_ENV, "1")
     assert _check(root, capsys, monkeypatch, "train.py") == warm
+
+
+def test_an_atomic_write_that_fails_leaves_neither_a_part_nor_a_temporary_file(tmp_path, monkeypatch):
+    from tlint.cache import write_bytes_atomic
+
+    target = tmp_path / "entry.pickle"
+    target.write_bytes(b"old")
+
+    def refuse(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("tlint.cache.os.replace", refuse)
+    with pytest.raises(OSError):
+        write_bytes_atomic(target, b"new")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry.pickle"]
+    monkeypatch.undo()
+    write_bytes_atomic(target, b"new")
+    assert target.read_bytes() == b"new" and sorted(p.name for p in tmp_path.iterdir()) == ["entry.pickle"]

@@ -181,6 +181,22 @@ def _plain(value):
 # --- the cache --------------------------------------------------------------------------
 
 
+def write_bytes_atomic(target: Path, payload: bytes) -> None:
+    """Write `target` through a temporary file in its folder and a rename: a reader sees
+    the old file or the new one, never a part; the temporary file is removed on failure."""
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(payload)
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
 class FileCache:
     """Lookups and stores of `FileResult`s, for the files of any number of projects."""
 
@@ -234,14 +250,7 @@ class FileCache:
         try:
             self._prepare(cache_dir_for(settings))
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".pickle")
-            try:
-                with os.fdopen(fd, "wb") as stream:
-                    stream.write(payload)
-                os.replace(temp, target)
-            except BaseException:
-                os.unlink(temp)
-                raise
+            write_bytes_atomic(target, payload)
         except OSError:
             return
 
@@ -265,14 +274,7 @@ class FileCache:
         try:
             payload = pickle.dumps((code_fingerprint(), table), protocol=pickle.HIGHEST_PROTOCOL)
             self._prepare(folder)
-            fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".pickle")
-            try:
-                with os.fdopen(fd, "wb") as stream:
-                    stream.write(payload)
-                os.replace(temp, folder / _IMPORTS)
-            except BaseException:
-                os.unlink(temp)
-                raise
+            write_bytes_atomic(folder / _IMPORTS, payload)
         except Exception:
             return
 
@@ -294,10 +296,7 @@ class FileCache:
                 return True
             if any(folder.iterdir()):
                 return False
-            fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-            with os.fdopen(fd, "w", encoding="utf-8") as stream:
-                stream.write(_GITIGNORE)
-            os.replace(temp, folder / ".gitignore")
+            write_bytes_atomic(folder / ".gitignore", _GITIGNORE.encode("utf-8"))
             return True
         except OSError:
             return False

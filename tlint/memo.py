@@ -32,7 +32,6 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -168,6 +167,8 @@ def load(paths: list[str], options: dict):
 def store(paths: list[str], options: dict, recorder: Recorder, result, cache_dir: Path,
           cache_dirs: set[Path]) -> bool:
     """Write the memo of a clean run into `cache_dir/runs/` (see the module docstring)."""
+    from tlint.cache import write_bytes_atomic
+
     try:
         if result.errors or result.internal_errors:
             return False
@@ -191,17 +192,7 @@ def store(paths: list[str], options: dict, recorder: Recorder, result, cache_dir
         fields = (result.diagnostics, result.files, result.parse_errors, list(result.errors), dict(result.paths))
         markers = {p: os.path.lexists(p) for p in sorted(recorder.markers)}
         payload = pickle.dumps((key, folders, files, markers, fields), protocol=pickle.HIGHEST_PROTOCOL)
-        fd, temp = tempfile.mkstemp(dir=target, prefix=".tmp-", suffix=".pickle")
-        try:
-            with os.fdopen(fd, "wb") as stream:
-                stream.write(payload)
-            os.replace(temp, target / f"{key}.pickle")
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
+        write_bytes_atomic(target / f"{key}.pickle", payload)
         _prune(target)
         return True
     except Exception:
