@@ -959,7 +959,7 @@ def main(argv: list[str] | None = None) -> int:
             "tool": "bench/realbugs.py",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "tlint": " ".join(command[0]) + (f" (PYTHONPATH={command[1]['PYTHONPATH']})" if command[1] else ""),
-            "tlint_commit": checkout_commit(),
+            "tlint_commit": tlint_commit(args.tlint),
             "radius": RADIUS,
             "cases": results,
             "figures": figures,
@@ -971,6 +971,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def checkout_commit(root: Path = ROOT) -> str | None:
+    """The commit of a tlint checkout, with "+dirty" when its tlint/ has uncommitted changes."""
     try:
         proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "tlint"],
@@ -980,6 +981,16 @@ def checkout_commit(root: Path = ROOT) -> str | None:
     if proc.returncode != 0:
         return None
     return proc.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def tlint_commit(spec: str | None) -> str | None:
+    """The commit of the tlint that `--tlint spec` runs (None: this checkout; a command: unknown)."""
+    if spec is None:
+        return checkout_commit(ROOT)
+    path = Path(spec)
+    if path.is_dir() and (path / "tlint" / "__init__.py").is_file():
+        return checkout_commit(path)
+    return None
 
 
 if __name__ == "__main__":
