@@ -3,7 +3,6 @@ only what changed, and survives corrupt entries, config changes and version bump
 
 from __future__ import annotations
 
-import pickle
 import shutil
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 
 import tlint.cache
 import tlint.engine
+from tlint import signed
 from tests.cliutil import DEEPSPEED_SCRIPT, REPO, main_in, make_project
 from tlint.cache import CACHE_DIR_NAME, NO_CACHE_ENV
 
@@ -44,7 +44,7 @@ def lint(root: Path, capsys, monkeypatch, *flags: str, fmt: str = "json") -> str
 
 
 def entries(root: Path) -> list[Path]:
-    return sorted((root / CACHE_DIR_NAME / "files").rglob("*.pickle"))
+    return sorted((root / CACHE_DIR_NAME / "files").rglob("*.json"))
 
 
 @pytest.fixture
@@ -96,12 +96,12 @@ def test_a_corrupt_or_truncated_entry_is_ignored_and_rebuilt(demo, capsys, monke
     stored = entries(demo)
     stored[0].write_bytes(stored[0].read_bytes()[:40])  # truncated
     stored[1].write_bytes(b"not a pickle at all")
-    stored[2].write_bytes(pickle.dumps(("a", "tuple", "of the wrong shape")))
+    stored[2].write_bytes(signed.dumps(("a", "tuple", "of the wrong shape"), signed.secret()))
     parses.clear()
     assert lint(demo, capsys, monkeypatch) == cold
     assert len(parses) == 3
     for entry in stored[:3]:
-        assert pickle.loads(entry.read_bytes())[3].display  # rewritten whole
+        assert signed.read(entry, signed.secret())[3].display  # rewritten whole
     parses.clear()
     assert lint(demo, capsys, monkeypatch) == cold
     assert parses == []
@@ -146,7 +146,7 @@ def test_cache_dir_is_configurable_and_never_takes_over_a_users_folder(tmp_path,
     root = make_project(tmp_path / "p", {"train.py": "import torch\n", "tlint.toml": 'cache-dir = "build/lint"\n'})
     lint(root, capsys, monkeypatch)
     assert entries(root) == [] and (root / "build" / "lint" / ".gitignore").is_file()
-    assert list((root / "build" / "lint").rglob("*.pickle"))
+    assert list((root / "build" / "lint").rglob("*.json"))
     (root / "tlint.toml").write_text('cache-dir = "notes"\n')
     (root / "notes").mkdir()
     (root / "notes" / "todo.txt").write_text("mine\n")

@@ -256,8 +256,8 @@ def test_file_deleted_while_the_run_is_in_progress(tmp_path, monkeypatch):
     write_tree(tmp_path, {"model.py": MODEL, "vanishing.py": "x = 1\n"})
     real = tlint.engine.discover
 
-    def discover_then_delete(paths, settings_for):
-        files, errors = real(paths, settings_for)
+    def discover_then_delete(paths, settings_for, roots=None):
+        files, errors = real(paths, settings_for, roots)
         (tmp_path / "vanishing.py").unlink()
         return files, errors
 

@@ -47,7 +47,7 @@ def test_a_warm_run_answers_from_the_memo_byte_identical(demo, capsys, monkeypat
     assert not hit and first == cold["json"]
     # the cache folder is created before the run is recorded, so the first cached run
     # already writes the memo
-    assert list((demo / CACHE_DIR_NAME / "runs").glob("*.pickle"))
+    assert list((demo / CACHE_DIR_NAME / "runs").glob("*.json"))
     for fmt in ("json", "text"):  # the output options are not part of the key
         out, hit = run(demo, capsys, monkeypatch, fmt=fmt)
         assert hit and out == cold[fmt]
@@ -133,8 +133,8 @@ def test_racy_files_are_not_memoised(demo, capsys, monkeypatch):
 def test_a_corrupt_memo_is_a_miss(demo, capsys, monkeypatch):
     run(demo, capsys, monkeypatch)
     cold = run(demo, capsys, monkeypatch)[0]
-    for entry in (demo / CACHE_DIR_NAME / "runs").glob("*.pickle"):
-        entry.write_bytes(b"not a pickle")
+    for entry in (demo / CACHE_DIR_NAME / "runs").glob("*.json"):
+        entry.write_bytes(b"not a memo")
     out, hit = run(demo, capsys, monkeypatch)
     assert not hit and out == cold
 

@@ -1,3 +1,3 @@
 """tlint: a linter and runtime verifier for PyTorch transformer training code."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

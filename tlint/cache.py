@@ -37,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import shutil
 import sys
 import tempfile
@@ -45,11 +44,14 @@ from contextlib import contextmanager
 from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Iterator
+
+from tlint import signed
 
 if TYPE_CHECKING:
     from tlint.config import Settings
-    from tlint.engine import FileResult
+    from tlint.results import FileResult
 
 CACHE_DIR_NAME = ".tlint_cache"
 # Set (to anything but "" or "0") to disable the cache, as `--no-cache` does.
@@ -57,8 +59,7 @@ NO_CACHE_ENV = "TLINT_NO_CACHE"
 # Written into every cache folder: `tlint clean` removes only folders that carry it.
 _GITIGNORE = "# Created by tlint: this folder is tlint's cache (`tlint clean` removes it).\n*\n"
 _ENTRIES = "files"
-_IMPORTS = "imports.pickle"  # the project phase's import scans, one table per project
-_FORMAT = 1
+_IMPORTS = "imports.json"  # the project phase's import scans, one table per project
 
 
 def cache_disabled_by_env() -> bool:
@@ -95,19 +96,25 @@ def remove_cache_dir(folder: Path) -> bool:
 _recording: list[set[Path]] = []
 
 
-def note_input(path: Path) -> None:
+_INPUT_LIMIT = 2_000_000  # other files are read up to this size (DeepSpeed JSON configs)
+
+
+def note_input(path: Path, data: bytes | None = None) -> None:
     """Record that the analysis in progress read (or looked for) `path`: a cached result
-    is only reused while that file is unchanged. Views that read files call this."""
+    is only reused while that file is unchanged. `data`: the bytes the analysis used (the
+    entry records their digest, not that of a later read, which could see another
+    version); None when it read nothing (absent, not a regular file, too large). Views
+    that read files call this."""
     if _recording:
-        _recording[-1].add(path)
+        _recording[-1][path] = digest_bytes(data) if data is not None else input_digest(path)
     from tlint.memo import seen_file
 
     seen_file(path)
 
 
 @contextmanager
-def recording_inputs() -> Iterator[set[Path]]:
-    found: set[Path] = set()
+def recording_inputs() -> Iterator[dict[Path, str | None]]:
+    found: dict[Path, str | None] = {}
     _recording.append(found)
     try:
         yield found
@@ -115,11 +122,41 @@ def recording_inputs() -> Iterator[set[Path]]:
         _recording.pop()
 
 
-def _file_digest(path: Path) -> str | None:
+def digest_bytes(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def read_input(path: Path, limit: int = _INPUT_LIMIT) -> bytes | None:
+    """The bytes of a regular file of at most `limit` bytes, else None; never follows into
+    a FIFO or a device and never reads more than the limit."""
     try:
-        return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
+    try:
+        info = os.fstat(fd)
+        if not S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(limit + 1)
+        return data if len(data) <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def input_digest(path: Path) -> str | None:
+    """What an input file is now: its content digest, a marker for a file that is not
+    read (not regular, too large), or None when it is absent."""
+    data = read_input(path)
+    if data is not None:
+        return digest_bytes(data)
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return f"unread:{info.st_mode:o}:{info.st_size}"
 
 
 # --- keys -------------------------------------------------------------------------------
@@ -133,7 +170,7 @@ def code_fingerprint() -> str:
     from tlint import __version__
 
     package = Path(__file__).resolve().parent
-    parts = [__version__, sys.version, _libcst_version(find_spec("libcst")), str(_FORMAT)]
+    parts = [__version__, sys.version, _libcst_version(find_spec("libcst")), str(signed.FORMAT)]
     for folder, dirnames, filenames in os.walk(package):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for name in sorted(filenames):
@@ -198,53 +235,70 @@ def write_bytes_atomic(target: Path, payload: bytes) -> None:
 
 
 class FileCache:
-    """Lookups and stores of `FileResult`s, for the files of any number of projects."""
+    """Lookups and stores of `FileResult`s, for the files of any number of projects.
 
-    def __init__(self) -> None:
+    `prefilter` is part of every key (a pre-filtered result has no tree-based facts)."""
+
+    def __init__(self, prefilter: bool = True) -> None:
         self._settings_keys: dict[int, tuple[Settings, str]] = {}
         self._ready: dict[Path, bool] = {}
+        self._secrets: dict[Path, bytes | None] = {}
+        self.prefilter = prefilter
         self.hits = self.misses = 0
+
+    def secret(self, settings: Settings) -> bytes | None:
+        """The signing key for this project's entries (None: nothing is read or written)."""
+        root = settings.root
+        if root not in self._secrets:
+            self._secrets[root] = signed.secret(root)
+        return self._secrets[root]
 
     def key(self, path: Path, display: str, settings: Settings, data: bytes) -> str:
         cached = self._settings_keys.get(id(settings))
         if cached is None or cached[0] is not settings:
             cached = self._settings_keys[id(settings)] = (settings, settings_fingerprint(settings))
         content = hashlib.blake2b(data, digest_size=16).hexdigest()
-        prefilter = os.environ.get("TLINT_NO_PREFILTER", "") in ("", "0")  # see tlint/engine.py
-        return "\0".join((code_fingerprint(), cached[1], str(path), display, content, str(prefilter)))
+        return "\0".join((code_fingerprint(), cached[1], str(path), display, content, str(self.prefilter)))
 
     def _entry(self, path: Path, settings: Settings) -> Path:
         name = hashlib.blake2b(str(path).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-        return cache_dir_for(settings) / _ENTRIES / name[:2] / f"{name}.pickle"
+        return cache_dir_for(settings) / _ENTRIES / name[:2] / f"{name}.json"
 
     def load(self, path: Path, key: str, settings: Settings, *, facts_only: bool = False) -> FileResult | None:
-        """The stored result for `path` under `key`, or None (absent, stale, unreadable).
-        A full result also answers a `facts_only` request (its facts are the same)."""
-        from tlint.engine import FileResult
+        """The stored result for `path` under `key`, or None (absent, stale, unreadable,
+        not signed by this user's key). A full result also answers a `facts_only` request
+        (its facts are the same)."""
+        from tlint.results import FileResult
 
-        try:
-            with open(self._entry(path, settings), "rb") as stream:
-                stored_key, stored_facts_only, inputs, result = pickle.load(stream)
-            valid = (stored_key == key and isinstance(result, FileResult) and (facts_only or not stored_facts_only)
-                     and all(_file_digest(Path(p)) == digest for p, digest in inputs))
-        except Exception:  # absent, truncated, corrupt, from another format: a miss
-            valid = False
+        secret = self.secret(settings)
+        valid = False
+        if secret is not None:
+            try:
+                stored_key, stored_facts_only, inputs, result = signed.read(self._entry(path, settings), secret)
+                valid = (stored_key == key and type(result) is FileResult and (facts_only or not stored_facts_only)
+                         and all(input_digest(Path(p)) == digest for p, digest in inputs))
+            except Exception:  # absent, truncated, corrupt, unsigned, from another format: a miss
+                valid = False
         if not valid:
             self.misses += 1
             return None
         self.hits += 1
         result.path = path
-        result.inputs = {Path(p) for p, _ in inputs}
+        result.inputs = {Path(p): digest for p, digest in inputs}
         return result
 
     def store(self, path: Path, key: str, settings: Settings, result: FileResult, *,
               facts_only: bool = False) -> None:
-        """Write the entry atomically; a failure to write is silent (the run goes on)."""
-        inputs = [(str(p), _file_digest(p)) for p in sorted(result.inputs)]
-        bare = replace(result, path=None, inputs=set())  # restored on load: fewer objects to unpickle
+        """Write the entry atomically; a failure to write is silent (the run goes on). A
+        result that could not read its file (TL001 "cannot read") is never stored."""
+        secret = self.secret(settings)
+        if secret is None or result.unreadable:
+            return
+        inputs = [(str(p), digest) for p, digest in sorted(result.inputs.items())]
+        bare = replace(result, path=None, inputs={})  # restored on load
         try:
-            payload = pickle.dumps((key, facts_only, inputs, bare), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:  # a result that does not pickle is simply not cached
+            payload = signed.dumps((key, facts_only, inputs, bare), secret)
+        except Exception:  # a result that does not serialise is simply not cached
             return
         target = self._entry(path, settings)
         try:
@@ -258,11 +312,13 @@ class FileCache:
 
     def load_imports(self, settings: Settings) -> dict[str, tuple[tuple[int, ...], list[str]]]:
         """The stored import scans of a project's files: {path: (stat key, imports)}, or {}
-        (absent, unreadable, from another tlint)."""
+        (absent, unreadable, unsigned, from another tlint)."""
+        secret = self.secret(settings)
+        if secret is None:
+            return {}
         try:
-            with open(cache_dir_for(settings) / _IMPORTS, "rb") as stream:
-                fingerprint, table = pickle.load(stream)
-            if fingerprint == code_fingerprint() and isinstance(table, dict):
+            fingerprint, table = signed.read(cache_dir_for(settings) / _IMPORTS, secret)
+            if fingerprint == code_fingerprint() and type(table) is dict:
                 return table
         except Exception:  # absent, truncated, corrupt: scan afresh
             pass
@@ -270,9 +326,12 @@ class FileCache:
 
     def store_imports(self, settings: Settings, table: dict[str, tuple[tuple[int, ...], list[str]]]) -> None:
         """Write the import scans atomically; silent on failure, like `store`."""
+        secret = self.secret(settings)
+        if secret is None:
+            return
         folder = cache_dir_for(settings)
         try:
-            payload = pickle.dumps((code_fingerprint(), table), protocol=pickle.HIGHEST_PROTOCOL)
+            payload = signed.dumps((code_fingerprint(), table), secret)
             self._prepare(folder)
             write_bytes_atomic(folder / _IMPORTS, payload)
         except Exception:

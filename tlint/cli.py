@@ -269,6 +269,8 @@ def _check(args: argparse.Namespace) -> int:
             result = linter.run(paths, stdin=stdin)
     except ConfigError as exc:
         return _error(str(exc))
+    for notice in linter.notices:
+        sys.stderr.write(f"tlint: note: {notice}\n")
     if linter.profile is not None:
         _print_profile(linter, len(result.files), time.perf_counter() - started)
     return _report_result(args, result, stdin, time.perf_counter() - started, linter.jobs)
@@ -316,8 +318,8 @@ def _first_cache_dir(linter, paths):
     from tlint.cache import cache_dir_for
 
     first = Path(paths[0]) if paths else Path(".")
-    folder = first if first.is_dir() else first.parent
-    settings = linter.settings_for(folder.resolve())
+    folder = (first if first.is_dir() else first.parent).resolve()
+    settings = linter.settings_for(folder, linter.named_roots(list(paths)).get(first, folder))
     return settings, cache_dir_for(settings)
 
 
@@ -457,16 +459,18 @@ def _clean(args: argparse.Namespace) -> int:
     """Remove the cache folder of each named path's project, and every tlint cache folder
     found below the paths (only folders tlint created: they carry its `.gitignore`)."""
     from tlint.cache import CACHE_DIR_NAME, cache_dir_for, remove_cache_dir
-    from tlint.config import DEFAULT_EXCLUDE, ConfigError, ConfigResolver
+    from tlint.config import DEFAULT_EXCLUDE, ConfigError, ConfigResolver, named_roots
 
     candidates: list[Path] = []
     try:
         resolver = ConfigResolver(forced=args.config)
-        for path in args.paths or [Path(".")]:
+        paths = args.paths or [Path(".")]
+        roots, _ = named_roots(paths)
+        for path in paths:
             if not path.exists():
                 raise UsageError(f"{path}: no such file or folder")
             folder = path if path.is_dir() else path.parent
-            candidates.append(cache_dir_for(resolver.for_folder(folder, folder)))
+            candidates.append(cache_dir_for(resolver.for_folder(folder, roots.get(path, folder))))
             for current, dirnames, _ in os.walk(folder):
                 if CACHE_DIR_NAME in dirnames:
                     candidates.append(Path(current) / CACHE_DIR_NAME)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -407,7 +408,7 @@ class ConfigResolver:
     """Finds (and caches) the Settings for each folder; `--config` forces one file."""
 
     def __init__(self, forced: Path | None = None, fallback_root: Path | None = None) -> None:
-        self._cache: dict[Path, Settings] = {}
+        self._cache: dict[tuple[Path, Path | None], Settings] = {}
         self._by_config: dict[Path, Settings] = {}
         self.fallback_root = (fallback_root or Path.cwd()).resolve()
         self.forced = None
@@ -420,12 +421,14 @@ class ConfigResolver:
             self.forced = load_settings(forced, self.fallback_root)
 
     def for_folder(self, folder: Path, cli_root: Path | None = None) -> Settings:
-        """Settings for files in `folder`; `cli_root` is the folder named on the command
-        line, the project root when there is neither a config nor a git root."""
+        """Settings for files in `folder`; `cli_root` is the root the run gives the paths
+        it was named with (`named_roots`), the project root when there is neither a config
+        nor a git root."""
         folder = folder.resolve()
         if self.forced is not None:
             return self.forced
-        cached = self._cache.get(folder)
+        memo_key = (folder, cli_root)
+        cached = self._cache.get(memo_key)
         if cached is not None:
             return cached
         config, git_root = find_config(folder)
@@ -441,7 +444,7 @@ class ConfigResolver:
             if settings is None:
                 settings = default_settings(root)
                 self._by_config[root] = settings
-        self._cache[folder] = settings
+        self._cache[memo_key] = settings
         return settings
 
     def all_settings(self) -> list[Settings]:
@@ -449,3 +452,49 @@ class ConfigResolver:
         if self.forced is not None:
             seen.append(self.forced)
         return seen
+
+
+def _too_wide(folder: Path) -> bool:
+    """A folder that is never one project: the file system's root, a folder right below
+    it (`/tmp`, `/home`, `/work`), the home folder or one above it."""
+    if len(folder.parts) <= 2:
+        return True
+    try:
+        home = Path.home().resolve()
+    except (OSError, RuntimeError, KeyError):
+        return False
+    return home == folder or folder in home.parents
+
+
+def named_roots(paths: list[Path]) -> tuple[dict[Path, Path], list[str]]:
+    """The root each named path gets when nothing else decides its project, and notices.
+
+    A path inside a project (a tlint config or a git root above it) is decided by that.
+    The others, named together, are one project rooted at their common folder, so that
+    the root, the settings, the cache folder and the findings of a file do not depend on
+    the order of the paths (`tlint check a.py pkg/b.py` and `tlint check pkg/b.py a.py`
+    are the same run). When that common folder is too wide to be a project (`_too_wide`),
+    each path is its own root instead (a path inside another named folder takes that
+    folder), with a notice. {path as given: root}; a path that does not exist is absent.
+    """
+    folders: dict[Path, Path] = {}
+    for given in paths:
+        try:
+            if not given.exists():
+                continue
+            folder = (given if given.is_dir() else given.parent).resolve()
+        except (OSError, RuntimeError):
+            continue
+        config, git_root = find_config(folder)
+        if config is None and git_root is None:
+            folders[given] = folder
+    if not folders:
+        return {}, []
+    common = Path(os.path.commonpath([os.fspath(f) for f in folders.values()]))
+    if not _too_wide(common):
+        return {given: common for given in folders}, []
+    distinct = sorted(set(folders.values()))
+    own = {f: next(o for o in distinct if o == f or o in f.parents) for f in distinct}
+    notice = (f"the named paths share no project folder below {common}: each is linted as its own project "
+              "(a tlint.toml or pyproject.toml in a common folder makes them one)")
+    return {given: own[folder] for given, folder in folders.items()}, ([notice] if len(distinct) > 1 else [])

@@ -127,23 +127,26 @@ class GitIgnore:
         return result
 
 
-def discover(paths: list[Path], settings_for) -> tuple[list[tuple[Path, Path]], list[str]]:
+def discover(paths: list[Path], settings_for,
+             roots: dict[Path, Path] | None = None) -> tuple[list[tuple[Path, Path]], list[str]]:
     """[(file, cli_root)] to lint, sorted and de-duplicated, plus messages for paths that
     do not exist or folders that cannot be read. `settings_for(folder, cli_root)` gives the
-    Settings for a folder. A `.py` symlink that leads nowhere (broken, or a loop) is kept, so
+    Settings for a folder; `roots` the root of each named path that no project marker
+    decides (`config.named_roots`; else the path's own folder). A `.py` symlink that leads nowhere (broken, or a loop) is kept, so
     that the engine reports it as unreadable instead of skipping it silently."""
     gitignore = GitIgnore()
     found: dict[Path, Path] = {}
     missing: list[str] = []
     for given in paths:
         if given.is_file() or (given.suffix in (".py", ".pyi") and given.is_symlink()):
-            found.setdefault(given.resolve() if given.exists() else given.absolute(), given.parent)
+            found.setdefault(given.resolve() if given.exists() else given.absolute(),
+                             (roots or {}).get(given, given.parent))
             seen_file(given.resolve() if given.exists() else given.absolute())
             continue
         if not given.is_dir():
             missing.append(f"{given}: no such file or folder")
             continue
-        cli_root = given
+        cli_root = (roots or {}).get(given, given)
 
         def unreadable(error: OSError) -> None:
             missing.append(f"{error.filename}: cannot read folder ({error.strerror or error})")

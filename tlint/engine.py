@@ -22,7 +22,7 @@ from typing import Any
 import libcst as cst
 
 from tlint.cache import FileCache, cache_disabled_by_env, recording_inputs
-from tlint.config import ConfigResolver, Settings
+from tlint.config import ConfigResolver, Settings, named_roots
 from tlint.diagnostics import Diagnostic, Edit, Fix, Position, Range
 from tlint.discovery import GitIgnore, _excluded, discover
 from tlint.encoding import decode_source  # noqa: F401 - re-exported
@@ -30,8 +30,9 @@ from tlint.cst import clear_caches
 from tlint.fixes import FileLines, PendingFix, anchors, resolve_fix
 from tlint.memo import seen_file, seen_folder
 from tlint.positions import node_ranges
-from tlint.project import ImportGraph, scan_imports
+from tlint.project import ImportGraph, package_bases, scan_imports
 from tlint.rules import ENGINE_CODES, lookup
+from tlint.results import Fact, FileResult, PendingDiagnostic, RunResult  # noqa: F401 - re-exported
 from tlint.rules.base import ProjectCondition, RelatedFacts, Report, Rule
 from tlint.source import FileIndex
 from tlint.suppressions import Suppression, apply_suppressions, parse_suppressions
@@ -48,40 +49,9 @@ MAX_FILE_BYTES = 5 * 2**20
 # (measured with LibCST 1.9: 4,000 chained subscripts crash it, 3,000 do not; 8,000
 # additions or attribute accesses crash it, 4,000 do not).
 _MAX_LIBCST_DEPTH = 3000
-
-
-@dataclass
-class Fact:
-    """A small, serialisable statement about a file, for cross-file rules. `range` is
-    only computed for kinds listed in `tlint.views.facts.POSITIONED` (the ones a
-    cross-file rule reports at); positions cost a code-generation pass."""
-
-    kind: str
-    range: Range | None
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class PendingDiagnostic:
-    diagnostic: Diagnostic
-    when: ProjectCondition
-
-
-@dataclass
-class FileResult:
-    path: Path
-    display: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    pending: list[PendingDiagnostic] = field(default_factory=list)
-    facts: list[Fact] = field(default_factory=list)
-    suppressions: list[Suppression] = field(default_factory=list)
-    parse_error: bool = False
-    prefiltered: bool = False  # not parsed by LibCST: no rule or extractor needed it
-    # Other files the analysis read (DeepSpeed JSON configs): the cache checks them too.
-    inputs: set[Path] = field(default_factory=set)
-
-    def fact_kinds(self) -> set[str]:
-        return {fact.kind for fact in self.facts}
+# A file's import scan is cached only when it was last written longer ago than this
+# (tlint/cache.py: "racy" files).
+_IMPORT_SETTLE_NS = 2_000_000_000
 
 
 class ViewError(Exception):
@@ -337,7 +307,9 @@ def parse_source(text: str, display: str, *, syntax_only: bool = False,
         return _parse_error(display, f"cannot parse: {type(exc).__name__}: {exc}")
 
 
-def read_text(path: Path, display: str) -> str | Diagnostic:
+def read_source(path: Path, display: str) -> bytes | Diagnostic:
+    """A source file's bytes (one read: the cache key and the analysis use the same
+    bytes), or TL001 when it cannot be read or is too large."""
     try:
         if path.is_symlink() and not path.exists():
             return _parse_error(display, "cannot read file: broken symbolic link "
@@ -347,6 +319,11 @@ def read_text(path: Path, display: str) -> str | Diagnostic:
         return _parse_error(display, f"cannot read file: {exc.strerror or exc}")
     if len(data) > MAX_FILE_BYTES:
         return _too_large(display, len(data))
+    return data
+
+
+def decode_data(data: bytes, display: str) -> str | Diagnostic:
+    """The text of a source file's bytes, decoded as Python does (BOM, PEP 263), or TL001."""
     try:
         return decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
@@ -357,6 +334,11 @@ def read_text(path: Path, display: str) -> str | Diagnostic:
             return _parse_error(display, f"cannot decode file as {exc.encoding}: {exc.reason} "
                                 f"(byte 0x{data[exc.start]:02x})", line, column)
         return _parse_error(display, f"cannot decode file: {exc}")
+
+
+def read_text(path: Path, display: str) -> str | Diagnostic:
+    data = read_source(path, display)
+    return data if isinstance(data, Diagnostic) else decode_data(data, display)
 
 
 # --- the pre-filter ---------------------------------------------------------------------
@@ -448,12 +430,14 @@ def _internal_error(what: Rule | str, display: str, exc: BaseException, conseque
 
 
 def analyse_file(path: Path, display: str, settings: Settings, *, text: str | None = None,
-                 facts_only: bool = False) -> FileResult:
+                 data: bytes | Diagnostic | None = None, facts_only: bool = False) -> FileResult:
     """Parse one file once, run the enabled rules over its views, extract its facts.
-    Never raises: what fails inside tlint becomes a TL003 finding for the file."""
+    `text` replaces the file's contents; `data` is what `read_source` already read of it
+    (else it is read here). Never raises: what fails inside tlint becomes a TL003 finding
+    for the file."""
     with recording_inputs() as inputs:
         try:
-            result = _analyse_file(path, display, settings, text, facts_only)
+            result = _analyse_file(path, display, settings, text, data, facts_only)
         except Exception as exc:
             result = FileResult(path, display)
             result.diagnostics.append(_internal_error("tlint", display, exc, " (the file was not checked)"))
@@ -464,10 +448,16 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
 
 
 def _analyse_file(path: Path, display: str, settings: Settings, text: str | None,
-                  facts_only: bool) -> FileResult:
+                  data: bytes | Diagnostic | None, facts_only: bool) -> FileResult:
     result = FileResult(path, display)
     if text is None:
-        loaded = read_text(path, display)
+        if data is None:
+            data = read_source(path, display)
+        if isinstance(data, Diagnostic):
+            result.diagnostics.append(data)
+            result.parse_error = result.unreadable = True
+            return result
+        loaded = decode_data(data, display)
         if isinstance(loaded, Diagnostic):
             result.diagnostics.append(loaded)
             result.parse_error = True
@@ -560,50 +550,36 @@ def analyse_cached(cache: FileCache | None, path: Path, display: str, settings: 
                    facts_only: bool = False) -> FileResult:
     """`analyse_file` of a file on disk through the cache (when there is one): the stored
     result if the file, its settings and tlint are unchanged, else a fresh one, stored.
-    For the project phase's unnamed files (`facts_only`): a full entry answers too."""
-    if cache is None:
-        return analyse_file(path, display, settings, facts_only=facts_only)
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return analyse_file(path, display, settings, facts_only=facts_only)
+    The key and the analysis come from one read of the file. For the project phase's
+    unnamed files (`facts_only`): a full entry answers too."""
+    data = read_source(path, display)
+    if cache is None or isinstance(data, Diagnostic):
+        return analyse_file(path, display, settings, data=data, facts_only=facts_only)
     key = cache.key(path, display, settings, data)
     result = cache.load(path, key, settings, facts_only=facts_only)
     if result is None:
-        result = analyse_file(path, display, settings, facts_only=facts_only)
+        result = analyse_file(path, display, settings, data=data, facts_only=facts_only)
         cache.store(path, key, settings, result, facts_only=facts_only)
     return result
 
 
 def _analyse_task(task):
-    path, display, settings, text = task
-    return analyse_file(path, display, settings, text=text)
+    """A task: (path, display, settings, source); `source` is the text that replaces the
+    file (str), the bytes already read of it, a TL001 of that read, or None."""
+    path, display, settings, source = task
+    if type(source) is str:
+        return analyse_file(path, display, settings, text=source)
+    return analyse_file(path, display, settings, data=source)
 
 
 # --- the run ----------------------------------------------------------------------------
 
 
-@dataclass
-class RunResult:
-    diagnostics: list[Diagnostic]
-    files: list[str]
-    parse_errors: int = 0
-    errors: list[str] = field(default_factory=list)  # usage problems (missing paths)
-    paths: dict[str, Path] = field(default_factory=dict)  # display path -> the file's path
-
-    def path_of(self, display: str) -> Path | None:
-        return self.paths.get(display)
-
-    @property
-    def internal_errors(self) -> int:
-        return sum(1 for d in self.diagnostics if d.code == "TL003")
-
-
 def _total_size(tasks) -> int:
     total = 0
-    for path, _, _, text in tasks:
-        if text is not None:
-            total += len(text)
+    for path, _, _, source in tasks:
+        if type(source) in (str, bytes):
+            total += len(source)
             continue
         try:
             total += path.stat().st_size
@@ -636,10 +612,12 @@ class Linter:
         self.prefiltered = 0  # files of the last run(s) LibCST did not parse
         self._in_mode = False
         # The per-file result cache (`tlint check` turns it on unless --no-cache).
-        self.cache = FileCache() if cache and not cache_disabled_by_env() else None
+        self.cache = FileCache(prefilter and prefilter_enabled()) if cache and not cache_disabled_by_env() else None
         self.jobs = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
         self.cli_select, self.cli_extend, self.cli_ignore = select, extend_select or [], ignore or []
         self._overridden: dict[int, Settings] = {}
+        self._roots: tuple[tuple[Path, ...], dict[Path, Path]] | None = None
+        self.notices: list[str] = []
 
     def settings_for(self, folder: Path, cli_root: Path | None = None) -> Settings:
         base = self.resolver.for_folder(folder, cli_root)
@@ -663,6 +641,16 @@ class Linter:
             self._overridden[key] = settings
         return settings
 
+    def named_roots(self, paths: list[Path]) -> dict[Path, Path]:
+        """`config.named_roots` of these paths, once per run (its notices are kept in
+        `self.notices` for the CLI to print)."""
+        key = tuple(paths)
+        if self._roots is None or self._roots[0] != key:
+            roots, notices = named_roots(paths)
+            self._roots = (key, roots)
+            self.notices = notices
+        return self._roots[1]
+
     def run(self, paths: list[Path], *, stdin: tuple[Path, str] | None = None,
             overrides: dict[Path, str] | None = None) -> RunResult:
         """Lint `paths` (or the one `stdin` text). `overrides` maps absolute paths of files
@@ -678,7 +666,7 @@ class Linter:
             files = [(stdin_path, stdin_path.parent)]
             overrides = {stdin_path: stdin[1]}
         else:
-            files, errors = discover(paths, self.settings_for)
+            files, errors = discover(paths, self.settings_for, self.named_roots(paths))
         tasks = []
         for file, cli_root in files:
             settings = self.settings_for(file.parent, cli_root)
@@ -699,19 +687,21 @@ class Linter:
 
     def _analyse_cached(self, tasks) -> list[FileResult]:
         """Phase 1 through the cache: stored results for unchanged files, a fresh analysis
-        (then stored) for the others. Stored before phase 2, which changes the results."""
+        (then stored) for the others. Each file is read once: its key and its analysis
+        come from the same bytes. Stored before phase 2, which changes the results."""
         cache = self.cache
         results: list[FileResult | None] = [None] * len(tasks)
         keys: list[str | None] = [None] * len(tasks)
+        read = list(tasks)
         for i, (path, display, settings, _) in enumerate(tasks):
-            try:
-                data = path.read_bytes()
-            except OSError:
+            data = read_source(path, display)
+            read[i] = (path, display, settings, data)
+            if isinstance(data, Diagnostic):
                 continue  # analysed (and reported) afresh, never cached
             keys[i] = cache.key(path, display, settings, data)
             results[i] = cache.load(path, keys[i], settings)
         missing = [i for i, result in enumerate(results) if result is None]
-        for i, result in zip(missing, self._analyse_all([tasks[i] for i in missing])):
+        for i, result in zip(missing, self._analyse_all([read[i] for i in missing])):
             results[i] = result
             if keys[i] is not None:
                 cache.store(tasks[i][0], keys[i], tasks[i][2], result)
@@ -915,7 +905,10 @@ class _Project:
         for path in named:
             if path not in files and path not in overrides:
                 self._add(files, path)
-        self.graph = ImportGraph(root, imports=self._scan_imports(files))
+        extra = package_bases(root)
+        for base in extra:  # what decides them, for the run memo
+            seen_folder(base)
+        self.graph = ImportGraph(root, imports=self._scan_imports(files), extra_bases=extra)
         self._facts: dict[Path, list[Fact]] = {}
         # Bit sets over `self.graph.order`: the files whose facts are read, and per fact
         # kind the files that have one, so a related set's kinds are a few integer ANDs.
@@ -941,7 +934,7 @@ class _Project:
         settings = self.settings_for(self.root, self.root) if cache is not None else None
         stored = cache.load_imports(settings) if cache is not None else {}
         table: dict[str, tuple[tuple[int, ...], list[str]]] = {}
-        settled = time.time_ns() - 2_000_000_000  # older than this: not "racy"
+        settled = time.time_ns() - _IMPORT_SETTLE_NS  # older than this: not "racy"
         for file, stat in files.items():
             if file in self.overrides:
                 continue

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from tlint import signed
 
 _RUNS = "runs"
 _KEEP = 16  # memos kept per cache folder (one per distinct invocation)
@@ -123,6 +124,12 @@ def invocation_key(paths: list[str], options: dict) -> str:
     return hashlib.blake2b("\0".join(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+def _resolved(paths: list[str]) -> dict[str, str]:
+    """What each named path resolves to: a link on the way (the file itself, or a folder
+    above it) that is pointed elsewhere changes this, not the stat of what it led to."""
+    return {p: os.path.realpath(p) for p in (paths or ["."])}
+
+
 def _candidates(paths: list[str]) -> Iterator[Path]:
     """Cache folders that may hold this invocation's memo: `.tlint_cache/` in the first
     path's folder and its ancestors (the project root is one of them)."""
@@ -144,13 +151,14 @@ def load(paths: list[str], options: dict):
     try:
         key = invocation_key(paths, options)
         for folder in _candidates(paths):
-            entry = folder / f"{key}.pickle"
-            try:
-                with open(entry, "rb") as stream:
-                    stored_key, folders, files, markers, result = pickle.load(stream)
-            except FileNotFoundError:
+            entry = folder / f"{key}.json"
+            if not os.path.lexists(entry):
                 continue
-            if stored_key != key:
+            secret = signed.secret(folder.parent.parent)
+            if secret is None:
+                return None
+            stored_key, links, folders, files, markers, result = signed.read(entry, secret)
+            if stored_key != key or _resolved(paths) != links:
                 return None
             if any(_folder_key(path) != value for path, value in folders.items()):
                 return None
@@ -186,13 +194,16 @@ def store(paths: list[str], options: dict, recorder: Recorder, result, cache_dir
         for value in files.values():
             if value is not None and (value[1] >= settled or value[2] >= settled):
                 return False
+        secret = signed.secret(cache_dir.parent)
+        if secret is None:
+            return False
         key = invocation_key(paths, options)
         target = cache_dir / _RUNS
         target.mkdir(parents=True, exist_ok=True)
         fields = (result.diagnostics, result.files, result.parse_errors, list(result.errors), dict(result.paths))
         markers = {p: os.path.lexists(p) for p in sorted(recorder.markers)}
-        payload = pickle.dumps((key, folders, files, markers, fields), protocol=pickle.HIGHEST_PROTOCOL)
-        write_bytes_atomic(target / f"{key}.pickle", payload)
+        payload = signed.dumps((key, _resolved(paths), folders, files, markers, fields), secret)
+        write_bytes_atomic(target / f"{key}.json", payload)
         _prune(target)
         return True
     except Exception:
@@ -200,7 +211,7 @@ def store(paths: list[str], options: dict, recorder: Recorder, result, cache_dir
 
 
 def _prune(folder: Path) -> None:
-    entries = sorted(folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
     for old in entries[_KEEP:]:
         try:
             old.unlink()

@@ -41,8 +41,24 @@ def scan_imports(text: str) -> list[str]:
     return out
 
 
+def package_bases(root: Path) -> list[str]:
+    """Where absolute imports also start when the project root is itself inside a package
+    (a root with an `__init__.py`, as when a package's files are named on the command
+    line): the folder above the outermost package, so `pkg.model` resolves from `pkg/`."""
+    out: list[str] = []
+    current = os.fspath(root)
+    while os.path.isfile(os.path.join(current, "__init__.py")):
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    if current != os.fspath(root):
+        out.append(current)
+    return out
+
+
 def _resolve(module: str, folder: str, root: str, files: dict[str, Path],
-             bases_of: dict[str, list[str]]) -> Path | None:
+             bases_of: dict[str, list[str]], extra: list[str] = []) -> Path | None:
     """The project file `module`, imported from a file in `folder`, names (paths as
     strings: this runs for every import of every project file). `files` maps the path
     strings of the project's files to their paths; `bases_of` memoises the search folders
@@ -67,6 +83,7 @@ def _resolve(module: str, folder: str, root: str, files: dict[str, Path],
                     break
                 bases.append(parent)
                 current = parent
+            bases.extend(extra)
             bases_of[folder] = bases
     if not rest:
         return None
@@ -89,8 +106,9 @@ class ImportGraph:
     """
 
     def __init__(self, root: Path, texts: dict[Path, str] | None = None, *,
-                 imports: dict[Path, list[str]] | None = None) -> None:
-        """From the files' texts, or from their already scanned `imports` (`scan_imports`)."""
+                 imports: dict[Path, list[str]] | None = None, extra_bases: list[str] | None = None) -> None:
+        """From the files' texts, or from their already scanned `imports` (`scan_imports`);
+        `extra_bases`: folders absolute imports also start from (`package_bases`)."""
         if imports is None:
             imports = {file: scan_imports(text) for file, text in (texts or {}).items()}
         files = set(imports)
@@ -107,7 +125,8 @@ class ImportGraph:
                 if memo in resolved:
                     target = resolved[memo]
                 else:
-                    target = resolved[memo] = _resolve(module, folder, root_string, by_string, bases)
+                    target = resolved[memo] = _resolve(module, folder, root_string, by_string, bases,
+                                                       extra_bases or [])
                 if target is not None and target != file:
                     self.edges[file].add(target)
                     self.reverse[target].add(file)

@@ -8,22 +8,7 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from tlint.diagnostics import Fix
-
-
-@dataclass(frozen=True)
-class ProjectCondition:
-    """Keep a finding only if the project facts of related files say so.
-
-    `any_of`: at least one related file (the file itself included) has a fact of one of
-    these kinds. `none_of`: no related file has a fact of these kinds. `scope` is
-    "related" (same folder or import-connected, as rules.md defines) or "imports"
-    (import-connected only, the file itself included) or "program" (the files some entry
-    point loads together with this one: its importers, transitively, and all they import).
-    """
-
-    any_of: tuple[str, ...] = ()
-    none_of: tuple[str, ...] = ()
-    scope: str = "related"
+from tlint.results import ProjectCondition  # noqa: F401 - rules import it from here
 
 
 @dataclass

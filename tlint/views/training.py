@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 import libcst as cst
 
-from tlint.cache import note_input
+from tlint.cache import digest_bytes, note_input, read_input
 from tlint.cst import children, dotted_name, get_arg, has_star_kwargs, last_name, literal_value, snake_parts
 from tlint.source import FileIndex
 
@@ -1610,32 +1610,32 @@ def _is_lr_subscript(target: cst.BaseExpression) -> bool:
     return type(index) is cst.Index and literal_value(index.value, UNKNOWN) == "lr"
 
 
-# Read once per version of the file: keyed by its size and modification time, so a
-# long-lived process (a language server, the tests) sees an edited config.
-_JSON_CACHE: dict[tuple, dict | None] = {}
+# Parsed once per content: keyed by the bytes' digest, so a long-lived process (a language
+# server, the tests) sees an edited config, and the cache records what was used.
+_JSON_CACHE: dict[str, dict | None] = {}
 
 
 def _read_json(folder: Path, name: str) -> dict | None:
-    """A JSON config named by a literal path, relative to the script's folder."""
+    """A JSON config named by a literal path, relative to the script's folder (a regular
+    file under 2 MB; anything else is no config)."""
     path = Path(name)
     if not path.is_absolute():
         path = folder / path
-    note_input(path)  # a cached result of this file holds only while the JSON is unchanged
-    try:
-        stat = path.stat()
-        key = (path, stat.st_size, stat.st_mtime_ns)
-    except OSError:
+    data = read_input(path)
+    note_input(path, data)  # a cached result of this file holds only while the JSON is unchanged
+    if data is None:
         return None
-    if key in _JSON_CACHE:
-        return _JSON_CACHE[key]
-    loaded = None
+    digest = digest_bytes(data)
+    if digest in _JSON_CACHE:
+        return _JSON_CACHE[digest]
     try:
-        if path.is_file() and stat.st_size < 2_000_000:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            loaded = data if isinstance(data, dict) else None
-    except (OSError, ValueError):
+        parsed = json.loads(data.decode("utf-8"))
+        loaded = parsed if isinstance(parsed, dict) else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
         loaded = None
-    _JSON_CACHE[key] = loaded
+    if len(_JSON_CACHE) > 256:
+        _JSON_CACHE.clear()
+    _JSON_CACHE[digest] = loaded
     return loaded
 
 

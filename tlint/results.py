@@ -1,0 +1,79 @@
+"""The values one file's analysis and one run produce: what the cache stores, the
+cross-file phase reads and the reporters print. Plain data (see `tlint/signed.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tlint.diagnostics import Diagnostic, Range
+from tlint.suppressions import Suppression
+
+
+@dataclass(frozen=True)
+class ProjectCondition:
+    """Keep a finding only if the project facts of related files say so.
+
+    `any_of`: at least one related file (the file itself included) has a fact of one of
+    these kinds. `none_of`: no related file has a fact of these kinds. `scope` is
+    "related" (same folder or import-connected, as rules.md defines) or "imports"
+    (import-connected only, the file itself included) or "program" (the files some entry
+    point loads together with this one: its importers, transitively, and all they import).
+    """
+
+    any_of: tuple[str, ...] = ()
+    none_of: tuple[str, ...] = ()
+    scope: str = "related"
+
+
+@dataclass
+class Fact:
+    """A small, serialisable statement about a file, for cross-file rules. `range` is
+    only computed for kinds listed in `tlint.views.facts.POSITIONED` (the ones a
+    cross-file rule reports at); positions cost a code-generation pass."""
+
+    kind: str
+    range: Range | None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PendingDiagnostic:
+    diagnostic: Diagnostic
+    when: ProjectCondition
+
+
+@dataclass
+class FileResult:
+    path: Path
+    display: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    pending: list[PendingDiagnostic] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+    suppressions: list[Suppression] = field(default_factory=list)
+    parse_error: bool = False
+    prefiltered: bool = False  # not parsed by LibCST: no rule or extractor needed it
+    # Other files the analysis read (DeepSpeed JSON configs), with the digest of the bytes
+    # it used (None: absent): the cache checks them too.
+    inputs: dict[Path, str | None] = field(default_factory=dict)
+    unreadable: bool = False  # the file itself could not be read (TL001): never cached
+
+    def fact_kinds(self) -> set[str]:
+        return {fact.kind for fact in self.facts}
+
+
+@dataclass
+class RunResult:
+    diagnostics: list[Diagnostic]
+    files: list[str]
+    parse_errors: int = 0
+    errors: list[str] = field(default_factory=list)  # usage problems (missing paths)
+    paths: dict[str, Path] = field(default_factory=dict)  # display path -> the file's path
+
+    def path_of(self, display: str) -> Path | None:
+        return self.paths.get(display)
+
+    @property
+    def internal_errors(self) -> int:
+        return sum(1 for d in self.diagnostics if d.code == "TL003")
