@@ -7,17 +7,21 @@ finding go away with the authors' own fix?
 
 The manifest is `bench/realbugs/cases/<family>.toml` (format: bench/realbugs/README.md) and
 the judgements `bench/realbugs/judgements/<family>.toml`. Only coordinates are committed;
-each case's trees are materialised from a local mirror with `git archive <sha> -- <take>`
-into a temporary folder (the mirror is never checked out or written). A mirror of
+each case's trees are materialised from a local mirror with `git archive <sha> -- <the .py
+and .gitignore files under take> | tar -x` into a temporary folder (the mirror is never
+checked out or written; naming files keeps a blob that a fetched snapshot lacks, files of
+4 MiB and more, from failing the whole archive: such files are listed as absent). A mirror of
 `owner/name` is `MIRRORS/owner+name/repo` (what the `fetch` tool makes) or
 `MIRRORS/owner+name` when that folder is itself the git directory.
 
-tlint runs as a subprocess with its DEFAULT rules (`check --format json --no-cache
---exit-zero --jobs 1`), from this checkout by default (`python -m tlint` with this
-checkout first on PYTHONPATH); `--tlint DIR` runs another checkout (e.g. a `git worktree`
-of an older commit) the same way, and `--tlint "CMD ..."` any command line that takes
-tlint's `check` arguments after it. The materialised tree gets an empty `.git` folder so
-that tlint's config search and project root stop there.
+tlint runs as a subprocess with its DEFAULT rules plus the case's own rule (`check --format
+json --no-cache --exit-zero --jobs 1 --extend-select <rule>`: a rule that is off by
+default, such as TL315, is measured too, and nothing else is added), from this checkout by
+default (`python -m tlint` with this checkout first on PYTHONPATH); `--tlint DIR` runs
+another checkout (e.g. a `git worktree` of an older commit) the same way, and `--tlint
+"CMD ..."` any command line that takes tlint's `check` arguments after it. The
+materialised tree gets an empty `.git` folder so that tlint's config search and project
+root stop there.
 
 Definitions (all lines are 1-based; a finding's line is the start line of its range):
 
@@ -799,7 +803,7 @@ def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: 
             trees[side] = (tree, [p for p in case.take if p not in missing and (tree / p).exists()])
         findings = {}
         for side, (tree, paths) in trees.items():
-            findings[side] = run_tlint(command, tree, paths) if paths else []
+            findings[side] = run_tlint(command, tree, paths, extra=["--extend-select", case.rule]) if paths else []
         diffs = diff_between(gitdir, case.buggy, case.fixed, case.take)
         outcome = evaluate(case, findings["buggy"], findings["fixed"], diffs, judgements,
                            tuple(trees["fixed"][1]))
