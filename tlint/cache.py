@@ -2,21 +2,24 @@
 
 One entry per linted file, named by a hash of the file's absolute path and overwritten
 when the file, its configuration or tlint changes, so the cache never holds more than one
-entry per file. An entry is the pickled `FileResult` of `analyse_file` (plain data: the
-diagnostics, the pending cross-file findings, the facts with their ranges, the
-suppression comments) under a key made of everything the analysis depends on:
+entry per file. An entry is the `FileResult` of `analyse_file` as signed JSON
+(`signed.py`: data only, and trusted only under this user's key): the diagnostics, the
+pending cross-file findings, the facts with their ranges, the suppression comments, under
+a key made of everything the analysis depends on:
 
-- the file's bytes (a content hash), its absolute path and its display path;
+- the file's bytes (a content hash of the one read the analysis used), its absolute path
+  and its display path;
 - tlint itself: its version, the size and modification time of every module of the
   package (so an edited rule invalidates during development), the Python and LibCST
   versions (they decide what parses);
 - the effective configuration of the file's project (every setting: selected rules,
   rule options, `causal-names`, ...) and the codes it enables;
 - the other files the analysis read (DeepSpeed JSON configs named by literal paths,
-  recorded through `note_input`), by content hash, absent ones included.
+  recorded through `note_input`), by the content hash of the bytes the analysis read,
+  absent ones included.
 
 The project phase's import scan (which files import which) is cached too, in one table
-per project (`imports.pickle`): each file's scanned module names under a key made of its
+per project (`imports.json`): each file's scanned module names under a key made of its
 `stat` (size, modification and change times in nanoseconds, inode), so a warm run does not
 even read the files whose key is unchanged. The key is the cheapest one that needs no
 read; it is safe because a scan is only stored for a file whose modification time is at
@@ -27,9 +30,10 @@ change time moves on every write, even when a tool restores the modification tim
 
 A warm run therefore parses nothing that did not change, and the cross-file phase runs
 from the cached facts as it does from fresh ones. Entries are written atomically (a
-temporary file, then `os.replace`); an entry that cannot be read, unpickled or does not
-match is a miss and is rebuilt. Nothing here ever fails a run: a cache that cannot be
-written is not written.
+temporary file, then `os.replace`); an entry that cannot be read, is not signed by this
+user's key or does not match is a miss and is rebuilt. A file that could not be read is
+never stored. Nothing here ever fails a run: a cache that cannot be written is not
+written.
 """
 
 from __future__ import annotations
