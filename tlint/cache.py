@@ -44,12 +44,11 @@ import os
 import shutil
 import sys
 import tempfile
-from contextlib import contextmanager
 from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
 from stat import S_ISREG
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from tlint import signed
 
@@ -97,33 +96,15 @@ def remove_cache_dir(folder: Path) -> bool:
 
 # --- files read during an analysis ------------------------------------------------------
 
-_recording: list[set[Path]] = []
-
-
 _INPUT_LIMIT = 2_000_000  # other files are read up to this size (DeepSpeed JSON configs)
 
 
-def note_input(path: Path, data: bytes | None = None) -> None:
-    """Record that the analysis in progress read (or looked for) `path`: a cached result
-    is only reused while that file is unchanged. `data`: the bytes the analysis used (the
-    entry records their digest, not that of a later read, which could see another
-    version); None when it read nothing (absent, not a regular file, too large). Views
-    that read files call this."""
-    if _recording:
-        _recording[-1][path] = digest_bytes(data) if data is not None else input_digest(path)
+def note_input(path: Path) -> None:
+    """Tell the run memo that the analysis read (or looked for) `path` (the cache entry
+    records the digest itself: `FileContext.read_input`)."""
     from tlint.memo import seen_file
 
     seen_file(path)
-
-
-@contextmanager
-def recording_inputs() -> Iterator[dict[Path, str | None]]:
-    found: dict[Path, str | None] = {}
-    _recording.append(found)
-    try:
-        yield found
-    finally:
-        _recording.pop()
 
 
 def digest_bytes(data: bytes) -> str:

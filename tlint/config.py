@@ -21,6 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from tlint.context import ViewOptions
 from tlint.diagnostics import SEVERITIES
 from tlint.memo import seen_file, seen_marker
 from tlint.rules import ALL_RULES, BY_CODE, lookup
@@ -66,6 +67,19 @@ class Settings:
     causal_names: tuple[str, ...] = DEFAULT_CAUSAL_NAMES
     cache_dir: str | None = None  # relative to root; None: `.tlint_cache`
     _ruleset: RuleSet | None = None
+    _view_options: ViewOptions | None = None
+
+    def view_options(self) -> ViewOptions:
+        """The settings that change shared analysis, as the views take them: `causal-names`,
+        and the rule options a rule declares as view options (`Rule.view_options`)."""
+        if self._view_options is None:
+            values: dict[str, Any] = {"causal_names": tuple(self.causal_names)}
+            for rule in ALL_RULES:
+                configured = self.rule_options.get(rule.name, {})
+                for option, field_name in rule.view_options.items():
+                    values[field_name] = tuple(configured.get(option, rule.options[option]))
+            self._view_options = ViewOptions(**values)
+        return self._view_options
 
     def ruleset(self) -> RuleSet:
         if self._ruleset is None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import libcst as cst
 
-from tlint.cache import FileCache, cache_disabled_by_env, recording_inputs
+from tlint.cache import FileCache, cache_disabled_by_env
 from tlint.config import ConfigResolver, Settings, named_roots
 from tlint.diagnostics import Diagnostic, Edit, Fix, Position, Range
 from tlint.discovery import GitIgnore, _excluded, discover
@@ -33,7 +33,8 @@ from tlint.positions import node_ranges
 from tlint.project import ImportGraph, package_bases, scan_imports
 from tlint.rules import ENGINE_CODES, lookup
 from tlint.results import Fact, FileResult, PendingDiagnostic, RunResult  # noqa: F401 - re-exported
-from tlint.rules.base import ProjectCondition, RelatedFacts, Report, Rule
+from tlint.context import FileContext, ViewError, view  # noqa: F401 - re-exported
+from tlint.rules.base import ProjectCondition, RelatedFacts, Rule
 from tlint.source import FileIndex
 from tlint.suppressions import Suppression, apply_suppressions, parse_suppressions
 
@@ -52,114 +53,6 @@ _MAX_LIBCST_DEPTH = 3000
 # A file's import scan is cached only when it was last written longer ago than this
 # (tlint/cache.py: "racy" files).
 _IMPORT_SETTLE_NS = 2_000_000_000
-
-
-class ViewError(Exception):
-    """A shared view (or another view it needs) raised while being built: the rules that
-    ask for it are skipped, and the failure is reported once per file as TL003."""
-
-    def __init__(self, view: str, error: BaseException) -> None:
-        super().__init__(f"view `{view}` failed: {type(error).__name__}: {error}")
-        self.view = view
-        self.error = error
-
-
-class view:
-    """Like `functools.cached_property`, for a FileContext view: built on first use, once
-    per file; when building raises, every later use raises `ViewError` without retrying."""
-
-    def __init__(self, build) -> None:
-        self.build = build
-        self.name = build.__name__
-        self.__doc__ = build.__doc__
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.name = name
-
-    def __get__(self, ctx, owner=None):
-        if ctx is None:
-            return self
-        failed = ctx.failed_views.get(self.name)
-        if failed is not None:
-            raise ViewError(self.name, failed)
-        try:
-            value = self.build(ctx)
-        except ViewError:
-            raise
-        except RecursionError:
-            raise
-        except Exception as exc:
-            ctx.failed_views[self.name] = exc
-            raise ViewError(self.name, exc) from exc
-        ctx.__dict__[self.name] = value  # later lookups find the instance attribute
-        return value
-
-
-class FileContext:
-    """What a rule sees of one file: its index, its views, its options, and `report`."""
-
-    def __init__(self, path: Path, text: str, index: FileIndex, settings: Settings) -> None:
-        self.path = path
-        self.text = text
-        self.index = index
-        self.module = index.module
-        self.settings = settings
-        self._rule: Rule | None = None
-        self.reports: list[tuple[Rule, Report]] = []
-        self.failed_views: dict[str, BaseException] = {}
-        self.failed_extractors: dict[str, BaseException] = {}
-
-    def report(self, node: cst.CSTNode, message: str, *, fix: Fix | None = None,
-               when: ProjectCondition | None = None) -> None:
-        """Report a finding at `node`. With `when`, it is kept only if the project facts
-        of related files satisfy the condition (decided after all files are read)."""
-        assert self._rule is not None, "report() called outside a rule's check()"
-        self.reports.append((self._rule, Report(node, message, fix, when)))
-
-    @cached_property
-    def is_test_file(self) -> bool:
-        """`test_*.py`, `*_test.py`, `conftest.py`, or a file under a `tests`/`test` folder:
-        code that exercises training code rather than training (rules may skip it)."""
-        name = self.path.name
-        parts = {p.lower() for p in self.path.parts[:-1]}
-        return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-                or bool(parts & {"tests", "test", "testing"}))
-
-    @view
-    def models(self):
-        from tlint.views.model import ModelView
-
-        return ModelView(self.index)
-
-    @view
-    def training(self):
-        from tlint.views.training import TrainingView
-
-        return TrainingView(self.index)
-
-    @view
-    def facts(self) -> list[tuple[str, cst.CSTNode, dict]]:
-        from tlint.views import facts as facts_view
-
-        try:
-            return facts_view.extract_facts(self)
-        except RecursionError:
-            raise
-        except Exception:  # find the extractor that failed; the others' facts stand
-            found = []
-            for kind, extractor in facts_view.EXTRACTORS:
-                try:
-                    items = list(extractor(self))
-                except RecursionError:
-                    raise
-                except Exception as exc:  # a failed view is reported as such
-                    if not isinstance(exc, ViewError):
-                        self.failed_extractors.setdefault(kind, exc)
-                    continue
-                for item in items:
-                    node, data = item if isinstance(item, tuple) else (item, {})
-                    found.append((kind, node, data))
-            return found
 
 
 # --- reading and parsing ----------------------------------------------------------------
@@ -435,15 +328,13 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
     `text` replaces the file's contents; `data` is what `read_source` already read of it
     (else it is read here). Never raises: what fails inside tlint becomes a TL003 finding
     for the file."""
-    with recording_inputs() as inputs:
-        try:
-            result = _analyse_file(path, display, settings, text, data, facts_only)
-        except Exception as exc:
-            result = FileResult(path, display)
-            result.diagnostics.append(_internal_error("tlint", display, exc, " (the file was not checked)"))
-        finally:
-            clear_caches()
-    result.inputs = inputs
+    try:
+        result = _analyse_file(path, display, settings, text, data, facts_only)
+    except Exception as exc:
+        result = FileResult(path, display)
+        result.diagnostics.append(_internal_error("tlint", display, exc, " (the file was not checked)"))
+    finally:
+        clear_caches()
     return result
 
 
@@ -488,6 +379,7 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
     try:
         index = FileIndex(module)
         ctx = FileContext(path, text, index, settings)
+        result.inputs = ctx.inputs  # filled as the views read other files
         facts = ctx.facts
     except RecursionError:
         result.diagnostics.append(_parse_error(display, "file too deeply nested to analyse (recursion limit)"))

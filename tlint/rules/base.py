@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
 
 from tlint.diagnostics import Fix
 from tlint.results import ProjectCondition  # noqa: F401 - rules import it from here
 
+if TYPE_CHECKING:
+    from tlint.context import FileContext
+
 
 @dataclass
-class Report:
+class Finding:
+    """What a rule reported through `ctx.report`: positioned and filtered by the engine."""
+
     node: cst.CSTNode
     message: str
     fix: Fix | None = None
@@ -33,6 +38,9 @@ class Rule:
     summary: ClassVar[str]
     default_enabled: ClassVar[bool] = True
     options: ClassVar[dict[str, Any]] = {}
+    # Options of this rule that change shared analysis (other rules and the project facts
+    # see them too): option name -> the `tlint.context.ViewOptions` field it sets.
+    view_options: ClassVar[dict[str, str]] = {}
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         merged = dict(type(self).options)
@@ -66,7 +74,7 @@ class Rule:
         """`tokens`; a rule whose options name more triggers adds them here."""
         return self.tokens
 
-    def check(self, ctx: "FileContext") -> None:  # noqa: F821 - see tlint.engine
+    def check(self, ctx: FileContext) -> None:
         """Per-file analysis; report through `ctx.report`."""
 
     def check_project(self, path, related):

@@ -27,6 +27,7 @@ class MissingWarmup(Rule):
         # Extra functions or classes (qualified names) that set up a warmup.
         "warmup-schedulers": [],
     }
+    view_options = {"warmup-schedulers": "warmup_schedulers"}  # the `warmup` fact sees them too
 
     def needed_tokens(self):
         names = {str(name).rsplit(".", 1)[-1] for name in self.options["optimizers"]}

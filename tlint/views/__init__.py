@@ -1,2 +1,8 @@
 """The three shared views every rule builds on: project facts (`facts`), model structure
-(`model`), and training steps (`training`). Each is computed lazily from the file index."""
+(`model`), and training steps (`training`). Each is computed lazily from the file index.
+
+Each registers itself as a `FileContext` view (`tlint.context.register_view`); importing
+this package registers them all.
+"""
+
+from tlint.views import facts, model, training  # noqa: F401 - registers the views

@@ -41,6 +41,8 @@ import math
 
 import libcst as cst
 
+from tlint.context import ViewError, register_view
+
 from tlint.cst import (
     dotted_name,
     get_arg,
@@ -1139,8 +1141,7 @@ def prefilter_tokens(settings) -> set[str] | None:
             return None
         tokens |= needed
     tokens |= {name.rsplit(".", 1)[-1] for name in TRAINING_ARGUMENTS}  # trl `SFTConfig(**kwargs)`
-    options = settings.rule_options.get("missing-warmup", {}) if getattr(settings, "rule_options", None) else {}
-    for name in options.get("warmup-schedulers", ()):  # `warmup_sites` matches these names too
+    for name in settings.view_options().warmup_schedulers:  # `warmup_sites` matches these names too
         last = str(name).rsplit(".", 1)[-1]
         if not last:
             return None
@@ -1224,3 +1225,40 @@ def extract_facts(ctx) -> list[tuple[str, cst.CSTNode, dict]]:
             node, data = item if isinstance(item, tuple) else (item, {})
             facts.append((kind, node, data))
     return facts
+
+
+@register_view("facts")
+def facts(ctx) -> list[tuple[str, cst.CSTNode, dict]]:
+    """(kind, node, data) of every fact of the file. When an extractor raises, the others'
+    facts stand: the failed one is recorded in `ctx.failed_extractors` (TL003)."""
+    timer = ctx.timer
+    try:
+        return extract_facts(ctx) if timer is None else _extract_timed(ctx, timer)
+    except RecursionError:
+        raise
+    except Exception:  # find the extractor that failed; the others' facts stand
+        found = []
+        for kind, extractor in EXTRACTORS:
+            try:
+                items = list(extractor(ctx))
+            except RecursionError:
+                raise
+            except Exception as exc:  # a failed view is reported as such
+                if not isinstance(exc, ViewError):
+                    ctx.failed_extractors.setdefault(kind, exc)
+                continue
+            for item in items:
+                node, data = item if isinstance(item, tuple) else (item, {})
+                found.append((kind, node, data))
+        return found
+
+
+def _extract_timed(ctx, timer) -> list[tuple[str, cst.CSTNode, dict]]:
+    """`extract_facts`, each extractor's time charged to `facts: <kind>` (`--profile`)."""
+    facts = []
+    for kind, extractor in EXTRACTORS:
+        for item in timer(f"facts: {kind}", lambda e=extractor: list(e(ctx))):
+            node, data = item if isinstance(item, tuple) else (item, {})
+            facts.append((kind, node, data))
+    return facts
+

@@ -25,6 +25,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from tlint.context import register_view
 from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
 
 NORM_CLASSES = frozenset(
@@ -716,7 +717,7 @@ def is_per_position_loss(input_expr) -> bool:
 def causal_evidence(ctx) -> dict[str, CausalEvidence]:
     """Module class name -> why its model (its composition group) is causal, honouring
     the shared `causal-names` option. Shared by TL207, TL109 and `tlint verify`."""
-    return ctx.models.causal_evidence(getattr(ctx.settings, "causal_names", ()), ctx.path.stem)
+    return ctx.models.causal_evidence(ctx.view_options.causal_names, ctx.path.stem)
 
 
 def _causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, CausalEvidence]:
@@ -755,4 +756,10 @@ def _causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, Ca
             for name in names:
                 out[name] = evidence
     return out
+
+
+@register_view("models")
+def models(ctx) -> ModelView:
+    """The file's model structure (`ctx.models`)."""
+    return ModelView(ctx.index)
 

@@ -25,11 +25,12 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import libcst as cst
 
-from tlint.cache import digest_bytes, note_input, read_input
+from tlint.cache import digest_bytes
+from tlint.context import register_view
 from tlint.cst import children, dotted_name, get_arg, has_star_kwargs, last_name, literal_value, snake_parts
 from tlint.source import FileIndex
 
@@ -504,8 +505,11 @@ class _Iteration:
 class TrainingView:
     """Training loops and training set-up of one file, computed lazily from its index."""
 
-    def __init__(self, index: FileIndex) -> None:
+    def __init__(self, index: FileIndex, read_input: Callable[[Path], bytes | None] | None = None) -> None:
+        """`read_input`: how the view reads a file it depends on (a DeepSpeed JSON config):
+        `FileContext.read_input`, which records it for the cache; None reads nothing."""
         self.index = index
+        self._read_input = read_input
         self._kinds: dict[cst.Call, str | None] = {}
         self._callees: dict[cst.Call, cst.FunctionDef | None] = {}
         # Calls classified as loss/forward only by their callee's name (`criterion(...)`).
@@ -855,8 +859,8 @@ class TrainingView:
             if len(assigned) == 1 and len(self._dict_assignments[last_name(expr)]) == 1:
                 return DeepSpeedConfig(assigned[0], self._dict_values(assigned[0]))
         path = self.literal(expr)
-        if isinstance(path, str) and path.endswith(".json") and folder is not None:
-            loaded = _read_json(folder, path)
+        if isinstance(path, str) and path.endswith(".json") and folder is not None and self._read_input is not None:
+            loaded = _read_json(folder, path, self._read_input)
             if loaded is not None:
                 return DeepSpeedConfig(expr, loaded)
         return None
@@ -1615,14 +1619,13 @@ def _is_lr_subscript(target: cst.BaseExpression) -> bool:
 _JSON_CACHE: dict[str, dict | None] = {}
 
 
-def _read_json(folder: Path, name: str) -> dict | None:
+def _read_json(folder: Path, name: str, read_input: Callable[[Path], bytes | None]) -> dict | None:
     """A JSON config named by a literal path, relative to the script's folder (a regular
-    file under 2 MB; anything else is no config)."""
+    file under 2 MB; anything else is no config), read through the context."""
     path = Path(name)
     if not path.is_absolute():
         path = folder / path
     data = read_input(path)
-    note_input(path, data)  # a cached result of this file holds only while the JSON is unchanged
     if data is None:
         return None
     digest = digest_bytes(data)
@@ -1667,9 +1670,15 @@ def warmup_sites(ctx) -> Iterator[cst.CSTNode]:
         if config.warms_up():
             yield config.node
     yield from view.manual_warmups
-    options = ctx.settings.rule_options.get("missing-warmup", {}) if getattr(ctx, "settings", None) else {}
-    extra = options.get("warmup-schedulers", ())
+    extra = ctx.view_options.warmup_schedulers
     if extra:
         for call in ctx.index.calls:
             if name_matches(ctx.index.call_name(call), extra):
                 yield call
+
+
+@register_view("training")
+def training(ctx) -> TrainingView:
+    """The file's training loops and set-up (`ctx.training`)."""
+    return TrainingView(ctx.index, ctx.read_input)
+
