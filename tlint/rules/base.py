@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from tlint.context import FileContext
 
 
+# The values of `Rule.verify_site` (see there).
+VERIFY_SITES = ("model", "call-site", "training", "data")
+
+
 @dataclass
 class Finding:
     """What a rule reported through `ctx.report`: positioned and filtered by the engine."""
@@ -30,6 +34,12 @@ class Rule:
     Subclasses set the class attributes and implement `check(ctx)`, calling
     `ctx.report(node, message)` for each finding. Options declared in `options` (with
     their defaults) arrive, validated, in `self.options`.
+
+    Every fact about a rule lives here, on its class: code, name, severity, summary,
+    whether it is on by default, its options, and how `tlint verify` tests it (`probes`,
+    `verify_site`, `data_check`). Its document's header lines (`rules/TLNNN-name.md`:
+    `- Severity:`, `- Default:`, `- Probe:`, `- Options:`) are checked against them by
+    tests/test_rule_metadata.py; the registry is `tlint.rules.RULE_MODULES`.
     """
 
     code: ClassVar[str]
@@ -41,6 +51,31 @@ class Rule:
     # Options of this rule that change shared analysis (other rules and the project facts
     # see them too): option name -> the `tlint.context.ViewOptions` field it sets.
     view_options: ClassVar[dict[str, str]] = {}
+    # TL001-TL003: findings the engine produces itself (no `check`); `ENGINE_CODES`.
+    produced_by_engine: ClassVar[bool] = False
+
+    # What `tlint verify` knows of the rule. `tlint/verify/matching.py` and
+    # `tlint/verify/data.py` build their tables from these attributes, and the document's
+    # `- Probe:` line lists them (tests/test_rule_metadata.py). Names are plain strings: a
+    # rule never imports `tlint.verify` (nor torch).
+    #
+    # `probes`: the runtime probes (`tlint.verify.options.PROBES`/`TRAINING_PROBES`) that can
+    # confirm or refute a finding, in the order the verifier tries them; the first is the one
+    # named when none was run. Empty: no probe can test the rule ("not-checkable").
+    probes: ClassVar[tuple[str, ...]] = ()
+    # `verify_site`: where `tlint verify` finds the rule's findings and how it judges them:
+    # - "model": in a class the model instantiates (matched by file and line range);
+    # - "call-site": where the model is called, in the files next to the model's (kept there,
+    #   and kept even in a class of the model's file that the model does not use);
+    # - "training": in the training scripts next to the model's files, judged with the
+    #   `warmup-ab` probe's A/B figures;
+    # - "data": in the data pipeline: `tlint verify` leaves it to the data scan (`tlint
+    #   scan-data`, `tlint verify --data`), which lints the loaders' files for it. The
+    #   document's probe line says `data-scan`.
+    verify_site: ClassVar[str] = "model"
+    # `data_check`: the data-scan check (`tlint.verify.data.CHECKS`) whose result is the
+    # verdict of the rule's findings in the data scan; None: no check tests it there.
+    data_check: ClassVar[str | None] = None
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         merged = dict(type(self).options)

@@ -18,6 +18,7 @@ from tlint.cst import (
 )
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.facts import ids_expression, ids_variables, tokenizer_like, unpadded_ids
+from tlint.views.vocabulary import documented_unused, string_literals
 
 _MODEL_WORDS = {"model", "net", "network", "lm", "encoder", "transformer", "gpt", "bert", "backbone"}
 _MODEL_METHODS = {"forward", "generate", "__call__"}
@@ -30,6 +31,9 @@ class MissingAttentionMask(Rule):
     # pre-filter: model calls count only with input ids (`input_ids=`, `["input_ids"]`, names assigned from them)
     tokens = frozenset({"input_ids"})
     summary = "A model is called with padded input ids but no attention_mask."
+    probes = ("mask-leak", "padding-equivalence")
+    verify_site = "call-site"
+    data_check = "mask-pad-agreement"
     # Extra identifier parts that name a model variable in this project (e.g. "policy").
     options = {"model-names": []}
 
@@ -118,14 +122,12 @@ def _ignored_mask(forward, name: str) -> bool:
     """The forward takes the mask but never reads it, or says it is unused (`"attention_mask
     was passed, but it is unused in this model"`, a recurrent model): passing it changes
     nothing, and TL103 judges the forward itself."""
-    from tlint.rules.tl103_unused_mask_argument import _documented_unused, _strings
-
     if forward is None:
         return False
     keywords = {id(node.keyword) for node in walk(forward.body) if type(node) is cst.Arg and node.keyword}
     read = any(type(node) is cst.Name and node.value == name and id(node) not in keywords
                for node in walk(forward.body))
-    return not read or _documented_unused(_strings(forward), name)
+    return not read or documented_unused(string_literals(forward), name)
 
 
 # --- the fix: pass the mask that is at hand ------------------------------------------------

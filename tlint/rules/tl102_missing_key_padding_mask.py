@@ -7,6 +7,7 @@ import libcst as cst
 
 from tlint.cst import get_arg, has_star_kwargs, positional_count, snake_parts, walk
 from tlint.rules.base import ProjectCondition, Rule
+from tlint.views.vocabulary import is_padding_mask_name
 
 # ctor -> (padding-mask keywords, positional index of the first of them)
 PADDING_MASK_ARGS = {
@@ -17,16 +18,9 @@ PADDING_MASK_ARGS = {
     "torch.nn.TransformerDecoderLayer": (("tgt_key_padding_mask", "memory_key_padding_mask"), 4),
     "torch.nn.Transformer": (("src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask"), 5),
 }
-_PADDING_PARAM_NAMES = {"attention_mask", "key_padding_mask", "src_key_padding_mask", "padding_mask",
-                        "pad_mask", "tgt_key_padding_mask", "memory_key_padding_mask", "attn_mask_pad"}
 
 
 _OTHER_MASK_KEYWORDS = frozenset({"attn_mask", "mask", "src_mask", "tgt_mask", "memory_mask"})
-
-
-def is_padding_mask_name(name: str) -> bool:
-    lowered = name.lower()
-    return lowered in _PADDING_PARAM_NAMES or "pad" in snake_parts(name) or "padding" in lowered
 
 
 _VISION_PARTS = frozenset({"vision", "image", "pixel", "patch", "vit"})
@@ -61,6 +55,7 @@ class MissingKeyPaddingMask(Rule):
     severity = "error"
     tokens = frozenset({"multiheadattention", "transformer"})  # pre-filter: torch.nn attention/transformer sub-modules
     summary = "A torch.nn attention/transformer module is called without its padding mask."
+    probes = ("mask-leak", "padding-equivalence")
 
     def check(self, ctx) -> None:
         for module_class in ctx.models.classes.values():

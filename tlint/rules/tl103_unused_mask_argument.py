@@ -3,12 +3,11 @@ reads it."""
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
-from tlint.cst import dotted_name, last_name, literal_value, walk
+from tlint.cst import dotted_name, last_name, walk
 from tlint.rules.base import Rule
+from tlint.views.vocabulary import documented_unused, string_literals
 
 
 def _is_stub(fn: cst.FunctionDef) -> bool:
@@ -63,42 +62,8 @@ def _deleted(fn: cst.FunctionDef, name: str) -> bool:
     return False
 
 
-# Words that say an argument is ignored on purpose, in a docstring or a warning message.
-_IGNORED_WORDS = re.compile(
-    r"\b(unused|not used|never used|ignored|is ignored|not supported|does not support|"
-    r"doesn't support|no effect|compatib\w*|deprecated|placeholder|kept for|for bc)\b",
-    re.IGNORECASE,
-)
-_NEXT_ENTRY = re.compile(r"\n\s*\n|\n\s*`?\w+`?\s*(\(|:)")
 _ATTENTION_CALLS = {"softmax", "log_softmax", "scaled_dot_product_attention", "matmul", "bmm",
                     "baddbmm", "einsum", "masked_fill", "masked_fill_", "where"}
-
-
-def _strings(node: cst.CSTNode) -> list[str]:
-    out = []
-    for n in walk(node):
-        if type(n) in (cst.SimpleString, cst.ConcatenatedString):
-            value = literal_value(n, None)
-            if isinstance(value, str):
-                out.append(value)
-    return out
-
-
-def _documented_unused(texts: list[str], name: str) -> bool:
-    """Some text names `name` and, within the same sentence or two, says it is unused,
-    ignored, unsupported, deprecated or kept for compatibility."""
-    pattern = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
-    for text in texts:
-        for match in pattern.finditer(text):
-            # from the start of its line to the end of its description: the next
-            # documented argument (`head_mask (...)`, `head_mask:`) or a blank line ends it
-            start = text.rfind("\n", 0, match.start()) + 1
-            after = text[match.end(): match.end() + 240]
-            end = _NEXT_ENTRY.search(after)
-            window = text[start: match.end()] + (after[: end.start()] if end else after)
-            if _IGNORED_WORDS.search(window):
-                return True
-    return False
 
 
 def _does_attention(fn: cst.FunctionDef) -> bool:
@@ -454,6 +419,7 @@ class UnusedMaskArgument(Rule):
     severity = "error"
     tokens = frozenset({"mask"})  # pre-filter: a parameter named like a mask
     summary = "A forward (or a function it calls) takes a mask parameter and never reads it."
+    probes = ("mask-leak",)
 
     def check(self, ctx) -> None:
         index = ctx.index
@@ -570,10 +536,10 @@ class UnusedMaskArgument(Rule):
             if any(cls is not owner and sig == signature and not _builds(cls, owner.name.value)
                    for cls, sig in self._signatures.get(fn.name.value, ())):
                 return True
-        local = _strings(fn) + ([owner.get_docstring() or ""] if owner is not None else [])
-        if _documented_unused(local, name):
+        local = string_literals(fn) + ([owner.get_docstring() or ""] if owner is not None else [])
+        if documented_unused(local, name):
             return True
         if self._texts is None:
             # messages anywhere in the file: `logger.warning("`mask` is unused ...")`
-            self._texts = [t for call in self._ctx.index.calls for arg in call.args for t in _strings(arg.value)]
-        return _documented_unused(self._texts, name)
+            self._texts = [t for call in self._ctx.index.calls for arg in call.args for t in string_literals(arg.value)]
+        return documented_unused(self._texts, name)

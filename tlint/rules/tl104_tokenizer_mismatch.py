@@ -21,6 +21,8 @@ class TokenizerMismatch(Rule):
     severity = "error"
     tokens = frozenset()  # pre-filter: cross-file only, on the `tokenizer` facts (their extractor's tokens)
     summary = "Related files build tokenizers from different checkpoints or with different settings."
+    verify_site = "data"
+    data_check = "tokenizer-agreement"
 
     # Only a file that builds a tokenizer is reported at, and only these facts are compared.
     project_kinds = ("tokenizer",)

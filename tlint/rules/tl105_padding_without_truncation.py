@@ -31,6 +31,7 @@ class PaddingWithoutTruncation(Rule):
     severity = "warning"
     tokens = frozenset({"pad"})  # pre-filter: `padding=`/`pad_to_max_length=` of a tokenizer call
     summary = "A tokenizer call pads to a length or into tensors but does not truncate."
+    verify_site = "data"
 
     def check(self, ctx) -> None:
         if ctx.is_test_file:

@@ -52,6 +52,8 @@ class PadLabelsNotIgnored(Rule):
     severity = "error"
     tokens = frozenset({"input_ids"})  # pre-filter: labels copied from input ids
     summary = "Labels copied from padded input ids keep the pad positions in the loss."
+    verify_site = "data"
+    data_check = "label-pad-ignored"
 
     def check(self, ctx) -> None:
         index = ctx.index

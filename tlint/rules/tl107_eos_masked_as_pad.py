@@ -13,6 +13,8 @@ class EosMaskedAsPad(Rule):
     severity = "warning"
     tokens = frozenset({"pad_token"})  # pre-filter: `pad_token`/`pad_token_id` set to the EOS token
     summary = "pad_token = eos_token while labels are masked by pad id: the model never learns to stop."
+    verify_site = "data"
+    data_check = "eos-masked"
 
     def check(self, ctx) -> None:
         if ctx.is_test_file:

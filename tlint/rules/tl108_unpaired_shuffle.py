@@ -37,6 +37,7 @@ class UnpairedShuffle(Rule):
     # pre-filter: shuffles, permutations, shuffled loaders
     tokens = frozenset({"shuffle", "permutation", "randperm", "dataloader"})
     summary = "Paired sequences are shuffled independently (or shuffled loaders are zipped into pairs)."
+    verify_site = "data"
 
     def check(self, ctx) -> None:
         index = ctx.index

@@ -55,6 +55,8 @@ class LabelShiftMismatch(Rule):
     # pre-filter: a Hugging Face causal LM, or a cross-entropy/NLL loss
     tokens = frozenset({"forcausallm", "lmheadmodel", "cross_entropy", "nll_loss", "crossentropyloss", "nllloss"})
     summary = "Labels shifted twice (HF causal LM) or not at all (hand-written next-token loss)."
+    verify_site = "data"
+    data_check = "label-alignment"
 
     def check(self, ctx) -> None:
         self._double_shift(ctx)

@@ -69,6 +69,8 @@ class NanUncheckedInput(Rule):
     severity = "warning"
     tokens = frozenset({name.rsplit(".", 1)[-1] for name in READERS})  # pre-filter: the pandas/numpy readers
     summary = "Data read with pandas/numpy reaches a tensor with no NaN handling in the module."
+    verify_site = "data"
+    data_check = "nan-inf"
 
     def check(self, ctx) -> None:
         index = ctx.index

@@ -14,6 +14,8 @@ class PadToMaxLength(Rule):
     severity = "info"
     tokens = frozenset({"pad"})  # pre-filter: `padding="max_length"`/`pad_to_max_length=True`
     summary = "Training data is padded to the maximum length instead of dynamically."
+    verify_site = "data"
+    data_check = "pad-ratio"
 
     def check(self, ctx) -> None:
         if ctx.is_test_file:

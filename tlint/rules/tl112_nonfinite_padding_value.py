@@ -40,6 +40,8 @@ class NonfinitePaddingValue(Rule):
     severity = "error"
     tokens = frozenset({"pad", "torch", "new_full"})  # pre-filter: `pad_sequence`, `F.pad`, `torch.full`, `new_full`
     summary = "Inputs are padded or pre-filled with NaN or ±inf."
+    probes = ("nan-trace",)
+    data_check = "nan-inf"
 
     def check(self, ctx) -> None:
         index = ctx.index

@@ -64,6 +64,7 @@ class InconsistentNormPlacement(Rule):
     # pre-filter: module classes (a torch.nn/HF/Lightning base, or `forward`), `norm_first=`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward", "norm_first"})
     summary = "Residual blocks of one model mix pre-norm and post-norm."
+    probes = ("depth-growth",)
 
     def check(self, ctx) -> None:
         view = ctx.models

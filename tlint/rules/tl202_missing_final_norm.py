@@ -50,6 +50,7 @@ class MissingFinalNorm(Rule):
     # pre-filter: module classes; `nn.TransformerEncoder`/`Decoder`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward", "transformer"})
     summary = "A pre-norm stack has no final norm before the output head."
+    probes = ("depth-growth",)
 
     def check(self, ctx) -> None:
         view = ctx.models

@@ -15,6 +15,7 @@ class MissingResidual(Rule):
     # pre-filter: module classes: a torch.nn/HF/Lightning base (through an import) or `forward`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
     summary = "A transformer block overwrites the residual stream with a sub-layer's output."
+    probes = ("depth-growth", "grad-flow")
 
     def check(self, ctx) -> None:
         for module_class in ctx.models.classes.values():

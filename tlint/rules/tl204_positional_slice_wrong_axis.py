@@ -7,7 +7,7 @@ import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
-from tlint.rules.tl205_positional_encoding_unused import is_positional_name
+from tlint.views.vocabulary import is_positional_name
 
 _BATCH_FIRST_LAYERS = frozenset({"torch.nn.MultiheadAttention", "torch.nn.TransformerEncoderLayer",
                                  "torch.nn.TransformerDecoderLayer", "torch.nn.Transformer"})
@@ -68,6 +68,7 @@ class PositionalSliceWrongAxis(Rule):
     # pre-filter: module classes: a torch.nn/HF/Lightning base (through an import) or `forward`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
     summary = "A positional table is sliced by the batch size of a batch-first input."
+    probes = ("batch-coupling", "position-blind", "padding-equivalence")
 
     def check(self, ctx) -> None:
         view = ctx.models

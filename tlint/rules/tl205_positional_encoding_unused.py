@@ -8,18 +8,14 @@ import libcst as cst
 from tlint.cst import dotted_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.model import TORCH_ATTENTION
+from tlint.views.vocabulary import POSITIONAL_PARTS, is_positional_name
 
-POSITIONAL_PARTS = frozenset({"pos", "position", "positional", "positions", "pe", "wpe", "rope"})
 _POSITION_WORDS = POSITIONAL_PARTS | {"rotary", "alibi", "relative", "rel", "sinusoidal", "sincos", "rotate", "freqs",
                                       "cis", "xpos", "bucket", "buckets"}
 _NOT_TABLES = frozenset({"torch.nn.Dropout", "torch.nn.Identity", "torch.nn.LayerNorm", "torch.nn.RMSNorm",
                          "torch.nn.GELU", "torch.nn.ReLU", "torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d"})
 _INIT_METHODS = frozenset({"__init__", "_init_weights", "init_weights", "reset_parameters", "_reset_parameters",
                            "initialize_weights", "_initialize_weights", "extra_repr", "__repr__"})
-
-
-def is_positional_name(name: str) -> bool:
-    return bool(set(snake_parts(name)) & POSITIONAL_PARTS)
 
 
 def positional_tables(module_class) -> dict[str, cst.Call]:
@@ -180,6 +176,7 @@ class PositionalEncodingUnused(Rule):
     # pre-filter: module classes: a torch.nn/HF/Lightning base (through an import) or `forward`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
     summary = "A positional table is never used, or a token model has no positional information."
+    probes = ("position-blind", "grad-flow")
 
     def check(self, ctx) -> None:
         view = ctx.models

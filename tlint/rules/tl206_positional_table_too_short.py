@@ -15,6 +15,7 @@ class PositionalTableTooShort(Rule):
     severity = "error"
     tokens = frozenset()  # pre-filter: cross-file only, on the `positional-table` facts (their extractor's tokens)
     summary = "A positional table is smaller than the sequence length the data is built with."
+    verify_site = "data"
     # The files some entry point loads together with the table's file: a training script,
     # the model and the data modules it imports. Two independent scripts of one folder
     # (a classifier and a language model) are not compared.

@@ -75,6 +75,7 @@ class MissingCausalMask(Rule):
     # pre-filter: SDPA calls, hand-written attention (a softmax), torch.nn attention modules
     tokens = frozenset({"scaled_dot_product_attention", "softmax", "transformer", "multiheadattention"})
     summary = "A causal (decoder-only) model's self-attention has no causal mask."
+    probes = ("causal-leak",)
 
     def check(self, ctx) -> None:
         evidence = causal_evidence(ctx)

@@ -12,6 +12,7 @@ class UnscaledAttentionScores(Rule):
     severity = "warning"
     tokens = frozenset({"softmax"})  # pre-filter: hand-written attention sites: a softmax of a q-k product
     summary = "Hand-written attention scores reach the softmax without 1/sqrt(d) scaling."
+    probes = ("attention-entropy",)
 
     def check(self, ctx) -> None:
         for site in ctx.models.attention.sites:

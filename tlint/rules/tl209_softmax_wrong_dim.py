@@ -44,6 +44,7 @@ class SoftmaxWrongDim(Rule):
     severity = "error"
     tokens = frozenset({"softmax"})  # pre-filter: softmax calls and `nn.Softmax`
     summary = "Attention softmax over the wrong axis, or a softmax with an implicit dim."
+    probes = ("attention-entropy",)
 
     def check(self, ctx) -> None:
         index = ctx.index

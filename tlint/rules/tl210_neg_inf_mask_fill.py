@@ -10,7 +10,7 @@ import libcst as cst
 from tlint import fixes
 from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
-from tlint.rules.tl102_missing_key_padding_mask import is_padding_mask_name
+from tlint.views.vocabulary import is_padding_mask_name
 
 _INF_NAMES = frozenset({"math.inf", "numpy.inf", "torch.inf", "numpy.Inf", "numpy.NINF"})
 
@@ -47,6 +47,7 @@ class NegInfMaskFill(Rule):
     severity = "warning"
     tokens = frozenset({"softmax"})  # pre-filter: hand-written attention sites: a softmax of a q-k product
     summary = "Attention scores masked with -inf from a padding mask (fully padded rows give NaN)."
+    probes = ("nan-trace",)
 
     def check(self, ctx) -> None:
         index = ctx.index

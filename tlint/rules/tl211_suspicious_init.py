@@ -147,6 +147,7 @@ class SuspiciousInit(Rule):
     # pre-filter: init calls: `torch.nn.init`, in-place tensor methods, init-named functions
     tokens = frozenset({"torch", *INIT_CALL_NAMES})
     summary = "A Linear/attention/embedding weight is initialised to a constant, or a matmul weight with std >= 1."
+    probes = ("init-stats",)
 
     def check(self, ctx) -> None:
         if ctx.is_test_file:

@@ -13,6 +13,7 @@ class HeadSplitWithoutTranspose(Rule):
     severity = "error"
     tokens = frozenset({"softmax", "scaled_dot_product_attention"})  # pre-filter: the operands of an attention
     summary = "Heads split by viewing (B, T, C) as (B, heads, T, d) without a transpose."
+    probes = ("causal-leak", "batch-coupling")
 
     def check(self, ctx) -> None:
         for call in head_splits_before_time(ctx.models.attention):

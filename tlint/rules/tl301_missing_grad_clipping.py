@@ -32,6 +32,8 @@ class MissingGradClipping(Rule):
     # pre-filter: training loops (a `backward`), Lightning trainers, TrainingArguments/trl configs
     tokens = frozenset({"backward", "trainer", "trainingarguments", "trl"})
     summary = "A training loop, `TrainingArguments` or Lightning `Trainer` that never clips gradients."
+    probes = ("warmup-ab",)
+    verify_site = "training"
     # Extra functions (qualified, e.g. "mylib.train.clip_gradients") that clip gradients.
     options = {"clip-functions": []}
 

@@ -21,6 +21,8 @@ class MissingWarmup(Rule):
     # pre-filter: Adam-family optimisers, TrainingArguments/trl configs (and the `optimizers` option)
     tokens = frozenset({"adam", "trainingarguments", "trl"})
     summary = "An Adam-family optimiser trains a transformer with no learning-rate warmup."
+    probes = ("warmup-ab",)
+    verify_site = "training"
     options = {
         # Extra optimiser constructors (qualified names) to treat as Adam-family.
         "optimizers": [],

@@ -27,6 +27,8 @@ class HighLearningRate(Rule):
     # pre-filter: Adam-family optimisers, TrainingArguments/trl configs
     tokens = frozenset({"adam", "trainingarguments", "trl"})
     summary = "An Adam-family optimiser trains a transformer at a learning rate above the usual range."
+    probes = ("warmup-ab",)
+    verify_site = "training"
     options = {"max-lr-scratch": 1e-3, "max-lr-pretrained": 1e-4, "max-lr-adapter": 5e-3}
 
     def check(self, ctx) -> None:

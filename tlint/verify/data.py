@@ -11,6 +11,7 @@ normalise each batch (a mapping such as a dict or a BatchEncoding, a tuple `(x, 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -23,17 +24,33 @@ from typing import Any
 
 from tlint.verify.options import OptionsError, config_root, load_config
 
-# check -> (rules it confirms, question); the order they are reported in.
-CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
-    "nan-inf": (("TL110", "TL112"), "any NaN/Inf in a field?"),
-    "mask-pad-agreement": (("TL101",), "attention mask 1 on a pad token, or 0 on a real one?"),
-    "pad-ratio": (("TL111",), "share of positions that are padding (warn above 50 %)"),
-    "label-alignment": (("TL109",), "labels equal to the inputs, or shifted by one (causal LM)?"),
-    "label-pad-ignored": (("TL106",), "pad positions in labels set to -100?"),
-    "eos-masked": (("TL107",), "EOS tokens labelled -100?"),
-    "tokenizer-agreement": (("TL104",), "train and eval loaders: same vocabulary, pad id, padding side?"),
-    "length-histogram": ((), "sequence lengths (information)"),
+# check -> the question it answers; the order they are reported in. Which rules a check
+# confirms is declared on the rule classes (`Rule.data_check`): `checked_rules()`.
+CHECKS: dict[str, str] = {
+    "nan-inf": "any NaN/Inf in a field?",
+    "mask-pad-agreement": "attention mask 1 on a pad token, or 0 on a real one?",
+    "pad-ratio": "share of positions that are padding (warn above 50 %)",
+    "label-alignment": "labels equal to the inputs, or shifted by one (causal LM)?",
+    "label-pad-ignored": "pad positions in labels set to -100?",
+    "eos-masked": "EOS tokens labelled -100?",
+    "tokenizer-agreement": "train and eval loaders: same vocabulary, pad id, padding side?",
+    "length-histogram": "sequence lengths (information)",
 }
+
+
+@functools.cache
+def checked_rules() -> dict[str, tuple[str, ...]]:
+    """check -> the codes of the rules it confirms, in order of code (from `Rule.data_check`).
+    The rule registry is imported on first use, not with this module: the CLI builds its
+    parser from this module, and `tlint check` must not import a rule for that."""
+    from tlint.rules import ALL_RULES
+
+    unknown = {rule.code: rule.data_check for rule in ALL_RULES if rule.data_check and rule.data_check not in CHECKS}
+    if unknown:
+        raise ValueError(f"data_check names no data-scan check: {unknown}")
+    return {check: tuple(rule.code for rule in ALL_RULES if rule.data_check == check) for check in CHECKS}
+
+
 PAD_RATIO_LIMIT = 0.5
 IGNORE_INDEX = -100
 DEFAULT_BATCHES = 50
@@ -334,7 +351,7 @@ def match_findings(result: dict[str, Any], options: DataOptions) -> list[dict[st
     from tlint.config import ConfigResolver
     from tlint.engine import Linter
 
-    rules = {rule: name for name, (codes, _) in CHECKS.items() for rule in codes}
+    rules = {rule: name for name, codes in checked_rules().items() for rule in codes}
     from tlint.verify.matching import DATA_SCAN_RULES
 
     diagnostics = [d for d in Linter(ConfigResolver(), jobs=1).run(files).diagnostics

@@ -10,21 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Which probe can confirm which rule (verifier.md "confirms", rules.md "probe").
-PROBES_OF_RULE: dict[str, tuple[str, ...]] = {
-    "TL101": ("mask-leak", "padding-equivalence"), "TL102": ("mask-leak", "padding-equivalence"),
-    "TL103": ("mask-leak",), "TL112": ("nan-trace",), "TL201": ("depth-growth",), "TL202": ("depth-growth",),
-    "TL203": ("depth-growth", "grad-flow"), "TL204": ("batch-coupling", "position-blind", "padding-equivalence"),
-    "TL205": ("position-blind", "grad-flow"), "TL207": ("causal-leak",), "TL208": ("attention-entropy",),
-    "TL209": ("attention-entropy",), "TL210": ("nan-trace",), "TL211": ("init-stats",),
-    "TL212": ("causal-leak", "batch-coupling"), "TL301": ("warmup-ab",), "TL304": ("warmup-ab",),
-    "TL307": ("warmup-ab",),
-}
-DATA_SCAN_RULES = {"TL104", "TL105", "TL106", "TL107", "TL108", "TL109", "TL110", "TL111", "TL206"}
-CALL_SITE_RULES = {"TL101"}
+from tlint.rules import ALL_RULES
+
+# The per-rule tables, built from the rule classes (`Rule.probes`, `Rule.verify_site`; each
+# fact about a rule lives on its class, rules.md's `- Probe:` lines are tested against it).
+# Which probes can confirm which rule, in the order they are tried (verifier.md "confirms").
+PROBES_OF_RULE: dict[str, tuple[str, ...]] = {rule.code: rule.probes for rule in ALL_RULES if rule.probes}
+# Data rules: `tlint verify` leaves them to the data scan.
+DATA_SCAN_RULES = {rule.code for rule in ALL_RULES if rule.verify_site == "data"}
+# Call-site rules (TL101): their findings sit where the model is called, beside its files.
+CALL_SITE_RULES = {rule.code for rule in ALL_RULES if rule.verify_site == "call-site"}
 # Training-loop rules: their findings sit in the training scripts beside the model's files,
 # and warmup-ab judges them with its own A/B figures.
-TRAINING_RULES = {"TL301", "TL304", "TL307"}
+TRAINING_RULES = {rule.code for rule in ALL_RULES if rule.verify_site == "training"}
 
 
 @dataclass

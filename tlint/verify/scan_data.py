@@ -26,6 +26,7 @@ from tlint.verify.data import (
     IGNORE_INDEX,
     PAD_RATIO_LIMIT,
     DataOptions,
+    checked_rules,
 )
 from tlint.verify.loading import UserCodeError, _describe, _inside, import_object
 
@@ -274,7 +275,7 @@ def _looks_like_mask(tensor: Any, ids: Any) -> bool:
 
 def _entry(check: str, loader: str, status: str, figure: float | None, unit: str, detail: str,
            field_: str | None = None, extra: dict | None = None) -> dict[str, Any]:
-    rules = CHECKS[check][0]
+    rules = checked_rules()[check]
     return {"check": check, "loader": loader, "status": status, "rule": rules[0] if rules else None,
             "rules": list(rules),
             "figure": figure, "unit": unit, "field": field_, "detail": detail, "extra": extra or {}}
