@@ -61,53 +61,46 @@ def soundness(files: list[Path]) -> tuple[list[str], int, int]:
     linter = Linter(ConfigResolver(), select=["ALL"])
     problems: list[str] = []
     skipped = read = 0
-    saved = os.environ.pop("TLINT_NO_PREFILTER", None)
-    os.environ["TLINT_NO_PREFILTER"] = "1"
-    try:
-        for path in files:
-            path = path.resolve()
-            settings = linter.settings_for(path.parent)
-            text = read_text(path, str(path))
-            if not isinstance(text, str):
-                continue
-            read += 1
-            lowered = text.lower()
-            try:
-                tree = compile(text, str(path), "exec", flags=0x400, dont_inherit=True)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                tree = None
-            from_ast = facts_view.ast_facts(tree) if tree is not None else None
-            # as the engine decides: no token, Python compiles it, its tree shows no `-100`
-            would_skip = prefilter_skips(text, settings) and tree is not None and from_ast is not None
-            skipped += would_skip
-            result = analyse_file(path, display_path(path), settings, text=text)
-            codes = {d.code for d in result.diagnostics} | {p.diagnostic.code for p in result.pending}
-            if would_skip and codes - {"TL001"}:
-                problems.append(f"{path}: pre-filtered, but gives {sorted(codes)}")
-            if would_skip and "TL001" in codes:
-                problems.append(f"{path}: pre-filtered, but LibCST gives TL001 (Python compiles it)")
-            rules = {rule.code: rule for rule in settings.ruleset().rules}
-            for code in sorted(codes - set(ENGINE_CODES)):
-                rule = rules.get(code) or BY_CODE[code]()
-                tokens = rule.needed_tokens()
-                if tokens is not None and not _mentions(lowered, tokens, rule.patterns):
-                    problems.append(f"{path}: {code} reports here but the file has none of its tokens")
-            kinds = {fact.kind for fact in result.facts}
-            for kind in sorted(kinds):
-                tokens = facts_view.TOKENS.get(kind)
-                if kind == "masks-pad-labels" and tree is not None and from_ast is None:
-                    continue  # a `-100`: Python's tree sends the file to LibCST
-                if tokens and not _mentions(lowered, tokens):
-                    problems.append(f"{path}: a `{kind}` fact but none of its extractor's tokens")
-            if from_ast is not None and not result.parse_error and facts_view.ast_facts_exact(text):
-                got = sorted(repr(sorted(d.items())) for _, d in from_ast)
-                want = sorted(repr(sorted(f.data.items())) for f in result.facts if f.kind == "call-args")
-                if got != want:
-                    problems.append(f"{path}: `call-args` facts from Python's tree differ from LibCST's")
-    finally:
-        os.environ.pop("TLINT_NO_PREFILTER", None)
-        if saved is not None:
-            os.environ["TLINT_NO_PREFILTER"] = saved
+    for path in files:
+        path = path.resolve()
+        settings = linter.settings_for(path.parent)
+        text = read_text(path, str(path))
+        if not isinstance(text, str):
+            continue
+        read += 1
+        lowered = text.lower()
+        try:
+            tree = compile(text, str(path), "exec", flags=0x400, dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        from_ast = facts_view.ast_facts(tree) if tree is not None else None
+        # as the engine decides: no token, Python compiles it, its tree shows no `-100`
+        would_skip = prefilter_skips(text, settings) and tree is not None and from_ast is not None
+        skipped += would_skip
+        result = analyse_file(path, display_path(path), settings, text=text, prefilter=False)
+        codes = {d.code for d in result.diagnostics} | {p.diagnostic.code for p in result.pending}
+        if would_skip and codes - {"TL001"}:
+            problems.append(f"{path}: pre-filtered, but gives {sorted(codes)}")
+        if would_skip and "TL001" in codes:
+            problems.append(f"{path}: pre-filtered, but LibCST gives TL001 (Python compiles it)")
+        rules = {rule.code: rule for rule in settings.ruleset().rules}
+        for code in sorted(codes - set(ENGINE_CODES)):
+            rule = rules.get(code) or BY_CODE[code]()
+            tokens = rule.needed_tokens()
+            if tokens is not None and not _mentions(lowered, tokens, rule.patterns):
+                problems.append(f"{path}: {code} reports here but the file has none of its tokens")
+        kinds = {fact.kind for fact in result.facts}
+        for kind in sorted(kinds):
+            tokens = facts_view.TOKENS.get(kind)
+            if kind == "masks-pad-labels" and tree is not None and from_ast is None:
+                continue  # a `-100`: Python's tree sends the file to LibCST
+            if tokens and not _mentions(lowered, tokens):
+                problems.append(f"{path}: a `{kind}` fact but none of its extractor's tokens")
+        if from_ast is not None and not result.parse_error and facts_view.ast_facts_exact(text):
+            got = sorted(repr(sorted(d.items())) for _, d in from_ast)
+            want = sorted(repr(sorted(f.data.items())) for f in result.facts if f.kind == "call-args")
+            if got != want:
+                problems.append(f"{path}: `call-args` facts from Python's tree differ from LibCST's")
     return problems, skipped, read
 
 

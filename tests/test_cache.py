@@ -10,6 +10,7 @@ import pytest
 
 import tlint.cache
 import tlint.engine
+import tlint.project_phase
 from tlint import signed
 from tests.cliutil import DEEPSPEED_SCRIPT, REPO, main_in, make_project
 from tlint.cache import CACHE_DIR_NAME, NO_CACHE_ENV
@@ -227,10 +228,10 @@ def test_the_import_scan_is_cached_and_a_changed_import_is_seen(tmp_path, capsys
         "lib/__init__.py": "", "lib/tok.py": TOKENIZER.format("bert-base-cased"),
         "lib/other.py": "import os\n"})
     scans: list[int] = []
-    original = tlint.engine.scan_imports
-    monkeypatch.setattr(tlint.engine, "scan_imports", lambda text: scans.append(1) or original(text))
+    original = tlint.project_phase.scan_imports
+    monkeypatch.setattr(tlint.project_phase, "scan_imports", lambda text: scans.append(1) or original(text))
     later = time.time_ns() + 10_000_000_000  # every file "settled": its scan is stored
-    monkeypatch.setattr(tlint.engine.time, "time_ns", lambda: later)
+    monkeypatch.setattr(tlint.project_phase.time, "time_ns", lambda: later)
     cold = _check(root, capsys, monkeypatch, "train.py")
     assert '"TL104"' not in cold and len(scans) == 4  # train.py does not import lib/tok.py
     scans.clear()

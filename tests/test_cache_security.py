@@ -15,6 +15,7 @@ import pytest
 import tlint.cache
 import tlint.engine
 import tlint.memo
+import tlint.project_phase
 from tests.cliutil import DEEPSPEED_SCRIPT, REPO, main_in, make_project
 from tlint import signed
 from tlint.cache import CACHE_DIR_NAME, NO_CACHE_ENV
@@ -39,7 +40,7 @@ def _cache_on(monkeypatch):
     monkeypatch.delenv(NO_CACHE_ENV, raising=False)
     monkeypatch.setattr(tlint.memo, "_SETTLE_NS", 0)
     monkeypatch.setattr(tlint.memo, "_SETTLE_FINE_NS", 0)
-    monkeypatch.setattr(tlint.engine, "_IMPORT_SETTLE_NS", -10**12)
+    monkeypatch.setattr(tlint.project_phase, "IMPORT_SETTLE_NS", -10**12)
 
 
 @pytest.fixture

@@ -330,12 +330,12 @@ def test_a_failing_check_project_is_tl003(tmp_path, monkeypatch):
 
 
 def test_a_failing_project_phase_is_tl003(tmp_path, monkeypatch):
-    import tlint.engine
+    import tlint.project_phase
 
     def boom(*args, **kwargs):
         raise OSError("boom in the import graph")
 
-    monkeypatch.setattr(tlint.engine, "ImportGraph", boom)
+    monkeypatch.setattr(tlint.project_phase, "ImportGraph", boom)
     # a file a cross-file rule compares (a tokenizer), so that the project is needed
     tokenizer = 'from transformers import AutoTokenizer\n\ntok = AutoTokenizer.from_pretrained("gpt2")\n'
     write_tree(tmp_path, {"model.py": MODEL, "data.py": tokenizer})

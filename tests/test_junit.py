@@ -14,7 +14,7 @@ import xmlschema
 
 from tests.cliutil import REPO, SYNTAX_ERROR, main_in, make_project
 from tlint.diagnostics import Diagnostic, Position, Range
-from tlint.reporters import Report, render
+from tlint.reporters import OutputReport, render
 
 XSD = Path(__file__).with_name("junit-10.xsd")
 
@@ -49,7 +49,7 @@ def _problems(case: ET.Element) -> list[ET.Element]:
 
 def _render(diagnostics: list[Diagnostic], files: list[str]) -> str:
     stream = io.StringIO()
-    render("junit", Report(diagnostics, files, 0), stream)
+    render("junit", OutputReport(diagnostics, files, 0), stream)
     return stream.getvalue()
 
 

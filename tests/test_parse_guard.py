@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tlint.diagnostics import Diagnostic
-from tlint.engine import _MAX_LIBCST_DEPTH, _deep_expression_risk, parse_source
+from tlint.reading import _MAX_LIBCST_DEPTH, _deep_expression_risk, parse_source
 
 DEPTH = 2 * _MAX_LIBCST_DEPTH + 2000  # 8,000: crashes LibCST 1.9 where it is not refused first
 

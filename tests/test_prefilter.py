@@ -12,7 +12,7 @@ import pytest
 
 from tests.cliutil import REPO, main_in, make_project
 from tests.doc_examples import examples, rule_documents, variants
-from tlint import engine
+from tlint import engine, reading
 from tlint.config import ConfigResolver
 from tlint.engine import Linter, needed_tokens
 from tlint.rules import ALL_RULES, ENGINE_CODES
@@ -124,11 +124,24 @@ def test_no_prefilter_parses_every_file(tmp_path, monkeypatch):
     linter = Linter(ConfigResolver(), select=["ALL"], jobs=1, prefilter=False)
     linter.run([tmp_path])
     assert linter.prefiltered == 0
-    assert "TLINT_NO_PREFILTER" not in __import__("os").environ  # restored after the run
+    assert "TLINT_NO_PREFILTER" not in __import__("os").environ  # an argument, not the environment
+    # the environment variable is read by the command line, which passes it down
+    from tlint import cli
+
+    made = []
+    real = cli.__dict__.get("Linter")
+    import tlint.engine
+
+    class Recording(tlint.engine.Linter):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(tlint.engine, "Linter", Recording)
     monkeypatch.setenv("TLINT_NO_PREFILTER", "1")
-    linter = Linter(ConfigResolver(), select=["ALL"], jobs=1)
-    linter.run([tmp_path])
-    assert linter.prefiltered == 0
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check", "--no-cache", "--select", "ALL", "--exit-zero", "."]) == 0
+    assert real is None and made and made[0].prefilter is False and made[0].prefiltered == 0
 
 
 def test_a_custom_rule_without_tokens_needs_every_file():
@@ -142,12 +155,12 @@ def test_a_custom_rule_without_tokens_needs_every_file():
     original = list(ruleset.rules)
     try:
         ruleset.rules[:] = [*original, Custom()]
-        engine._TOKENS.clear()
+        reading._TOKENS.clear()
         assert needed_tokens(settings) is None
         assert not engine.prefilter_skips(PLAIN, settings)
     finally:
         ruleset.rules[:] = original
-        engine._TOKENS.clear()
+        reading._TOKENS.clear()
 
 
 @pytest.mark.parametrize("prefilter", [True, False])

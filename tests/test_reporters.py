@@ -11,7 +11,7 @@ import pytest
 
 from tests.cliutil import REPO, SYNTAX_ERROR, make_project, run_tlint
 from tlint.diagnostics import Diagnostic, Edit, Fix, Position, Range
-from tlint.reporters import Report, SourceLines, render, statistics_rows
+from tlint.reporters import OutputReport, SourceLines, render, statistics_rows
 from tlint.reporters.github import escape_data, escape_property
 from tlint.reporters.lsp import utf16_character
 
@@ -23,7 +23,7 @@ def diag(code="TL101", name="missing-attention-mask", severity="error", message=
     return Diagnostic(code, name, severity, message, path, Range(Position(*start), Position(*end)), fix)
 
 
-def rendered(fmt: str, report: Report, **kwargs) -> str:
+def rendered(fmt: str, report: OutputReport, **kwargs) -> str:
     stream = io.StringIO()
     if kwargs:
         from importlib import import_module
@@ -60,7 +60,7 @@ def test_json_of_the_demo_project_matches_the_schema():
 
 def test_json_fix_shape_matches_the_schema():
     fix = Fix("unsafe", (Edit(Range(Position(2, 1), Position(2, 7)), "y"),))
-    report = Report([diag(fix=fix)], ["a.py"], 0)
+    report = OutputReport([diag(fix=fix)], ["a.py"], 0)
     doc = json.loads(rendered("json", report))
     jsonschema.validate(doc, SCHEMA)
     assert doc["diagnostics"][0]["fix"] == {"applicability": "unsafe", "edits": [
@@ -98,7 +98,7 @@ def test_utf16_character():
 def test_lsp_severities_and_fix_edits_in_lsp_coordinates():
     source = 'a = "😀"; b = 1\nc = 2\n'
     fix = Fix("safe", (Edit(Range(Position(1, 10), Position(1, 15)), "b = 2"),))
-    report = Report(
+    report = OutputReport(
         [diag(severity="warning", start=(1, 10), end=(1, 15), fix=fix),
          diag(code="TL002", name="unused-suppression", severity="info", start=(2, 1), end=(2, 6))],
         ["a.py"], 0, SourceLines({"a.py": source}))
@@ -126,7 +126,7 @@ def test_github_annotations(tmp_path):
 def test_github_escaping_and_levels():
     assert escape_data("100% sure\r\nnext") == "100%25 sure%0D%0Anext"
     assert escape_property("dir,a:b/x%.py") == "dir%2Ca%3Ab/x%25.py"
-    report = Report(
+    report = OutputReport(
         [diag(severity="warning", message="50%\nof it", path="we,ird:dir/a.py", start=(3, 2), end=(4, 6)),
          diag(code="TL002", name="unused-suppression", severity="info", path="b.py")],
         ["we,ird:dir/a.py", "b.py"], 0)
@@ -142,7 +142,7 @@ def test_github_escaping_and_levels():
 
 def test_text_frame_underlines_the_range():
     source = "def f(model, ids):\n\tout = model(input_ids=ids)\n    return out\n"
-    report = Report([diag(path="a.py", start=(2, 8), end=(2, 28), message="no mask")], ["a.py", "b.py"], 0,
+    report = OutputReport([diag(path="a.py", start=(2, 8), end=(2, 28), message="no mask")], ["a.py", "b.py"], 0,
                     SourceLines({"a.py": source}))
     assert rendered("text", report, color=False).splitlines() == [
         "a.py:2:8: TL101 [error] no mask (missing-attention-mask)",
@@ -158,7 +158,7 @@ def test_text_frame_underlines_the_range():
 
 def test_text_frame_of_a_multi_line_range_and_wide_characters():
     source = 'x = f("😀",\n      2,\n      3)\n'
-    report = Report([diag(start=(1, 9), end=(3, 8))], ["a.py"], 0, SourceLines({"a.py": source}))
+    report = OutputReport([diag(start=(1, 9), end=(3, 8))], ["a.py"], 0, SourceLines({"a.py": source}))
     lines = rendered("text", report, color=False).splitlines()
     assert lines[1:8] == [
         "  |",
@@ -176,7 +176,7 @@ def test_text_colour_only_on_a_terminal_without_no_color(monkeypatch):
         def isatty(self):
             return True
 
-    report = Report([diag()], ["a.py"], 0, SourceLines({"a.py": "model(input_ids=x)\n"}))
+    report = OutputReport([diag()], ["a.py"], 0, SourceLines({"a.py": "model(input_ids=x)\n"}))
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     coloured = Terminal()
@@ -190,12 +190,12 @@ def test_text_colour_only_on_a_terminal_without_no_color(monkeypatch):
 
 
 def test_text_with_no_findings():
-    assert rendered("text", Report([], ["a.py", "b.py"], 0), color=False) == "No findings in 2 files.\n"
+    assert rendered("text", OutputReport([], ["a.py", "b.py"], 0), color=False) == "No findings in 2 files.\n"
 
 
 def test_text_marks_fixable_findings_and_counts_them():
     edit = Edit(Range(Position(1, 1), Position(1, 2)), "y")
-    report = Report([diag(fix=Fix("safe", (edit,))), diag(start=(2, 1), end=(2, 1), fix=Fix("unsafe", (edit,))),
+    report = OutputReport([diag(fix=Fix("safe", (edit,))), diag(start=(2, 1), end=(2, 1), fix=Fix("unsafe", (edit,))),
                      diag(start=(3, 1), end=(3, 1))], ["a.py"], 0)
     out = rendered("text", report, color=False)
     headlines = [line for line in out.splitlines() if line.startswith("a.py:")]
@@ -213,5 +213,5 @@ def test_statistics_rows_most_frequent_first():
 
 @pytest.mark.parametrize("fmt", ["text", "json", "github", "lsp"])
 def test_every_format_handles_an_unreadable_source(fmt):
-    report = Report([diag(path="gone.py", start=(3, 4), end=(3, 9))], ["gone.py"], 0)
+    report = OutputReport([diag(path="gone.py", start=(3, 4), end=(3, 9))], ["gone.py"], 0)
     assert rendered(fmt, report)

@@ -15,7 +15,7 @@ from tests.cliutil import REPO, SYNTAX_ERROR, main_in, make_project, run_tlint
 from tests.sarifcheck import SCHEMA_PATH, check_sarif
 from tlint.diagnostics import Diagnostic, Edit, Fix, Position, Range
 from tlint.docs import rule_doc
-from tlint.reporters import Report, SourceLines, render
+from tlint.reporters import OutputReport, SourceLines, render
 from tlint.reporters.sarif import artifact_location, error_log
 
 
@@ -25,7 +25,7 @@ def _diag(code="TL101", name="missing-attention-mask", severity="error", path="a
                       suppressed=suppressed)
 
 
-def _sarif(report: Report) -> dict:
+def _sarif(report: OutputReport) -> dict:
     stream = io.StringIO()
     render("sarif", report, stream)
     return json.loads(stream.getvalue())
@@ -86,7 +86,7 @@ def test_no_findings_is_an_empty_valid_log(tmp_path):
 def test_fixes_suppressions_rule_indices_and_levels():
     source = 'a = "😀"; b = 1\nc = 2\n'
     fix = Fix("safe", (Edit(Range(Position(1, 10), Position(1, 15)), "b = 2"),))
-    report = Report([_diag(code="TL201", name="x", severity="warning", start=(1, 10), end=(1, 15), fix=fix),
+    report = OutputReport([_diag(code="TL201", name="x", severity="warning", start=(1, 10), end=(1, 15), fix=fix),
                      _diag(code="TL002", name="unused-suppression", severity="info", start=(2, 1), end=(2, 6)),
                      _diag(start=(2, 1), end=(2, 2), suppressed=True)],
                     ["a.py"], 0, SourceLines({"a.py": source}))
@@ -138,7 +138,7 @@ def test_artifact_locations(tmp_path, monkeypatch):
 
 
 def test_unreadable_source_still_renders():
-    log = _sarif(Report([_diag(path="gone.py", start=(3, 4), end=(3, 9))], ["gone.py"], 0))
+    log = _sarif(OutputReport([_diag(path="gone.py", start=(3, 4), end=(3, 9))], ["gone.py"], 0))
     check_sarif(log)
     assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startColumn"] == 4
 

@@ -172,7 +172,7 @@ class BaselineOutcome:
 def baseline(result, reason: str = "") -> BaselineOutcome:
     """Suppressions for every unsuppressed finding of a lint `result` (engine.RunResult),
     file by file; nothing is written."""
-    from tlint.engine import decode_source
+    from tlint.encoding import decode_source
 
     outcome = BaselineOutcome()
     by_path: dict[str, list[Diagnostic]] = {}
@@ -208,7 +208,7 @@ def run_command(args, linter, paths: list[Path]) -> int:
     what is left: 0 when everything was suppressed."""
     import sys
 
-    from tlint.cli import _exit_code
+    from tlint.results import exit_code
     from tlint.fixes import write_atomic
 
     reason = " ".join((args.add_suppressions or "").split())
@@ -235,4 +235,4 @@ def run_command(args, linter, paths: list[Path]) -> int:
                              f"(not suppressed: {why})\n")
     for message in final.errors:
         sys.stderr.write(f"tlint: error: {message}\n")
-    return _exit_code(final, args)
+    return exit_code(final, fail_on=args.fail_on, exit_zero=args.exit_zero)

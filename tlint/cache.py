@@ -43,7 +43,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
@@ -51,6 +50,7 @@ from stat import S_ISREG
 from typing import TYPE_CHECKING
 
 from tlint import signed
+from tlint.atomic import write_bytes_atomic  # noqa: F401 - the memo and tests use it from here
 
 if TYPE_CHECKING:
     from tlint.config import Settings
@@ -201,22 +201,6 @@ def _plain(value):
 
 
 # --- the cache --------------------------------------------------------------------------
-
-
-def write_bytes_atomic(target: Path, payload: bytes) -> None:
-    """Write `target` through a temporary file in its folder and a rename: a reader sees
-    the old file or the new one, never a part; the temporary file is removed on failure."""
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(payload)
-        os.replace(temp, target)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
 
 
 class FileCache:

@@ -253,7 +253,8 @@ def _check(args: argparse.Namespace) -> int:
         linter = Linter(ConfigResolver(forced=args.config), jobs=args.jobs,
                         select=selections["select"] if args.select else None,
                         extend_select=selections["extend_select"], ignore=selections["ignore"],
-                        cache=not args.no_cache, profile=args.profile, prefilter=not args.no_prefilter)
+                        cache=not args.no_cache, profile=args.profile,
+                        prefilter=not args.no_prefilter and os.environ.get("TLINT_NO_PREFILTER", "") in ("", "0"))
         if args.fix or args.unsafe_fixes or args.diff:
             return _fix(args, linter, paths, stdin)
         if args.add_suppressions is not None:
@@ -351,10 +352,10 @@ def _store_memo(memo_args, recorder, result, linter, paths) -> None:
 
 
 def _report_result(args: argparse.Namespace, result, stdin, elapsed: float | None, jobs: int | None) -> int:
-    from tlint.reporters import Report, SourceLines, render
+    from tlint.reporters import OutputReport, SourceLines, render
 
     shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
-    report = Report(shown, result.files, result.parse_errors,
+    report = OutputReport(shown, result.files, result.parse_errors,
                     SourceLines({stdin[0].as_posix(): stdin[1]} if stdin else None),
                     hidden_suppressed=len(result.diagnostics) - len(shown))
     render(args.format, report, sys.stdout, statistics=args.statistics)
@@ -378,7 +379,7 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
     write the changed files (or print the diff, or the fixed standard input) and report
     what is left. The exit code reflects what is left (with --diff: 1 if anything would change)."""
     from tlint.fixes import fix_run, unified_diff, write_atomic
-    from tlint.reporters import Report, SourceLines, render
+    from tlint.reporters import OutputReport, SourceLines, render
 
     outcome = fix_run(linter, paths, unsafe=args.unsafe_fixes, stdin=stdin)
     result = outcome.result
@@ -411,7 +412,7 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
         result.errors.extend(failed)
         out, sources = sys.stdout, None
     shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
-    report = Report(shown, result.files, result.parse_errors, SourceLines(sources),
+    report = OutputReport(shown, result.files, result.parse_errors, SourceLines(sources),
                     hidden_suppressed=len(result.diagnostics) - len(shown))
     render(args.format, report, out, statistics=args.statistics)
     out.flush()
@@ -441,15 +442,9 @@ def _inputs(args: argparse.Namespace):
 
 
 def _exit_code(result, args: argparse.Namespace) -> int:
-    from tlint.diagnostics import SEVERITY_RANK
+    from tlint.results import exit_code
 
-    if result.internal_errors or result.errors:
-        return 2
-    if args.exit_zero:
-        return 0
-    threshold = SEVERITY_RANK[args.fail_on]
-    failing = any(SEVERITY_RANK[d.severity] >= threshold for d in result.diagnostics if not d.suppressed)
-    return 1 if failing else 0
+    return exit_code(result, fail_on=args.fail_on, exit_zero=args.exit_zero)
 
 
 # --- clean ------------------------------------------------------------------------------

@@ -87,3 +87,20 @@ class Diagnostic:
             "fix": self.fix.to_json() if self.fix else None,
             "url": rule_url(self.code, self.name),
         }
+
+
+def internal_error(what: Any, display: str, exc: BaseException, consequence: str = "") -> Diagnostic:
+    """TL003 for a rule (or a view, an extractor, a phase: `what` in words) that raised."""
+    import traceback
+
+    if hasattr(what, "code") and hasattr(what, "name") and not isinstance(what, str):
+        what = f"rule {what.code} ({what.name})"
+    first_line = (str(exc).strip().splitlines() or [""])[0]
+    return Diagnostic(
+        "TL003", "internal-error", "error",
+        f"{what} failed on this file with {type(exc).__name__}: {first_line}{consequence}. "
+        "This is a bug in tlint; please report it (--verbose shows the traceback).",
+        display, Range(Position(1, 1), Position(1, 1)),
+        detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    )
+

@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from tlint.memo import seen_file, seen_folder, seen_marker
 
@@ -151,19 +152,8 @@ def discover(paths: list[Path], settings_for,
         def unreadable(error: OSError) -> None:
             missing.append(f"{error.filename}: cannot read folder ({error.strerror or error})")
 
-        for folder, dirnames, filenames in os.walk(given, onerror=unreadable, followlinks=False):
-            folder_path = Path(folder)
-            real_folder = folder_path.resolve()  # once per folder: entries that are not links sit in it
-            seen_folder(real_folder)
-            settings = settings_for(folder_path, cli_root)
-            keep = []
-            for name in sorted(dirnames):
-                sub = folder_path / name
-                real = sub.resolve() if os.path.islink(sub) else real_folder / name
-                if _excluded(sub, settings, real) or gitignore.ignored(real, True):
-                    continue
-                keep.append(name)
-            dirnames[:] = keep
+        for folder_path, real_folder, settings, filenames in walk_folders(
+                given, settings_for, cli_root, gitignore, onerror=unreadable):
             for name in filenames:
                 if not name.endswith(".py"):
                     continue
@@ -178,6 +168,31 @@ def discover(paths: list[Path], settings_for,
                 found.setdefault(real, cli_root)
                 seen_file(real)
     return sorted(found.items()), missing
+
+
+def walk_folders(top: Path, settings_for, cli_root: Path, gitignore: GitIgnore, *,
+                 keep_folder=None, onerror=None) -> Iterator[tuple[Path, Path, object, list[str]]]:
+    """The one folder walker (discovery and the project phase): (folder, its resolved
+    path, its settings, its file names) for `top` and every folder below it that is not
+    excluded by the settings' `exclude`, not git-ignored and, with `keep_folder`, kept by
+    it. Folders are visited in sorted order, without following links to folders, and
+    recorded for the run memo."""
+    for folder, dirnames, filenames in os.walk(top, onerror=onerror, followlinks=False):
+        folder_path = Path(folder)
+        real_folder = folder_path.resolve()  # once per folder: entries that are not links sit in it
+        seen_folder(real_folder)
+        settings = settings_for(folder_path, cli_root)
+        keep = []
+        for name in sorted(dirnames):
+            sub = folder_path / name
+            real = sub.resolve() if os.path.islink(sub) else real_folder / name
+            if _excluded(sub, settings, real) or gitignore.ignored(real, True):
+                continue
+            if keep_folder is not None and not keep_folder(sub):
+                continue
+            keep.append(name)
+        dirnames[:] = keep
+        yield folder_path, real_folder, settings, filenames
 
 
 def _excluded(path: Path, settings, resolved: Path | None = None) -> bool:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import codecs
 import difflib
 import io
-import os
 import re
-import tempfile
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +31,7 @@ from typing import Iterable
 
 import libcst as cst
 
+from tlint.atomic import write_bytes_atomic
 from tlint.diagnostics import Edit, Fix, Position, Range
 
 MAX_PASSES = 10
@@ -564,17 +563,4 @@ def write_atomic(path: Path, text: str) -> None:
     payload = (codecs.BOM_UTF8 if bom else b"") + text.encode(encoding)
     mode = path.stat().st_mode
     path = path.resolve()  # a symlink stays a symlink: its target is rewritten
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tlint-fix")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode & 0o7777)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
+    write_bytes_atomic(path, payload, mode=mode, durable=True, prefix=f".{path.name}.", suffix=".tlint-fix")

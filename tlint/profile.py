@@ -1,12 +1,14 @@
 """Where `tlint check` spends its time: `tlint check --profile` (and bench/profile_rules.py).
 
-While a run is profiled, each rule's `check` and `check_project`, each shared view (the
-`view` properties of the file context and the `cached_property` members of the view
-classes and of FileIndex), each fact extractor, the pre-filter, the syntax check, the
-LibCST parse, the index traversal, the position pass and the cross-file phase are wrapped
-with a timer. Times are exclusive: a view built on first use inside a rule is charged to
-the view, not to the rule. Nothing is wrapped unless a run is profiled, so an ordinary run
-pays nothing; a profiled one pays a few percent.
+The engine offers a timing hook (`timer(name, fn, *args)`, `Profile.call`): while a run is
+profiled it charges each rule's `check` and `check_project`, each registered view of the
+file context, each fact extractor, the pre-filter, the syntax check, the LibCST parse, the
+index traversal, the position pass and the cross-file phase to their names. Inside the
+views, the `cached_property` members of the view classes and of FileIndex are timed too
+(those alone are wrapped while a run is profiled: they are the views' own parts, which no
+engine hook sees). Times are exclusive: a view built on first use inside a rule is charged
+to the view, not to the rule. An ordinary run passes no hook and pays nothing; a profiled
+one pays a few percent.
 
 Worker processes instrument themselves (`worker_init`) and return each file's timings with
 its result (`profiled_task`); the run sums them, so `--jobs N` reports seconds summed over
@@ -15,9 +17,6 @@ files and processes, not wall time.
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
 import time
 from collections import defaultdict
 from functools import cached_property
@@ -50,6 +49,10 @@ class Profile:
         wrapper.__wrapped__ = fn
         return wrapper
 
+    def call(self, name: str, fn, /, *args, **kwargs):
+        """The timing hook the engine calls: `fn(*args, **kwargs)`, charged to `name`."""
+        return self.timed(name, fn)(*args, **kwargs)
+
     def patch(self, owner, attr: str, name: str, *, materialise: bool = False) -> None:
         original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
         self._undo.append((owner, attr, original))
@@ -79,27 +82,14 @@ class Profile:
             self.calls[name] += value
 
     def instrument(self) -> None:
-        import libcst
+        """Time the `cached_property` members of FileIndex and of every view class."""
+        import importlib
+        import inspect
+        import pkgutil
 
-        import tlint.engine as engine
         import tlint.views
-        from tlint.rules import ALL_RULES
-        from tlint.rules.base import Rule
         from tlint.source import FileIndex
-        from tlint.views import facts as facts_view
 
-        self.patch(engine, "prefilter_skips", "phase: pre-filter (token check)")
-        self.patch(engine, "parse_suppressions", "phase: suppression comments")
-        self.patch(engine, "parse_source", "phase: syntax check (Python compile)")
-        self.patch(libcst, "parse_module", "phase: LibCST parse")
-        self.patch(facts_view, "ast_facts", "phase: facts of pre-filtered files (ast)")
-        self.patch(FileIndex, "__init__", "phase: FileIndex traversal")
-        self.patch(engine, "node_ranges", "phase: positions")
-        self.patch(engine.Linter, "_resolve_projects", "phase: cross-file (project graph, conditions)")
-        for name, member in vars(engine.FileContext).items():
-            if isinstance(member, engine.view):
-                self._undo.append((member, "build", member.build))
-                member.build = self.timed(f"view: ctx.{name}", member.build)
         classes = [FileIndex]
         for info in pkgutil.iter_modules(tlint.views.__path__):
             module = importlib.import_module(f"tlint.views.{info.name}")
@@ -108,15 +98,6 @@ class Profile:
             for attr, member in list(vars(cls).items()):
                 if isinstance(member, cached_property):
                     self.patch_cached(cls, attr, f"view: {cls.__name__}.{attr}")
-        extractors = [(kind, self.timed(f"facts: {kind}", extractor, materialise=True))
-                      for kind, extractor in facts_view.EXTRACTORS]
-        self._undo.append((facts_view, "EXTRACTORS", facts_view.EXTRACTORS))
-        facts_view.EXTRACTORS = tuple(extractors) if isinstance(facts_view.EXTRACTORS, tuple) else extractors
-        for rule in ALL_RULES:
-            if "check" in vars(rule):
-                self.patch(rule, "check", f"rule: {rule.code} {rule.name}")
-            if rule.check_project is not Rule.check_project:
-                self.patch(rule, "check_project", f"rule: {rule.code} {rule.name} (cross-file)", materialise=True)
 
     def table(self, total: float | None = None, top: int | None = None) -> list[str]:
         rows = sorted(self.seconds.items(), key=lambda item: (-item[1], item[0]))
@@ -149,15 +130,16 @@ def deactivate() -> None:
         ACTIVE = None
 
 
-def worker_init() -> None:
-    activate()
+def active_timer():
+    """The timing hook of this process's profile (activated if need be)."""
+    return (ACTIVE if ACTIVE is not None else activate()).call
 
 
 def profiled_task(task):
-    """`engine._analyse_task` in a profiled worker: (result, seconds, calls) of this file."""
-    from tlint.engine import _analyse_task
+    """`engine.analyse_task` in a profiled worker: (result, seconds, calls) of this file."""
+    from tlint.engine import analyse_task
 
     profile = ACTIVE if ACTIVE is not None else activate()
-    result = _analyse_task(task)
+    result = analyse_task(task)
     seconds, calls = profile.drain()
     return result, seconds, calls

@@ -77,3 +77,19 @@ class RunResult:
     @property
     def internal_errors(self) -> int:
         return sum(1 for d in self.diagnostics if d.code == "TL003")
+
+
+def exit_code(result, *, fail_on: str = "warning", exit_zero: bool = False) -> int:
+    """The exit code of a run (`RunResult` or a memo's stored result): 2 for usage
+    problems or any TL003, else 0 with `exit_zero`, else 1 when an unsuppressed finding is
+    at or above `fail_on`."""
+    from tlint.diagnostics import SEVERITY_RANK
+
+    if result.internal_errors or result.errors:
+        return 2
+    if exit_zero:
+        return 0
+    threshold = SEVERITY_RANK[fail_on]
+    failing = any(SEVERITY_RANK[d.severity] >= threshold for d in result.diagnostics if not d.suppressed)
+    return 1 if failing else 0
+

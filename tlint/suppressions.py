@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tlint.diagnostics import Diagnostic, Edit, Fix, Position, Range
+
 _TLINT = re.compile(r"#\s*tlint:\s*(ignore-file|ignore)\b(?:\[([^\]]*)\])?", re.IGNORECASE)
 _NOQA = re.compile(r"#\s*noqa(?::\s*([A-Za-z0-9_\-]+(?:\s*,\s*[A-Za-z0-9_\-]+)*))?", re.IGNORECASE)
 NEVER_SUPPRESSED = frozenset({"TL003"})
@@ -88,3 +90,66 @@ def apply_suppressions(diagnostics, suppressions: list[Suppression]) -> None:
                 diag.suppressed = True
                 sup.used.add(diag.code)
                 break
+
+
+# --- TL002: unused suppressions and the fixes that remove them ---------------------------
+
+
+def unused_suppressions(suppressions: list[Suppression], display: str, enabled: set[str]) -> list[Diagnostic]:
+    """TL002 for each `# tlint: ignore` of a file that suppressed nothing (or names codes
+    that are unknown or suppressed nothing), with the fix that removes it."""
+    from tlint.rules import lookup
+
+    out = []
+
+    def report(sup: Suppression, message: str, fix: Fix | None = None) -> None:
+        where = Range(Position(sup.line, sup.column), Position(sup.line, sup.end_column))
+        out.append(Diagnostic("TL002", "unused-suppression", "info", message, display, where, fix))
+
+    for sup in suppressions:
+        if sup.kind != "tlint":
+            continue
+        if not sup.selectors:
+            if not sup.used:
+                report(sup, "suppression comment suppresses nothing", _remove_suppression(sup))
+            continue
+        rules = {s: lookup(s) for s in sup.selectors}
+        unknown = [s for s, rule in rules.items() if rule is None]
+        unused = [s for s, rule in rules.items() if rule is not None and rule.code in enabled
+                  and rule.code not in sup.used]
+        if unknown:
+            report(sup, f"suppression names unknown rule(s): {', '.join(unknown)}")
+        if unused:
+            kept = [s for s in sup.selectors if s not in unused]
+            report(sup, f"unused suppression of {', '.join(unused)}",
+                   _keep_selectors(sup, kept) if kept else _remove_suppression(sup))
+    return out
+
+
+def _remove_suppression(sup: Suppression) -> Fix | None:
+    """Delete the comment (its whole line when it stands alone). Text after it on the line
+    is its reason (`# tlint: ignore[TL101] padded upstream`) and goes too, unless it is
+    another comment (`# tlint: ignore  # type: ignore`), which stays."""
+    line = sup.text
+    if not line or line[sup.column - 1:sup.end_column - 1].lstrip()[:1] != "#":
+        return None
+    message = "Remove the unused suppression"
+    if sup.standalone:
+        return Fix("safe", (Edit(Range(Position(sup.line, 1), Position(sup.line + 1, 1)), ""),), message)
+    start = len(line[:sup.column - 1].rstrip()) + 1
+    rest = line[sup.end_column - 1:]
+    if rest.strip().startswith("#"):
+        end = sup.end_column + (len(rest) - len(rest.lstrip()))
+        replacement = "  "
+    else:
+        end = len(line) + 1
+        replacement = ""
+    return Fix("safe", (Edit(Range(Position(sup.line, start), Position(sup.line, end)), replacement),), message)
+
+
+def _keep_selectors(sup: Suppression, kept: list[str]) -> Fix | None:
+    if sup.bracket is None:
+        return None
+    start, end = sup.bracket
+    return Fix("safe", (Edit(Range(Position(sup.line, start), Position(sup.line, end)), ", ".join(kept)),),
+               "Remove the unused codes from the suppression")

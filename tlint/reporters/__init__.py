@@ -46,8 +46,9 @@ class SourceLines:
 
 
 @dataclass
-class Report:
-    """What a reporter gets: the diagnostics to show, and the run's totals."""
+class OutputReport:
+    """What a reporter renders: the diagnostics to show, and the run's totals (not a rule's
+    `Finding`)."""
 
     diagnostics: list[Diagnostic]
     files: list[str]
@@ -69,7 +70,7 @@ def statistics_rows(diagnostics: list[Diagnostic]) -> list[tuple[str, str, str, 
 STATISTICS_FORMATS = ("text", "json")
 
 
-def render(fmt: str, report: Report, stream: TextIO, *, statistics: bool = False) -> None:
+def render(fmt: str, report: OutputReport, stream: TextIO, *, statistics: bool = False) -> None:
     """Write `report` in format `fmt`; with `statistics`, counts per code instead."""
     module = importlib.import_module(f"tlint.reporters.{fmt}")
     (module.render_statistics if statistics else module.render)(report, stream)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from tlint.reporters import Report
+from tlint.reporters import OutputReport
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -20,7 +20,7 @@ def escape_property(value: str) -> str:
     return escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def render(report: Report, stream: TextIO) -> None:
+def render(report: OutputReport, stream: TextIO) -> None:
     for diag in report.diagnostics:
         start, end = diag.range.start, diag.range.end
         props = {

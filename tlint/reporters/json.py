@@ -6,10 +6,10 @@ import json
 from typing import TextIO
 
 from tlint import __version__
-from tlint.reporters import Report, statistics_rows
+from tlint.reporters import OutputReport, statistics_rows
 
 
-def document(report: Report) -> dict:
+def document(report: OutputReport) -> dict:
     diagnostics = []
     for diag in report.diagnostics:
         entry = diag.to_json()
@@ -29,11 +29,11 @@ def document(report: Report) -> dict:
     }
 
 
-def render(report: Report, stream: TextIO) -> None:
+def render(report: OutputReport, stream: TextIO) -> None:
     stream.write(json.dumps(document(report), indent=2, ensure_ascii=False) + "\n")
 
 
-def render_statistics(report: Report, stream: TextIO) -> None:
+def render_statistics(report: OutputReport, stream: TextIO) -> None:
     rows = [{"code": code, "name": name, "severity": sev, "count": n}
             for code, name, sev, n in statistics_rows(report.diagnostics)]
     stream.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")

@@ -22,7 +22,7 @@ import re
 from typing import TextIO
 
 from tlint.diagnostics import Diagnostic
-from tlint.reporters import Report
+from tlint.reporters import OutputReport
 
 ERROR_CODES = frozenset({"TL001", "TL003"})
 # Not allowed in XML 1.0, even as character references.
@@ -54,7 +54,7 @@ def finding_text(diag: Diagnostic) -> str:
     return f"{diag.path}:{start.line}:{start.column}: {diag.code} [{diag.severity}] {diag.message} ({diag.name})"
 
 
-def render(report: Report, stream: TextIO) -> None:
+def render(report: OutputReport, stream: TextIO) -> None:
     by_path: dict[str, list[Diagnostic]] = {path: [] for path in report.files}
     for diag in report.diagnostics:
         by_path.setdefault(diag.path, []).append(diag)

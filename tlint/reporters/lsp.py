@@ -11,7 +11,7 @@ from typing import TextIO
 
 from tlint.diagnostics import Diagnostic, Position, Range
 from tlint.docs import rule_url
-from tlint.reporters import Report, SourceLines
+from tlint.reporters import OutputReport, SourceLines
 
 _SEVERITY = {"error": 1, "warning": 2, "info": 3}
 
@@ -57,7 +57,7 @@ def lsp_diagnostic(diag: Diagnostic, sources: SourceLines) -> dict:
     }
 
 
-def render(report: Report, stream: TextIO) -> None:
+def render(report: OutputReport, stream: TextIO) -> None:
     by_path: dict[str, list[Diagnostic]] = {}
     for diag in report.diagnostics:
         by_path.setdefault(diag.path, []).append(diag)

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from tlint import __version__
 from tlint.diagnostics import Diagnostic, Range
-from tlint.reporters import Report, SourceLines
+from tlint.reporters import OutputReport, SourceLines
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -156,7 +156,7 @@ def write(document: dict[str, Any], stream: TextIO) -> None:
     stream.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
-def render(report: Report, stream: TextIO) -> None:
+def render(report: OutputReport, stream: TextIO) -> None:
     log = SarifLog()
     for diag in report.diagnostics:
         more: dict[str, Any] = {}

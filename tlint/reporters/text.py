@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tlint.diagnostics import Diagnostic
-from tlint.reporters import Report, statistics_rows
+from tlint.reporters import OutputReport, statistics_rows
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 _FRAME_LINES = 4  # at most this many lines of a multi-line finding are shown
@@ -26,7 +26,7 @@ def _console(stream: TextIO, color: bool | None) -> Console:
                    soft_wrap=True, emoji=False, markup=False)
 
 
-def render(report: Report, stream: TextIO, *, color: bool | None = None) -> None:
+def render(report: OutputReport, stream: TextIO, *, color: bool | None = None) -> None:
     console = _console(stream, color)
     for diag in report.diagnostics:
         console.print(_headline(diag))
@@ -54,7 +54,7 @@ def _fixable(diagnostics) -> str:
     return f"[*] {safe} fixable with `tlint check --fix`{more}."
 
 
-def render_statistics(report: Report, stream: TextIO, *, color: bool | None = None) -> None:
+def render_statistics(report: OutputReport, stream: TextIO, *, color: bool | None = None) -> None:
     console = _console(stream, color)
     console.print(_table(statistics_rows(report.diagnostics), header=True))
 
@@ -75,7 +75,7 @@ def _headline(diag: Diagnostic) -> Text:
     return text
 
 
-def _frame(diag: Diagnostic, report: Report) -> Text | None:
+def _frame(diag: Diagnostic, report: OutputReport) -> Text | None:
     """The flagged lines, each underlined where the finding's range covers it."""
     start, end = diag.range.start, diag.range.end
     last = min(end.line, start.line + _FRAME_LINES - 1)
@@ -105,7 +105,7 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _summary(report: Report) -> Text:
+def _summary(report: OutputReport) -> Text:
     checked = _plural(len(report.files), "file")
     hidden = report.hidden_suppressed
     note = f" ({hidden} suppressed, --show-suppressed shows them)" if hidden else ""

@@ -1,0 +1,280 @@
+"""Reading and parsing one source file, safely: the bytes (one read), the text (decoded as
+Python decodes it), the parse guards that keep LibCST's native parser from crashing or
+spending minutes, and the pre-filter that spares LibCST the files no rule needs.
+
+Nothing here runs a rule; every failure is a TL001 diagnostic, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from tlint.context import Timer
+from tlint.diagnostics import Diagnostic, Position, Range
+from tlint.encoding import decode_source
+from tlint.rules import ENGINE_CODES
+
+if TYPE_CHECKING:
+    from tlint.config import Settings
+
+# Python's own parser refuses more than 200 nested brackets; LibCST's native parser can
+# crash the process on such input, so deeper files are checked by `compile` first.
+_MAX_SAFE_NESTING = 150
+# Files above this size (generated data, mostly) are reported, not parsed: LibCST takes
+# about ten seconds per megabyte of dense code.
+MAX_FILE_BYTES = 5 * 2**20
+# LibCST's native parser overflows its stack somewhere past 3,000 to 8,000 nested nodes
+# (measured with LibCST 1.9: 4,000 chained subscripts crash it, 3,000 do not; 8,000
+# additions or attribute accesses crash it, 4,000 do not).
+_MAX_LIBCST_DEPTH = 3000
+
+# --- reading and parsing ----------------------------------------------------------------
+
+
+def _max_nesting(text: str) -> int:
+    depth = best = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+            if depth > best:
+                best = depth
+        elif ch in ")]}" and depth:
+            depth -= 1
+    return best
+
+
+def parse_error(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    return Diagnostic("TL001", "parse-error", "error", message, display,
+                      Range(Position(line, column), Position(line, column)))
+
+
+def _too_large(display: str, size: int) -> Diagnostic:
+    return parse_error(display, f"file too large to lint ({size / 2**20:.1f} MiB; the limit is "
+                        f"{MAX_FILE_BYTES // 2**20} MiB): exclude it in the configuration")
+
+
+def _libcst_depth_risk(tree, start: int = 0) -> bool:
+    """True when LibCST would nest deeper than its native parser survives: CPython keeps
+    `a and b and ...` flat, LibCST nests one BooleanOperation per operator."""
+    import ast
+
+    stack = [(tree, start)]
+    while stack:
+        node, depth = stack.pop()
+        depth += len(node.values) - 1 if isinstance(node, ast.BoolOp) else 1
+        if depth > _MAX_LIBCST_DEPTH:
+            return True
+        stack.extend((child, depth) for child in ast.iter_child_nodes(node))
+    return False
+
+
+def _deep_expression_risk(tree, text: str) -> bool:
+    """`_libcst_depth_risk`, walked only where it can be true: statements are followed
+    (their nesting counts), and an expression is measured only when its source spans at
+    least `_MAX_LIBCST_DEPTH // 2` characters (every nesting level takes one or more). Python
+    3.11 and 3.12 refuse deep chains themselves, but 3.10 compiles `a + a + ...` or
+    `y[0][0]...` of any length and 3.13 several thousand levels, which crash LibCST's
+    native parser (a segfault, fatal to a single-process run)."""
+    import ast
+
+    starts = [0]
+    for line in text.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    last = len(starts) - 1
+
+    def span(node) -> int | None:
+        line, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if line is None or end is None:
+            return None
+        first = starts[min(line, last) - 1] + node.col_offset
+        return starts[min(end, last) - 1] + (node.end_col_offset or 0) - first
+
+    containers = (ast.stmt, ast.excepthandler) + ((ast.match_case,) if hasattr(ast, "match_case") else ())
+    threshold = _MAX_LIBCST_DEPTH // 2
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") and depth + 1 < threshold:
+            length = span(node)  # a simple statement: nothing in it is longer than itself
+            if length is not None and length < threshold:
+                continue
+        depth += 1
+        if depth > _MAX_LIBCST_DEPTH:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            # a dotted module name is one string for CPython, a chain of Attribute nodes for LibCST
+            dots = [alias.name.count(".") for alias in node.names] + [(getattr(node, "module", None) or "").count(".")]
+            if depth + max(dots) > _MAX_LIBCST_DEPTH:
+                return True
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, containers):
+                stack.append((child, depth))
+                continue
+            length = span(child)
+            if length is None:  # no position (`arguments`, `withitem`): measure its parts
+                stack.append((child, depth))
+                continue
+            if length >= threshold and _libcst_depth_risk(child, depth):
+                return True
+    return False
+
+
+def parse_source(text: str, display: str, *, syntax_only: bool = False,
+                 statement_lines: list | None = None, timer: Timer | None = None) -> cst.Module | Diagnostic | Any:
+    """The LibCST module, or a TL001 diagnostic saying why the file cannot be parsed.
+    With `syntax_only`, a file Python compiles gives Python's own `ast.Module` instead
+    (LibCST is not run); one it refuses still goes to LibCST, as below. A `statement_lines`
+    list receives, from Python's tree, the first line of each top-level statement (its
+    first decorator's), which `positions.node_ranges` places nodes from.
+
+    CPython's own parser looks first: it is fast, it refuses what Python cannot compile
+    (nesting beyond its limits, NUL bytes) before LibCST spends minutes on it or crashes,
+    and its messages and positions are the clearer. A file it calls a syntax error still
+    goes to LibCST, which may know newer syntax than the running Python. `timer` (the
+    profile's hook) is charged for LibCST's parse separately."""
+    if len(text) > MAX_FILE_BYTES:
+        return _too_large(display, len(text.encode("utf-8", "surrogatepass")))
+    if "\x00" in text:  # CPython refuses them (a ValueError before 3.12); LibCST does not
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        return parse_error(display, "syntax error: source code cannot contain null bytes", line)
+    py_error: SyntaxError | None = None
+    try:
+        tree = compile(text, display, "exec", flags=0x400, dont_inherit=True)  # ast only
+    except SyntaxError as exc:
+        py_error = exc
+    except (RecursionError, MemoryError):
+        return parse_error(display, "file too deeply nested to parse (beyond what Python itself can compile)")
+    except ValueError as exc:  # pragma: no cover - NUL bytes are handled above
+        return parse_error(display, f"syntax error: {exc}")
+    else:
+        if len(text) >= _MAX_LIBCST_DEPTH // 2 and _deep_expression_risk(tree, text):
+            return parse_error(display, "expression too deeply nested to parse (more than "
+                                f"{_MAX_LIBCST_DEPTH} levels, as in a chain of that many operators)")
+    if py_error is not None and (("(" in text or "[" in text or "{" in text)
+                                 and _max_nesting(text) > _MAX_SAFE_NESTING):
+        return parse_error(display, f"syntax error: {py_error.msg}", py_error.lineno or 1, py_error.offset or 1)
+    if syntax_only and py_error is None:
+        return tree  # pre-filtered (see `prefilter_skips`): Python's tree, LibCST not run
+    if statement_lines is not None and py_error is None:
+        statement_lines.extend(min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+                               for stmt in tree.body)
+    try:
+        return cst.parse_module(text) if timer is None else timer("phase: LibCST parse", cst.parse_module, text)
+    except cst.ParserSyntaxError as exc:
+        # LibCST's native parser leaves raw_column at 0 (and raw_line often on the line
+        # before); CPython's own parser gives the real position and a clearer message.
+        if py_error is not None:
+            return parse_error(display, f"syntax error: {py_error.msg}", py_error.lineno or 1, py_error.offset or 1)
+        message = exc.message.strip().splitlines()[0] if exc.message.strip() else "invalid syntax"
+        return parse_error(display, f"LibCST cannot parse this file, although Python accepts it: {message}",
+                            max(exc.raw_line, 1), exc.raw_column + 1)
+    except RecursionError:
+        return parse_error(display, "file too deeply nested to parse (recursion limit)")
+    except Exception as exc:  # the native parser reports some failures as other types
+        return parse_error(display, f"cannot parse: {type(exc).__name__}: {exc}")
+
+
+def read_source(path: Path, display: str) -> bytes | Diagnostic:
+    """A source file's bytes (one read: the cache key and the analysis use the same
+    bytes), or TL001 when it cannot be read or is too large."""
+    try:
+        if path.is_symlink() and not path.exists():
+            return parse_error(display, "cannot read file: broken symbolic link "
+                                f"(or a symlink loop) to {os.readlink(path)}")
+        data = path.read_bytes()
+    except OSError as exc:
+        return parse_error(display, f"cannot read file: {exc.strerror or exc}")
+    if len(data) > MAX_FILE_BYTES:
+        return _too_large(display, len(data))
+    return data
+
+
+def decode_data(data: bytes, display: str) -> str | Diagnostic:
+    """The text of a source file's bytes, decoded as Python does (BOM, PEP 263), or TL001."""
+    try:
+        return decode_source(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            line_start = data.rfind(b"\n", 0, exc.start) + 1
+            line = data.count(b"\n", 0, exc.start) + 1
+            column = len(data[line_start:exc.start].decode(exc.encoding, "replace")) + 1
+            return parse_error(display, f"cannot decode file as {exc.encoding}: {exc.reason} "
+                                f"(byte 0x{data[exc.start]:02x})", line, column)
+        return parse_error(display, f"cannot decode file: {exc}")
+
+
+def read_text(path: Path, display: str) -> str | Diagnostic:
+    data = read_source(path, display)
+    return data if isinstance(data, Diagnostic) else decode_data(data, display)
+
+
+# --- the pre-filter ---------------------------------------------------------------------
+# A file that contains none of the tokens of the enabled rules (`Rule.tokens`) and of the
+# fact extractors (`tlint.views.facts.TOKENS`) cannot give a finding or a fact: it is
+# syntax-checked by Python's own compiler (TL001 as ever) and its suppression comments are
+# read (TL002 as ever), but LibCST never parses it; its `call-args` facts come from
+# Python's tree. `tlint check --no-prefilter` (or `TLINT_NO_PREFILTER=1`, read by the CLI)
+# turns it off: `analyse_file(..., prefilter=False)`.
+
+
+_TOKENS: dict[int, tuple[Settings, Any]] = {}
+
+
+def needed_tokens(settings: Settings, facts_only: bool = False) -> tuple[str, ...] | None:
+    """The lower-case tokens one of which a file must contain (or one of the rules'
+    `patterns` match) to be parsed under `settings` (`facts_only`: for its facts alone),
+    or None when every file is needed."""
+    spec = _prefilter_spec(settings, facts_only)
+    return None if spec is None else spec[0]
+
+
+def _prefilter_spec(settings: Settings, facts_only: bool):
+    cached = _TOKENS.get(id(settings) * 2 + facts_only)
+    if cached is not None and cached[0] is settings:
+        return cached[1]
+    import re
+
+    from tlint.views import facts as facts_view
+
+    tokens = facts_view.prefilter_tokens(settings)
+    patterns: set[str] = set()
+    if tokens is not None and not facts_only:
+        for rule in settings.ruleset().rules:
+            if rule.code in ENGINE_CODES:
+                continue
+            needed = rule.needed_tokens()
+            if needed is None:
+                tokens = None
+                break
+            tokens |= needed
+            patterns.update(rule.patterns)
+    spec = None
+    if tokens is not None:
+        # the words most training code has first: they decide most parsed files at once
+        common = ("torch", "forward", "transformer", "mask", "pad")
+        ordered = tuple(sorted({t.lower() for t in tokens},
+                               key=lambda t: (common.index(t) if t in common else len(common), len(t), t)))
+        spec = (ordered, re.compile("|".join(f"(?:{p})" for p in sorted(patterns))) if patterns else None)
+    _TOKENS[id(settings) * 2 + facts_only] = (settings, spec)
+    return spec
+
+
+def prefilter_skips(text: str, settings: Settings, facts_only: bool = False) -> bool:
+    """True when no enabled rule or fact extractor needs this file's tree."""
+    spec = _prefilter_spec(settings, facts_only)
+    if spec is None:
+        return False
+    tokens, pattern = spec
+    lowered = text.lower()
+    for token in tokens:
+        if token in lowered:
+            return False
+    if pattern is not None and pattern.search(lowered):
+        return False
+    from tlint.views.facts import ast_facts_exact
+
+    return ast_facts_exact(text)
