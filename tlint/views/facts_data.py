@@ -1,0 +1,659 @@
+"""Project facts of the data pipeline (see `tlint.views.facts`): padding (`pads`), label
+masking (`masks-pad-labels`, `pad-labels-by-id`), pad tokens (`distinct-pad`), what feeds
+training (`feeds-training`, `static-shapes`) and tokenizers (`tokenizer`,
+`tokenizer-saved`), with the helpers the data rules share (`tokenizer_like`,
+`tokenizer_encode_calls`, `pads_in_call`, `unpadded_ids`, ...). Its public names are
+re-exported from `tlint.views.facts`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import libcst as cst
+
+from tlint.cst import (
+    dotted_name,
+    get_arg,
+    has_star_kwargs,
+    is_literal,
+    last_name,
+    literal_value,
+    snake_parts,
+    walk,
+)
+
+PADDING_COLLATORS = frozenset(
+    {
+        "transformers.DataCollatorWithPadding",
+        "transformers.DataCollatorForLanguageModeling",
+        "transformers.DataCollatorForSeq2Seq",
+        "transformers.DataCollatorForTokenClassification",
+        "transformers.DataCollatorForWholeWordMask",
+        "transformers.DataCollatorForPermutationLanguageModeling",
+        "trl.DataCollatorForCompletionOnlyLM",
+    }
+)
+PAD_SEQUENCE = frozenset({"torch.nn.utils.rnn.pad_sequence", "torch.nn.utils.rnn.pack_padded_sequence"})
+FUNCTIONAL_PAD = frozenset({"torch.nn.functional.pad"})
+FULL_TENSORS = frozenset({"torch.full", "torch.full_like"})
+_NO_PADDING = (False, None, "do_not_pad")
+
+
+def tokenizer_like(index, expr: cst.BaseExpression) -> bool:
+    """Is `expr` (the callee or receiver) a tokenizer/processor, by its name or origin?"""
+    name = last_name(expr)
+    if name is None:
+        return False
+    parts = snake_parts(name)
+    if any(p.startswith("tok") or p in ("processor", "encoder_fn") for p in parts):
+        return True
+    return name in _tokenizer_variables(index)
+
+
+def _tokenizer_variables(index) -> set[str]:
+    cached = getattr(index, "_tokenizer_vars", None)
+    if cached is None:
+        cached = set()
+        for node in index.assignments:
+            if type(node) is cst.Assign and type(node.value) is cst.Call:
+                callee = index.call_name(node.value) or ""
+                if "Tokenizer" in callee or "Processor" in callee:
+                    for target in node.targets:
+                        name = last_name(target.target)
+                        if name:
+                            cached.add(name)
+        index._tokenizer_vars = cached
+    return cached
+
+
+def padding_sites(ctx):
+    index = ctx.index
+    for call in index.calls:
+        qualified = index.qualify(call.func)
+        if qualified in PADDING_COLLATORS or qualified in PAD_SEQUENCE:
+            yield call
+            continue
+        if qualified in FUNCTIONAL_PAD:
+            first = get_arg(call, "input", 0)
+            name = last_name(first.value) if first else None
+            if name and any(p in ("ids", "tokens", "token", "input") for p in snake_parts(name)):
+                yield call
+            continue
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value in ("pad", "enable_padding") and tokenizer_like(index, func.value):
+            yield call
+            continue
+        if qualified in FULL_TENSORS or (type(func) is cst.Attribute and func.attr.value == "new_full"):
+            fill = get_arg(call, "fill_value", 1)
+            if fill is not None and pad_id_like(fill.value):
+                yield call  # `torch.full((B, T), pad_id)`: a batch of ids pre-filled with padding
+            continue
+        if not pads_in_call(call):
+            continue
+        receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
+        if tokenizer_like(index, receiver):
+            yield call
+    if "pad" in ctx.text:
+        yield from _list_padding(index)
+
+
+def _list_padding(index):
+    """`ids + [pad_id] * (max_len - len(ids))`: padding a list of ids by hand."""
+    roots = [node.value for node in index.assignments if node.value is not None]
+    roots += [arg.value for call in index.calls for arg in call.args]
+    for root in roots:
+        for node in walk(root):
+            if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
+                for side in (node.left, node.right):
+                    if type(side) is cst.List and len(side.elements) == 1 and pad_id_like(side.elements[0].value):
+                        yield node
+                        return
+
+
+# --- tokenizers, ids and labels (data-pipeline rules) -----------------------------------
+
+
+TOKENIZER_ENCODE_METHODS = frozenset({"__call__", "encode", "encode_plus", "batch_encode_plus", "apply_chat_template"})
+LABEL_MASKING_COLLATORS = frozenset(
+    {
+        "transformers.DataCollatorForLanguageModeling",
+        "transformers.DataCollatorForSeq2Seq",
+        "transformers.DataCollatorForWholeWordMask",
+        "transformers.DataCollatorForPermutationLanguageModeling",
+        "trl.DataCollatorForCompletionOnlyLM",
+    }
+)
+DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_TOKENIZER_WORDS = ("tokenizer", "tokenizers", "tokeniser", "tok", "tknzr", "processor")
+_NONFINITE_NAMES = {
+    "math.inf": math.inf, "math.nan": math.nan, "numpy.inf": math.inf, "numpy.Inf": math.inf,
+    "numpy.PINF": math.inf, "numpy.NINF": -math.inf, "numpy.nan": math.nan, "numpy.NaN": math.nan,
+    "numpy.NAN": math.nan, "torch.inf": math.inf, "torch.nan": math.nan,
+}
+TOKENIZER_OPTIONS = ("padding_side", "truncation_side", "model_max_length", "do_lower_case", "add_prefix_space",
+                     "use_fast")
+
+
+def tokenizer_object(index, expr: cst.BaseExpression | None) -> bool:
+    """Is `expr` a tokenizer object (`tokenizer`, `self.tok`, a variable assigned from a
+    `*Tokenizer*` class)? Stricter than `tokenizer_like`: `tokens`, `tokenize` are not."""
+    name = last_name(expr)
+    if name is None:
+        return False
+    if any(p in _TOKENIZER_WORDS or p.startswith("tokenizer") for p in snake_parts(name)):
+        return True
+    return name in _tokenizer_variables(index)
+
+
+def tokenizer_encode_calls(index) -> list[cst.Call]:
+    """Calls that encode text with a tokenizer: `tokenizer(texts, ...)`, `self.tok(...)`,
+    `tokenizer.encode_plus(...)`. A local function (`tokenize(batch)`) is a wrapper, not one."""
+    cached = getattr(index, "_tokenizer_encode_calls", None)
+    if cached is None:
+        cached = []
+        for call in index.calls:
+            func = call.func
+            receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
+            if type(receiver) is cst.Name and receiver.value in index.functions_by_name:
+                continue
+            if tokenizer_object(index, receiver):
+                cached.append(call)
+        index._tokenizer_encode_calls = cached
+    return cached
+
+
+def pads_in_call(call: cst.Call) -> bool:
+    """The call asks for padding: truthy `padding=` (not `False`/`"do_not_pad"`/an int), or
+    the legacy `pad_to_max_length=True`."""
+    legacy = get_arg(call, "pad_to_max_length")
+    if legacy is not None and literal_value(legacy.value, default=True) not in _NO_PADDING:
+        return True
+    padding = get_arg(call, "padding")
+    if padding is None:
+        return False
+    value = literal_value(padding.value, default=Ellipsis)
+    return not (value in _NO_PADDING or (isinstance(value, int) and not isinstance(value, bool)))
+
+
+def nonfinite_value(index, expr: cst.BaseExpression | None) -> float | None:
+    """NaN or ±inf written as a literal (`float("nan")`, `-math.inf`, `np.nan`), else None."""
+    if expr is None:
+        return None
+    if type(expr) is cst.UnaryOperation and type(expr.operator) in (cst.Minus, cst.Plus):
+        inner = nonfinite_value(index, expr.expression)
+        return None if inner is None else (-inner if type(expr.operator) is cst.Minus else inner)
+    value = literal_value(expr, default=None)
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    return _NONFINITE_NAMES.get(index.qualify(expr) or "")
+
+
+def pad_id_like(expr: cst.BaseExpression | None) -> bool:
+    """`tokenizer.pad_token_id`, `pad_id`, `PAD_IDX`, `self.padding_idx`: a pad token id."""
+    name = last_name(expr)
+    if name is None:
+        return False
+    parts = snake_parts(name)
+    return any(p.startswith("pad") for p in parts) and any(p in ("id", "idx", "index", "ids") for p in parts)
+
+
+def eos_like(expr: cst.BaseExpression | None) -> bool:
+    """`tokenizer.eos_token`, `eos_token_id`, `config.eos_token_id`."""
+    name = last_name(expr)
+    return name is not None and "eos" in snake_parts(name)
+
+
+def module_constant(index, expr: cst.BaseExpression | None):
+    """A literal, or a module-level name assigned a literal exactly once; else Ellipsis."""
+    value = literal_value(expr, default=Ellipsis)
+    if value is not Ellipsis or type(expr) is not cst.Name:
+        return value
+    constants = getattr(index, "_module_constants", None)
+    if constants is None:
+        constants, seen = {}, set()
+        for stmt in index.module.body:
+            if type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
+                        name = small.targets[0].target.value
+                        if name in seen:
+                            constants.pop(name, None)
+                        else:
+                            seen.add(name)
+                            constants[name] = literal_value(small.value, default=Ellipsis)
+        index._module_constants = constants
+    return constants.get(expr.value, Ellipsis)
+
+
+# ids and labels: shared by TL101 (unpadded ids) and TL106 (labels copied from ids)
+
+_TENSOR_METHODS = {"to", "cuda", "cpu", "long", "int", "unsqueeze", "view", "reshape", "clone", "detach"}
+# torch constructors whose ids can hold no padding when built from literals or at random
+_LITERAL_TENSORS = {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.IntTensor"}
+_SYNTHETIC_TENSORS = {"torch.randint", "torch.arange"}
+
+
+def ids_expression(expr: cst.BaseExpression, ids_names: set[str]) -> bool:
+    """`batch["input_ids"]`, `enc.input_ids`, or a name holding input ids."""
+    if type(expr) is cst.Subscript and len(expr.slice) == 1:
+        index = expr.slice[0].slice
+        if type(index) is cst.Index and type(index.value) is cst.SimpleString:
+            return index.value.evaluated_value == "input_ids"
+    if type(expr) is cst.Attribute:
+        return expr.attr.value == "input_ids"
+    if type(expr) is cst.Name:
+        return expr.value in ids_names or expr.value == "input_ids"
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in ("to", "cuda"):
+        return ids_expression(expr.func.value, ids_names)
+    return False
+
+
+def ids_variables(index) -> set[str]:
+    """Local names assigned input ids (`ids = batch["input_ids"]`)."""
+    cached = getattr(index, "_ids_variables", None)
+    if cached is None:
+        cached = set()
+        for node in index.assignments:
+            if type(node) is cst.Assign and ids_expression(node.value, set()):
+                cached.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
+        index._ids_variables = cached
+    return cached
+
+
+def _literal_data(expr: cst.BaseExpression) -> bool:
+    """A (nested) list/tuple of literal numbers: `[[0, 2, 3, 1]]`."""
+    if type(expr) in (cst.List, cst.Tuple):
+        return all(_literal_data(el.value) for el in expr.elements if type(el) is not cst.StarredElement)
+    return is_literal(expr)
+
+
+def enables_padding(index) -> bool:
+    """`tok.enable_padding(...)` (the `tokenizers` library): later encodes pad by default."""
+    return any(type(c.func) is cst.Attribute and c.func.attr.value == "enable_padding" for c in index.calls)
+
+
+def unpadded_ids(index, expr: cst.BaseExpression, scope, depth: int = 0) -> bool:
+    """Is `expr` provably unpadded ids: a tokenizer call without (truthy) padding, synthetic
+    ids (`torch.randint`, a literal `torch.tensor([[...]])`), or a local variable every
+    assignment of which is one of those? (Taken from it by `["input_ids"]`/`.input_ids`,
+    moved with `.to(device)`, … .)"""
+    if depth > 4:
+        return False
+    while True:
+        func = expr.func if type(expr) is cst.Call else None
+        if type(func) is cst.Attribute and func.attr.value in _TENSOR_METHODS:
+            expr = func.value
+        elif type(expr) is cst.Subscript or (type(expr) is cst.Attribute and expr.attr.value == "input_ids"):
+            expr = expr.value
+        else:
+            break
+    if type(expr) is cst.Call:
+        qualified = index.qualify(expr.func)
+        if qualified in _SYNTHETIC_TENSORS:
+            return True
+        if qualified in _LITERAL_TENSORS:
+            return bool(expr.args) and _literal_data(expr.args[0].value)
+        func = expr.func
+        receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
+        if not tokenizer_like(index, receiver) or enables_padding(index):
+            return False
+        padding = get_arg(expr, "padding")
+        return padding is None or literal_value(padding.value, default=Ellipsis) in _NO_PADDING
+    if type(expr) is cst.Name:
+        return _unpadded_name(index, expr.value, scope, depth)
+    return False
+
+
+def _unpadded_name(index, name: str, scope, depth: int) -> bool:
+    """Every binding of `name` in `scope` is an unpadded source (and there is one)."""
+    if type(scope) is cst.FunctionDef:
+        params = scope.params
+        if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+            return False
+    values = []
+    body = scope.body if type(scope) is cst.FunctionDef else scope
+    for node in walk(body, into_functions=False):
+        if type(node) in (cst.For, cst.CompFor):
+            if any(type(n) is cst.Name and n.value == name for n in walk(node.target)):
+                return False
+        elif type(node) in (cst.WithItem, cst.NamedExpr):
+            if type(node) is cst.WithItem:
+                target = node.asname.name if node.asname else None
+            else:
+                target = node.target
+            if target is not None and any(type(n) is cst.Name and n.value == name for n in walk(target)):
+                return False
+        elif type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign):
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+            for target in targets:
+                if type(target) is cst.Name and target.value == name:
+                    if type(node) is cst.AugAssign or node.value is None:
+                        return False
+                    values.append(node.value)
+                elif any(type(n) is cst.Name and n.value == name for n in walk(target)):
+                    return False  # unpacked: origin unknown
+    return bool(values) and all(unpadded_ids(index, value, scope, depth + 1) for value in values)
+
+
+def _minus_100(expr: cst.BaseExpression) -> bool:
+    return literal_value(expr, default=None) == -100
+
+
+def _ignore_constant(expr: cst.BaseExpression) -> bool:
+    """`IGNORE_INDEX`, `IGNORE_TOKEN_ID`, `label_pad_token_id`: names of the -100 label."""
+    return type(expr) is cst.Name and _ignore_name(expr.value)
+
+
+def _ignore_name(name: str) -> bool:
+    parts = snake_parts(name)
+    return ("ignore" in parts and any(p in ("index", "idx", "id") for p in parts)) or parts[:2] == ["label", "pad"]
+
+
+_ASSIGNMENTS = (cst.Assign, cst.AugAssign, cst.AnnAssign)
+_STATEMENT_LEVEL = (cst.SimpleStatementLine, cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)
+
+
+def _covering(index, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The assignment around `node`, else the outermost call that has it inside one of
+    its arguments (not `ignore_index=`), else None."""
+    outermost = None
+    below = inner = node  # the ancestor's child and grandchild on the way up
+    for anc in index.ancestors(node):
+        kind = type(anc)
+        if kind in _ASSIGNMENTS:
+            return anc
+        if kind is cst.Call and type(below) is cst.Arg and below.value is inner and (
+                below.keyword is None or below.keyword.value != "ignore_index"):
+            outermost = anc
+        elif kind in _STATEMENT_LEVEL:
+            break
+        below, inner = anc, below
+    return outermost
+
+
+class LabelMasking:
+    """How a file keeps positions out of the loss: `-100` written into labels, loss
+    `ignore_index` arguments, comparisons with a pad id. Read from assignments and call
+    arguments (where such values live), once per file."""
+
+    def __init__(self, index) -> None:
+        self.writes_ignore_label = False  # a -100 (or IGNORE_INDEX) outside `ignore_index=`
+        self.ignore_index_args: list[cst.Arg] = []
+        self.pad_id_compares: list[tuple[cst.Comparison, cst.CSTNode]] = []  # (compare, statement)
+        for call in index.calls:
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == "ignore_index":
+                    self.ignore_index_args.append(arg)
+        # The values looked at are those inside an assignment or a call's argument (not
+        # `ignore_index=`); each comparison is charged to that assignment, else to the
+        # outermost such call, and they are listed assignments first, then calls, each in
+        # source order. The few candidate nodes are found first, their place after.
+        ignore_names = {name for name in index.identifiers if _ignore_name(name)}
+        compares = []
+        for node in index.order:
+            kind = type(node)
+            if kind is cst.Name:
+                if node.value in ignore_names and not self.writes_ignore_label and _covering(index, node) \
+                        and not self._inside_ignore_index(index, node):
+                    self.writes_ignore_label = True
+            elif kind is cst.UnaryOperation or kind is cst.Call:
+                if not self.writes_ignore_label and _minus_100(node) and _covering(index, node) \
+                        and not self._inside_ignore_index(index, node):
+                    self.writes_ignore_label = True
+            elif kind is cst.Comparison and any(
+                    type(t.operator) in (cst.Equal, cst.NotEqual) for t in node.comparisons):
+                operands = [node.left, *(t.comparator for t in node.comparisons)]
+                if any(pad_id_like(o) for o in operands):
+                    statement = _covering(index, node)
+                    if statement is not None:
+                        assigned = type(statement) is not cst.Call
+                        compares.append((not assigned, index.position[id(statement)], index.position[id(node)],
+                                         node, statement))
+        compares.sort(key=lambda entry: entry[:3])
+        self.pad_id_compares = [(node, statement) for *_, node, statement in compares]
+
+    @staticmethod
+    def _inside_ignore_index(index, node) -> bool:
+        for anc in index.ancestors(node):
+            if type(anc) is cst.Arg:
+                return anc.keyword is not None and anc.keyword.value == "ignore_index"
+            if isinstance(anc, (cst.Call, cst.BaseSmallStatement)):
+                return False
+        return False
+
+
+def label_masking(index) -> LabelMasking:
+    cached = getattr(index, "_label_masking", None)
+    if cached is None:
+        cached = index._label_masking = LabelMasking(index)
+    return cached
+
+
+def masks_pad_labels_sites(ctx):
+    """Pad positions kept out of the loss: a label-masking collator, a -100 written into
+    labels, or a loss `ignore_index` other than the default -100 (the pad id)."""
+    index = ctx.index
+    for call in index.calls:
+        if index.qualify(call.func) in LABEL_MASKING_COLLATORS or get_arg(call, "label_pad_token_id"):
+            yield call
+            return
+    masking = label_masking(index)
+    if masking.writes_ignore_label:
+        yield index.module
+        return
+    for arg in masking.ignore_index_args:
+        if not _minus_100(arg.value):
+            yield arg
+            return
+
+
+def pad_labels_by_id_sites(ctx):
+    """Label masking keyed on the pad id, which also hides EOS when pad == eos:
+    `DataCollatorForLanguageModeling(mlm=False)` (it sets labels == pad_token_id to -100),
+    `labels[labels == pad_token_id] = -100`, `ignore_index=tokenizer.pad_token_id`."""
+    index = ctx.index
+    for call in index.calls:
+        qualified = index.qualify(call.func)
+        if qualified == "transformers.DataCollatorForLanguageModeling":
+            mlm = get_arg(call, "mlm", 1)
+            if mlm is not None and literal_value(mlm.value, default=True) is False:
+                yield call
+                return
+        elif qualified == "trl.DataCollatorForCompletionOnlyLM":
+            yield call
+            return
+    masking = label_masking(index)
+    for arg in masking.ignore_index_args:
+        if pad_id_like(arg.value):
+            yield arg
+            return
+    for compare, statement in masking.pad_id_compares:
+        operands = [compare.left, *(t.comparator for t in compare.comparisons)]
+        labels = any("label" in (last_name(o) or "").lower() or "labels" in _subscript_key(o) for o in operands)
+        if labels or any(_minus_100(n) or _ignore_constant(n) for n in walk(statement)):
+            yield compare
+            return
+
+
+def _subscript_key(expr: cst.BaseExpression) -> str:
+    if type(expr) is cst.Subscript and len(expr.slice) == 1:
+        inner = expr.slice[0].slice
+        if type(inner) is cst.Index and type(inner.value) is cst.SimpleString:
+            return inner.value.evaluated_value or ""
+    return ""
+
+
+def pad_is_eos_sites(index):
+    """`tokenizer.pad_token = tokenizer.eos_token`, `tok.pad_token_id = tok.eos_token_id`,
+    `tokenizer.add_special_tokens({"pad_token": tokenizer.eos_token})`."""
+    for node in index.assignments:
+        if type(node) is cst.Assign and eos_like(node.value):
+            for target in node.targets:
+                t = target.target
+                if type(t) is cst.Attribute and t.attr.value in ("pad_token", "pad_token_id") \
+                        and tokenizer_object(index, t.value):
+                    yield node
+                    break
+    for call, value in _pad_token_settings(index):
+        if eos_like(value):
+            yield call
+
+
+def _pad_token_settings(index):
+    """(call, value) of `add_special_tokens({"pad_token": value})` and `pad_token=value`."""
+    for call in index.calls:
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "add_special_tokens" and call.args:
+            mapping = call.args[0].value
+            if type(mapping) is cst.Dict:
+                for element in mapping.elements:
+                    if type(element) is cst.DictElement and literal_value(element.key, default=None) == "pad_token":
+                        yield call, element.value
+            elif type(mapping) is cst.Call and dotted_name(mapping.func) == "dict":
+                pad = get_arg(mapping, "pad_token")
+                if pad is not None:
+                    yield call, pad.value
+        elif type(func) is cst.Attribute and func.attr.value == "from_pretrained":
+            pad = get_arg(call, "pad_token")
+            if pad is not None:
+                yield call, pad.value
+
+
+def distinct_pad_sites(ctx):
+    """A pad token that is not EOS: `add_special_tokens({"pad_token": "[PAD]"})`,
+    `tokenizer.pad_token = tokenizer.unk_token`, `from_pretrained(..., pad_token="<pad>")`."""
+    index = ctx.index
+    for call, value in _pad_token_settings(index):
+        if not eos_like(value) and not _eos_literal(value):
+            yield call
+            return
+    for node in index.assignments:
+        if type(node) is cst.Assign and not eos_like(node.value) and not _eos_literal(node.value):
+            for target in node.targets:
+                t = target.target
+                if type(t) is cst.Attribute and t.attr.value == "pad_token" and tokenizer_object(index, t.value):
+                    yield node
+                    return
+
+
+def _eos_literal(expr) -> bool:
+    value = literal_value(expr, default=None)
+    return isinstance(value, str) and ("endoftext" in value or value in ("</s>", "<eos>", "<|eot_id|>", "<|im_end|>"))
+
+
+def feeds_training_sites(ctx):
+    """A `DataLoader` or a Hugging Face/TRL trainer is built here."""
+    index = ctx.index
+    for call in index.calls:
+        qualified = index.qualify(call.func) or ""
+        if qualified in DATA_LOADERS or (qualified.startswith(("transformers.", "trl.")) and qualified.endswith("Trainer")):
+            yield call
+            return
+
+
+def static_shapes_sites(ctx):
+    """Code that wants fixed-length text: XLA/TPU (`torch_xla`: every new shape recompiles)
+    or diffusion pipelines (`diffusers`: the CLIP text encoder is conditioned on prompts
+    padded to its full length)."""
+    imports = ctx.index.imports
+    if imports.imports_module("torch_xla") or imports.imports_module("diffusers"):
+        yield ctx.index.module
+
+
+def _checkpoint_of(index, call: cst.Call):
+    arg = get_arg(call, "pretrained_model_name_or_path", 0)
+    value = module_constant(index, arg.value) if arg is not None else Ellipsis
+    return value if isinstance(value, str) else None
+
+
+def _pretrained_class(index, call: cst.Call) -> str | None:
+    """`AutoTokenizer` of `AutoTokenizer.from_pretrained(...)` (through imports), else None."""
+    func = call.func
+    if not (type(func) is cst.Attribute and func.attr.value == "from_pretrained"):
+        return None
+    name = index.qualify(func.value) or dotted_name(func.value)
+    return name.rsplit(".", 1)[-1] if name else None
+
+
+def tokenizer_sites(ctx):
+    """Tokenizers built with `*Tokenizer*.from_pretrained`: their literal checkpoint and
+    literal construction options (see `TOKENIZER_OPTIONS`)."""
+    index = ctx.index
+    model_checkpoints = set()
+    tokenizers = []
+    for call in index.calls:
+        cls = _pretrained_class(index, call)
+        if cls is None or cls[:1].islower():
+            continue
+        if "Tokenizer" in cls:
+            tokenizers.append(call)
+        elif "Config" not in cls and "Processor" not in cls and "Extractor" not in cls:
+            checkpoint = _checkpoint_of(index, call)
+            if checkpoint is not None:
+                model_checkpoints.add(checkpoint)
+    for call in tokenizers:
+        options, dynamic = {}, []
+        for key in TOKENIZER_OPTIONS:
+            arg = get_arg(call, key)
+            if arg is None:
+                continue
+            value = module_constant(index, arg.value)
+            if value is Ellipsis:
+                dynamic.append(key)
+            else:
+                options[key] = value
+        if has_star_kwargs(call):
+            dynamic.append("**")
+        parent = index.parent(call)
+        var = None
+        if type(parent) is cst.Assign:
+            var = last_name(parent.targets[0].target)
+        else:
+            function = index.enclosing_function(call)
+            var = function.name.value if function is not None else None
+        checkpoint = _checkpoint_of(index, call)
+        function = index.enclosing_function(call)
+        yield call, {"checkpoint": checkpoint, "options": options, "dynamic": dynamic, "var": var,
+                     "function": function.name.value if function is not None else None,
+                     "with_model": checkpoint is not None and checkpoint in model_checkpoints,
+                     "test_file": ctx.is_test_file,
+                     "decode_only": _decode_only(index, parent.targets[0].target)
+                     if type(parent) is cst.Assign and len(parent.targets) == 1 else False}
+
+
+_DECODE_METHODS = frozenset({"decode", "batch_decode", "convert_ids_to_tokens", "convert_tokens_to_string"})
+
+
+def _decode_only(index, target: cst.BaseExpression) -> bool:
+    """The tokenizer assigned to `target` (`tok`, `self.bpe_tokenizer`) is used in the file,
+    and only to decode ids (`.decode`, `.batch_decode`, ...): it turns the outputs of its own
+    head back into text and never encodes the text a model is trained or evaluated on."""
+    spelled = dotted_name(target)
+    if spelled is None:
+        return False
+    uses = 0
+    for call in index.calls:
+        func = call.func
+        if dotted_name(func) == spelled:
+            return False  # `tok(texts)`: encodes
+        if type(func) is cst.Attribute and dotted_name(func.value) == spelled:
+            if func.attr.value not in _DECODE_METHODS:
+                return False
+            uses += 1
+    if uses == 0:
+        return False
+    # any other mention (`return tok`, `Trainer(tokenizer=tok)`) may encode elsewhere
+    kind = type(target)
+    mentions = sum(1 for node in walk(index.module) if isinstance(node, kind) and dotted_name(node) == spelled)
+    return mentions == uses + 1
+
+
+def tokenizer_saved_sites(ctx):
+    """`save_pretrained(folder)`: `folder` is the literal path, or None when computed."""
+    index = ctx.index
+    for call in index.calls:
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "save_pretrained" and call.args:
+            value = module_constant(index, call.args[0].value)
+            yield call, {"folder": value.rstrip("/") if isinstance(value, str) else None}
