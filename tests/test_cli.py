@@ -1,4 +1,4 @@
-"""The command line end to end: subcommands, flags, exit codes (interface.md)."""
+"""The command line end to end: subcommands, flags, exit codes (README "What tlint guarantees")."""
 
 from __future__ import annotations
 

@@ -417,6 +417,10 @@ def test_deepspeed_configs(tmp_path):
         deepspeed.initialize(model=b, config="ds.json")
         deepspeed.initialize(model=c, config="missing.json")
     """)
+    assert view.deepspeed_configs(tmp_path)[0][1:] == []  # a view with no reader reads no file
+    from tlint.cache import read_input
+
+    view = TrainingView(view.index, read_input)
     configs, unresolved = view.deepspeed_configs(tmp_path)
     assert [c.clips() for c in configs] == [False, True]
     assert [c.warms_up() for c in configs] == [False, True]
@@ -473,7 +477,8 @@ def _ctx(source: str, tmp_path: Path, options: dict | None = None):
     settings = default_settings(tmp_path)
     if options:
         settings.rule_options["missing-warmup"] = options
-    return SimpleNamespace(index=view.index, training=view, path=tmp_path / "train.py", settings=settings)
+    return SimpleNamespace(index=view.index, training=view, path=tmp_path / "train.py", settings=settings,
+                           view_options=settings.view_options())
 
 
 def test_warmup_sites(tmp_path):

@@ -1,6 +1,6 @@
 """The `tlint` command line: `check` (the default), `rule`, `verify`, `scan-data`, `lsp`, `clean`.
 
-Exit codes (interface.md): 0 nothing at or above `--fail-on`; 1 findings at or above it;
+Exit codes (README "What tlint guarantees"): 0 nothing at or above `--fail-on`; 1 findings at or above it;
 2 usage, configuration or internal error (any TL003 too, whatever `--exit-zero` says).
 This module imports only the standard library at start-up; the engine, rich and the
 reporters load when a subcommand needs them (and torch never does).

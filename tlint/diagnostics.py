@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tlint.docs import rule_url
+
 SEVERITIES = ("info", "warning", "error")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 
@@ -75,8 +77,6 @@ class Diagnostic:
         return (self.path, self.range.start.line, self.range.start.column, self.code, self.message)
 
     def to_json(self) -> dict[str, Any]:
-        from tlint.docs import rule_url
-
         return {
             "code": self.code,
             "name": self.name,

@@ -17,7 +17,7 @@ class ProjectCondition:
 
     `any_of`: at least one related file (the file itself included) has a fact of one of
     these kinds. `none_of`: no related file has a fact of these kinds. `scope` is
-    "related" (same folder or import-connected, as rules.md defines) or "imports"
+    "related" (same folder or import-connected, as README "How tlint works" says) or "imports"
     (import-connected only, the file itself included) or "program" (the files some entry
     point loads together with this one: its importers, transitively, and all they import).
     """

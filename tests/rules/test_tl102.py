@@ -182,7 +182,7 @@ def test_forward_without_mask_padding_in_an_imported_module(tmp_path):
 
 
 def test_files_that_only_share_an_importer_are_not_related(tmp_path):
-    # rules.md: related = one imports the other (transitively) or they share a folder.
+    # README "How tlint works": related = one imports the other (transitively) or they share a folder.
     got = lint(tmp_path, {
         "data/collate.py": COLLATE,
         "models/encoder.py": NO_MASK_MODEL,

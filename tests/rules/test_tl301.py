@@ -1,4 +1,4 @@
-"""TL301 missing-grad-clipping: every guard of rules.md, beyond the rule document.
+"""TL301 missing-grad-clipping: every guard of the rule, beyond its document's examples.
 
 Each case marks the lines it expects to be flagged with `# expect: TL301`; a case with no
 marker expects no finding.

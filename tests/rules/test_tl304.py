@@ -1,4 +1,4 @@
-"""TL304 missing-warmup: every guard of rules.md, beyond the rule document.
+"""TL304 missing-warmup: every guard of the rule, beyond its document's examples.
 
 Each case marks the lines it expects to be flagged with `# expect: TL304`; a case with no
 marker expects no finding.

@@ -1,4 +1,4 @@
-"""`--format json`: the stable schema of interface.md."""
+"""`--format json`: the stable schema (tests/tlint-output.schema.json)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The data scan: `tlint scan-data` and `tlint verify --data` (verifier.md, "Data scan").
+"""The data scan: `tlint scan-data` and `tlint verify --data` (README "tlint verify", the data scan).
 
 Parent side (no torch): settings from `[tool.tlint.verify]` and flags, a child process
 (`python -m tlint.verify.data REQUEST PROGRESS`, working directory a temporary folder,
@@ -199,7 +199,7 @@ def exit_code(report: dict[str, Any]) -> int:
 
 
 # `rules`, `findings` and `extra` (per-batch pad ratios, histogram bins, per-field NaN counts,
-# the match rate at each label shift) extend verifier.md's schema.
+# the match rate at each label shift) extend the verifier's JSON schema.
 _CHECK_KEYS = ("check", "loader", "status", "rule", "rules", "figure", "unit", "field", "detail", "extra")
 
 

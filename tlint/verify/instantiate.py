@@ -83,7 +83,7 @@ def _not_checkable(diag, probe: str | None, reason: str) -> dict[str, Any]:
 
 
 def _summary(models: list[dict[str, Any]]) -> dict[str, Any]:
-    """One `model` entry for the classes that were built (verifier.md's schema has one)."""
+    """One `model` entry for the classes that were built (the verifier's JSON schema has one)."""
     if not models:
         return {"factory": "(none: no model configured, no flagged class could be built alone)", "class": "(none)",
                 "parameters": 0, "call": "", "convention": "", "causal": False, "vocab_size": None}

@@ -13,8 +13,8 @@ from typing import Any
 from tlint.rules import ALL_RULES
 
 # The per-rule tables, built from the rule classes (`Rule.probes`, `Rule.verify_site`; each
-# fact about a rule lives on its class, rules.md's `- Probe:` lines are tested against it).
-# Which probes can confirm which rule, in the order they are tried (verifier.md "confirms").
+# fact about a rule lives on its class, rules/*.md's `- Probe:` lines are tested against it).
+# Which probes can confirm which rule, in the order they are tried (README "tlint verify").
 PROBES_OF_RULE: dict[str, tuple[str, ...]] = {rule.code: rule.probes for rule in ALL_RULES if rule.probes}
 # Data rules: `tlint verify` leaves them to the data scan.
 DATA_SCAN_RULES = {rule.code for rule in ALL_RULES if rule.verify_site == "data"}

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The probes built so far, in the order they run and are reported (verifier.md's priority).
+# The probes built so far, in the order they run and are reported (README "tlint verify").
 PROBES = {
     "mask-leak": "do padded positions leak into real positions?",
     "causal-leak": "does position t see tokens after t?",

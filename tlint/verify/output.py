@@ -1,5 +1,5 @@
 """`tlint verify` reports: text (rich tables, one row per probe and one per finding),
-JSON (verifier.md's stable schema), and SARIF and LSP for the static findings, which have
+JSON (the stable schema of README "tlint verify"), and SARIF and LSP for the static findings, which have
 a source location (the same writers as `tlint check`'s, in `tlint.reporters`)."""
 
 from __future__ import annotations

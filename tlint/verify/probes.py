@@ -3,7 +3,11 @@ Hugging Face's model tests (`test_batching_equivalence`, `test_left_padding_comp
 
 Each probe returns a `ProbeResult` with a figure, its unit, the tolerance and a verdict
 (pass / fail / skip). Figures that compare outputs are relative to the output's RMS, so a
-tolerance means the same at any scale. Everything runs in eval mode from fixed seeds."""
+tolerance means the same at any scale. Everything runs in eval mode from fixed seeds.
+
+Over 800 lines: the model probes share one `ProbeContext` (the model, its caller, the
+seeded inputs, the padded and shifted variants) and its helpers; split across modules they
+would each need that whole context, so they stay together, one function per probe."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The training probes: short, seeded training runs on fixed batches (verifier.md
+"""The training probes: short, seeded training runs on fixed batches (README "tlint verify"
 `overfit-batch`, `warmup-ab`, `optimizer-coverage`).
 
 They cost more than the forward probes, so `overfit-batch` and `warmup-ab` run only when
