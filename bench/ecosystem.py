@@ -23,8 +23,16 @@ not judged; tool findings (TL001/TL002/TL003) are listed apart. Unjudged finding
 as paste-ready TOML, and the summary then says "NOT A RESULT: N unjudged findings";
 judgements that match no finding of a repository that ran are listed as stale.
 
-Exit status: 0; 1 with `--check` when the run differs from the snapshot or a finding is
-unjudged; 2 when repos.toml or a judgements file is invalid.
+A tool failure (as in bench/realbugs.py: tlint could not start, ran past its time limit,
+exited other than 0/1 or printed no parsable JSON; or reported a TL003, or a TL001 on a file
+that Python itself compiles) gives its repository the status "tool-failure": it is listed,
+left out of the snapshot diff and the verdicts, the summary says "NOT A RESULT: N tool
+failures", the JSON's `result` is false, and `--update` refuses to write the snapshot (a
+crash is never recorded as the expected output). `tlint_commit` (the snapshot's and the
+JSON's) is read when the run starts.
+
+Exit status: 0; 1 when there is a tool failure, or with `--check` when the run differs from
+the snapshot or a finding is unjudged; 2 when repos.toml or a judgements file is invalid.
 """
 
 from __future__ import annotations
@@ -179,13 +187,20 @@ def run_repo(entry: Pinned, mirrors: Path | None, command) -> dict:
             return {**result, "status": "missing-path", "detail": f"{entry.sha[:12]} has no {', '.join(missing)}"}
         start = time.perf_counter()
         paths = [p for p in entry.take if (work / p).exists()]
-        findings = rb.run_tlint(command, work, paths, extra=["--select", "ALL"]) if paths else []
+        try:
+            findings = rb.run_tlint(command, work, paths, extra=["--select", "ALL"]) if paths else []
+        except rb.TlintFailed as error:
+            failure = {"kind": "tlint-failed", "detail": str(error)}
+            return {**result, "status": "tool-failure", "detail": rb.describe_failure(failure),
+                    "tool_failures": [failure]}
         seconds = time.perf_counter() - start
+        failures = rb.tool_failures(findings, work)
+        if failures:
+            return {**result, "status": "tool-failure", "detail": rb.describe_failure(failures[0]),
+                    "tool_failures": failures}
         files = sum(1 for p in work.rglob("*.py") if p.is_file())
         return {**result, "status": "ok", "seconds": round(seconds, 2), "files": files,
                 "findings": [snapshot_finding(f) for f in findings]}
-    except rb.TlintFailed as error:
-        return {**result, "status": "tlint-failed", "detail": str(error)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -237,10 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tlint", metavar="PATH_OR_COMMAND", help="a tlint checkout (folder) or command line")
     parser.add_argument("--fetch-list", action="store_true", help="print the pinned repositories, and exit")
     parser.add_argument("--quiet-diff", action="store_true", help="print only the counts of the snapshot diff")
+    parser.add_argument("--repos-file", type=Path, default=REPOS_FILE, help=argparse.SUPPRESS)
+    parser.add_argument("--snapshot-file", type=Path, default=SNAPSHOT_FILE, help=argparse.SUPPRESS)
+    parser.add_argument("--judgements-file", type=Path, default=JUDGEMENTS_FILE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        pinned = load_repos()
-        judgements = load_judgements(pinned)
+        pinned = load_repos(args.repos_file)
+        judgements = load_judgements(pinned, args.judgements_file)
     except rb.ManifestError as error:
         print(f"invalid ecosystem manifest ({len(error.problems)} problem(s)):", file=sys.stderr)
         for problem in error.problems:
@@ -258,11 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     selected = [p for p in pinned if not args.repo or p.repo in args.repo]
     command = rb.tlint_command(args.tlint)
+    commit = rb.tlint_commit(args.tlint)  # before the run: what runs is what the checkout holds now
     started = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         results = list(pool.map(lambda e: run_repo(e, args.mirrors, command), selected))
     wall = time.perf_counter() - started
-    snapshot = load_snapshot()
+    snapshot = load_snapshot(args.snapshot_file)
     diffs = diff_snapshot(results, snapshot)
 
     out = io.StringIO()
@@ -272,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     per_repo: dict[str, dict] = {}
     stale: list = []
     for r in results:
+        if r["status"] == "tool-failure":
+            w(f"{r['repo']:<50} {r['status']:<14} {len(r['tool_failures'])} tool failure(s)\n")
+            continue
         if r["status"] != "ok":
             w(f"{r['repo']:<50} {r['status']:<14} {r.get('detail', '')}\n")
             continue
@@ -318,16 +340,28 @@ def main(argv: list[str] | None = None) -> int:
         w("\n# Unjudged findings: paste into bench/realbugs/judgements/ecosystem.toml, then fill verdict and reason\n\n")
         for repo, f in unjudged:
             w(rb.paste_ready("repo", repo, f) + "\n")
-    unavailable = [r for r in results if r["status"] != "ok"]
+    failed = [r for r in results if r["status"] == "tool-failure"]
+    if failed:
+        w(f"\n{len(failed)} repositories with a tool failure (tlint did not do its job; left out of the "
+          "diff and the verdicts):\n")
+        for r in failed:
+            for failure in r["tool_failures"]:
+                w(f"  {r['repo']}: {rb.describe_failure(failure)}\n")
+    unavailable = [r for r in results if r["status"] not in ("ok", "tool-failure")]
     if unavailable:
         w(f"\n{len(unavailable)} repositories not run; fetch these (then run again):\n")
         w("".join(f"  {r['repo']}\n" for r in unavailable))
+    if failed:
+        w(f"\nNOT A RESULT: {len(failed)} tool failures\n")
     if unjudged:
         w(f"\nNOT A RESULT: {len(unjudged)} unjudged findings\n")
     sys.stdout.write(out.getvalue())
 
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    if args.update:
+    if args.update and failed:
+        print(f"\nrefusing --update: {len(failed)} tool failures; {rb._rel(args.snapshot_file)} is unchanged",
+              file=sys.stderr)
+    elif args.update:
         repos = dict(snapshot.get("repos", {}))
         for r in results:
             if r["status"] == "ok":
@@ -337,17 +371,21 @@ def main(argv: list[str] | None = None) -> int:
         new = {
             "comment": "tlint check --select ALL on the pinned trees of bench/ecosystem/repos.toml; "
                        "written by python bench/ecosystem.py --mirrors DIR --update",
-            "tlint_commit": rb.tlint_commit(args.tlint),
+            "tlint_commit": commit,
             "date": stamp,
             "repos": repos,
         }
-        SNAPSHOT_FILE.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"\nwrote {rb._rel(SNAPSHOT_FILE)} ({sum(len(v['findings']) for v in repos.values())} findings)")
+        args.snapshot_file.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"\nwrote {rb._rel(args.snapshot_file)} ({sum(len(v['findings']) for v in repos.values())} findings)")
     if args.json:
-        payload = {"tool": "bench/ecosystem.py", "date": stamp, "tlint_commit": rb.tlint_commit(args.tlint),
+        payload = {"tool": "bench/ecosystem.py", "date": stamp, "tlint_commit": commit,
                    "results": results, "diff": diffs, "verdicts": table, "judged": per_repo,
-                   "unjudged": len(unjudged), "lint_seconds": round(lint_seconds, 2)}
+                   "unjudged": len(unjudged), "tool_failures": len(failed),
+                   "lint_seconds": round(lint_seconds, 2),
+                   "result": not failed and not unjudged and all(r["status"] == "ok" for r in results)}
         args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if failed:
+        return 1
     if args.check and (changed or unjudged):
         return 1
     return 0

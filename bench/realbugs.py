@@ -41,16 +41,29 @@ Definitions (all lines are 1-based; a finding's line is the start line of its ra
   rule, the case's own included) is looked up in the judgements by (case, path, code,
   line) and counted as tp / fp / advisory, or unjudged. Unjudged findings are printed as
   paste-ready TOML and the summary says "NOT A RESULT". Info findings are counted only.
-  Tool findings (TL001 parse errors, TL003 internal errors) are listed apart, not judged.
+  Tool findings (TL001 parse errors, TL002 suppression findings, TL003 internal errors)
+  are listed apart, not judged. The verdicts are tabled per rule and per family (the
+  case's family: data, model, training), with the info findings counted beside them.
+- **tool failure**: tlint did not do its job on one of the case's trees: the subprocess
+  could not start, ran past its time limit, exited with a status other than 0 or 1, or
+  printed output that does not parse as tlint's JSON; or it reported any TL003 (internal
+  error); or a TL001 (parse error) on a file that Python itself compiles
+  (`compile(source, path, "exec", flags=ast.PyCF_ONLY_AST)` on the materialised file).
+  Such a case has status "tool-failure", each failure is listed, the case is left out of
+  the figures, and the summary says "NOT A RESULT: N tool failures" (N cases).
 
 A case whose mirror, commit or take paths are missing is reported as unavailable (with
-the fetch list) and left out of the figures. Exit status: 0, or 2 when the manifest or
-the judgements are invalid (every problem is printed, one per line, with its file).
+the fetch list) and left out of the figures. The JSON's `result` is true only when every
+case ran ("ok"), no finding is unjudged and there is no tool failure; `tlint_commit` is
+the commit of the tlint that runs ("+dirty" when its tlint/ has uncommitted changes), read
+when the run starts. Exit status: 0; 1 when there is a tool failure; 2 when the manifest
+or the judgements are invalid (every problem is printed, one per line, with its file).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import concurrent.futures
 import datetime
 import io
@@ -563,7 +576,11 @@ class TlintFailed(Exception):
 
 def run_tlint(command: tuple[list[str], dict[str, str]], tree: Path, paths: list[str] | tuple[str, ...],
               extra: list[str] | None = None, timeout: float = 900) -> list[Finding]:
-    """tlint's findings on `paths` (relative to `tree`, linted from inside it)."""
+    """tlint's findings on `paths` (relative to `tree`, linted from inside it). Raises
+    TlintFailed when tlint cannot be started, runs past `timeout`, exits with a status other
+    than 0 or 1 (`--exit-zero` is passed: 2 is a usage, configuration or internal error) or
+    prints output that is not tlint's JSON. TL003/TL001 findings are returned as findings:
+    `tool_failures` tells which of them are failures."""
     argv, env_extra = command
     env = dict(os.environ, **env_extra)
     env["TLINT_NO_CACHE"] = "1"
@@ -576,20 +593,86 @@ def run_tlint(command: tuple[list[str], dict[str, str]], tree: Path, paths: list
         raise TlintFailed(f"tlint ran past {timeout:.0f} s") from None
     except OSError as error:
         raise TlintFailed(f"tlint could not be started ({' '.join(argv)}): {error}") from None
+    tail = " | ".join((proc.stderr or proc.stdout or "").strip().splitlines()[-5:])
     try:
-        data = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise TlintFailed(f"tlint exited {proc.returncode} without JSON: {' | '.join(tail)}") from None
-    findings = []
-    for diag in data.get("diagnostics", []):
-        path = diag["path"].replace(os.sep, "/")
-        while path.startswith("./"):
-            path = path[2:]
-        start, end = diag["range"]["start"], diag["range"]["end"]
-        findings.append(Finding(path, start["line"], end["line"], start["column"], diag["code"],
-                                diag["severity"], diag["message"]))
+        findings = parse_tlint_json(proc.stdout)
+    except ValueError as error:
+        raise TlintFailed(f"tlint exited {proc.returncode} with output that is not its JSON ({error}): "
+                          f"{tail}") from None
+    if proc.returncode not in (0, 1):
+        internal = [f"{f.path}:{f.line} {f.code} {' '.join(f.message.split())[:120]}"
+                    for f in findings if f.code == "TL003"][:3]
+        raise TlintFailed(f"tlint exited {proc.returncode}"
+                          + (f" (internal errors: {'; '.join(internal)})" if internal else f": {tail}"))
     return findings
+
+
+def parse_tlint_json(text: str) -> list[Finding]:
+    """The findings of tlint's `--format json` output; ValueError when it is not that."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"invalid JSON: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("diagnostics"), list):
+        raise ValueError("no list of diagnostics")
+    findings = []
+    try:
+        for diag in data["diagnostics"]:
+            path = diag["path"].replace(os.sep, "/")
+            while path.startswith("./"):
+                path = path[2:]
+            start, end = diag["range"]["start"], diag["range"]["end"]
+            finding = Finding(path, start["line"], end["line"], start["column"], diag["code"],
+                              diag["severity"], diag["message"])
+            if not (isinstance(finding.line, int) and isinstance(finding.code, str)
+                    and isinstance(finding.severity, str) and isinstance(finding.message, str)):
+                raise TypeError("a field has the wrong type")
+            findings.append(finding)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"a diagnostic lacks {error}") from None
+    return findings
+
+
+def python_compiles(file: Path) -> bool:
+    """Whether Python itself compiles `file` (to an AST; encoding declarations honoured)."""
+    try:
+        source = file.read_bytes()
+    except OSError:
+        return False
+    try:
+        compile(source, str(file), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def tool_failures(findings: list[Finding], tree: Path) -> list[dict]:
+    """The findings that show tlint failing rather than the code being wrong: every TL003,
+    and every TL001 on a file of the materialised `tree` that Python compiles (or that the
+    tree does not have)."""
+    failures = []
+    for f in findings:
+        if f.code == "TL003":
+            failures.append({"kind": "internal-error", **f.as_dict()})
+        elif f.code == "TL001":
+            file = tree / f.path
+            if not file.is_file():
+                failures.append({"kind": "parse-error-no-such-file", **f.as_dict()})
+            elif python_compiles(file):
+                failures.append({"kind": "parse-error-python-compiles", **f.as_dict()})
+    return failures
+
+
+def describe_failure(failure: dict) -> str:
+    """One line for a tool failure (of run_case or bench/ecosystem.py's run_repo)."""
+    side = f"{failure['side']}: " if failure.get("side") else ""
+    if failure["kind"] == "tlint-failed":
+        return f"{side}{failure['detail']}"
+    message = " ".join(failure["message"].split())[:120]
+    what = {"internal-error": "internal error",
+            "parse-error-python-compiles": "parse error on a file Python compiles",
+            "parse-error-no-such-file": "parse error on a file not in the tree"}[failure["kind"]]
+    return f"{side}{what}: {failure['path']}:{failure['line']} {failure['code']} {message}"
 
 
 # --------------------------------------------------------------------------- line mapping
@@ -801,17 +884,24 @@ def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: 
                 return {**result, "status": "missing-path",
                         "detail": f"the buggy commit has no {', '.join(missing)}"}
             trees[side] = (tree, [p for p in case.take if p not in missing and (tree / p).exists()])
-        findings = {}
+        findings: dict[str, list[Finding]] = {}
+        failures: list[dict] = []
         for side, (tree, paths) in trees.items():
-            findings[side] = run_tlint(command, tree, paths, extra=["--extend-select", case.rule]) if paths else []
+            try:
+                findings[side] = run_tlint(command, tree, paths, extra=["--extend-select", case.rule]) if paths else []
+            except TlintFailed as error:
+                failures.append({"side": side, "kind": "tlint-failed", "detail": str(error)})
+                continue
+            failures.extend({"side": side, **failure} for failure in tool_failures(findings[side], tree))
+        if failures:
+            return {**result, "status": "tool-failure", "detail": describe_failure(failures[0]),
+                    "tool_failures": failures}
         diffs = diff_between(gitdir, case.buggy, case.fixed, case.take)
         outcome = evaluate(case, findings["buggy"], findings["fixed"], diffs, judgements,
                            tuple(trees["fixed"][1]))
         stale = stale_judgements(case.id, findings["fixed"], judgements)
         return {**result, "status": "ok", **outcome,
                 "stale_judgements": [{"path": j.path, "line": j.line, "code": j.code} for j in stale]}
-    except TlintFailed as error:
-        return {**result, "status": "tlint-failed", "detail": str(error)}
     except subprocess.CalledProcessError as error:
         detail = (error.stderr or b"").decode("utf-8", "replace").strip().splitlines()[-1:] or [str(error)]
         return {**result, "status": "git-failed", "detail": detail[0]}
@@ -824,7 +914,9 @@ def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: 
 
 
 def tally(results: list[dict]) -> dict:
-    """Per rule and per family: cases, run, found, fix-sensitive; fixed-tree verdicts."""
+    """Per rule and per family: cases, run, found, fix-sensitive (cases that are not "ok",
+    tool failures included, count as cases, never as run); the fixed-tree verdicts per rule
+    (the finding's) and per family (the case's: tp / fp / advisory / unjudged, and info)."""
     def empty() -> dict:
         return {"cases": 0, "run": 0, "found": 0, "fix_sensitive": 0}
 
@@ -832,6 +924,8 @@ def tally(results: list[dict]) -> dict:
     per_family: dict[str, dict] = {}
     verdicts: dict[str, dict[str, int]] = {}
     info: dict[str, int] = {}
+    by_family = {family: {"tp": 0, "fp": 0, "advisory": 0, "unjudged": 0, "info": 0}
+                 for family in FAMILIES if any(r["family"] == family for r in results)}
     total = empty()
     for r in results:
         for bucket in (per_rule.setdefault(r["rule"], empty()), per_family.setdefault(r["family"], empty()), total):
@@ -849,15 +943,29 @@ def tally(results: list[dict]) -> dict:
             verdicts.setdefault(f["code"], {"tp": 0, "fp": 0, "advisory": 0, "unjudged": 0})["unjudged"] += 1
         for f in r["info"]:
             info[f["code"]] = info.get(f["code"], 0) + 1
+        row = by_family[r["family"]]
+        for f in r["judged"]:
+            row[f["verdict"]] += 1
+        row["unjudged"] += len(r["unjudged"])
+        row["info"] += len(r["info"])
+    by_family_total = {key: sum(row[key] for row in by_family.values())
+                       for key in ("tp", "fp", "advisory", "unjudged", "info")}
     return {"per_rule": dict(sorted(per_rule.items())), "per_family": dict(sorted(per_family.items())),
-            "total": total, "fixed_tree_verdicts": dict(sorted(verdicts.items())), "info": dict(sorted(info.items()))}
+            "total": total, "fixed_tree_verdicts": dict(sorted(verdicts.items())), "info": dict(sorted(info.items())),
+            "fixed_tree_verdicts_per_family": by_family, "fixed_tree_verdicts_total": by_family_total}
 
 
-def render(results: list[dict], figures: dict, out) -> int:
-    """Print the readable report; returns the number of unjudged findings."""
+def render(results: list[dict], figures: dict, out) -> tuple[int, int]:
+    """Print the readable report; returns (unjudged findings, cases with a tool failure)."""
     w = out.write
     w(f"{'case':<40} {'rule':<6} {'status':<15} {'found':<6} {'fix-sens':<8} fixed-tree (tp/fp/adv/unjudged)\n")
     for r in results:
+        if r["status"] == "tool-failure":
+            w(f"{r['id']:<40} {r['rule']:<6} {r['status']:<15} {'-':<6} {'-':<8} "
+              f"{len(r['tool_failures'])} tool failure(s)\n")
+            for failure in r["tool_failures"]:
+                w(f"    tool failure: {describe_failure(failure)}\n")
+            continue
         if r["status"] != "ok":
             w(f"{r['id']:<40} {r['rule']:<6} {r['status']:<15} {'-':<6} {'-':<8} {r.get('detail', '')}\n")
             continue
@@ -893,13 +1001,25 @@ def render(results: list[dict], figures: dict, out) -> int:
     if figures["info"]:
         w("info findings on fixed trees (not judged): "
           + ", ".join(f"{code} {n}" for code, n in figures["info"].items()) + "\n")
+    if figures["fixed_tree_verdicts_per_family"]:
+        w(f"\nfixed-tree findings by family {'tp':>4} {'fp':>4} {'adv':>4} {'unjudged':>8} {'info':>5}\n")
+        rows = {**figures["fixed_tree_verdicts_per_family"], "total": figures["fixed_tree_verdicts_total"]}
+        for family, row in rows.items():
+            w(f"{family:<29} {row['tp']:>4} {row['fp']:>4} {row['advisory']:>4} {row['unjudged']:>8} "
+              f"{row['info']:>5}\n")
     unjudged = [(r["id"], f) for r in results if r["status"] == "ok" for f in r["unjudged"]]
     if unjudged:
         w("\n# Unjudged fixed-tree findings: paste into bench/realbugs/judgements/<family>.toml, "
           "then fill verdict and reason\n\n")
         for cid, f in unjudged:
             w(paste_ready("case", cid, f) + "\n")
-    unavailable = [r for r in results if r["status"] != "ok"]
+    failed = [r for r in results if r["status"] == "tool-failure"]
+    if failed:
+        w(f"\n{len(failed)} case(s) with a tool failure (tlint did not do its job; left out of the figures):\n")
+        for r in failed:
+            for failure in r["tool_failures"]:
+                w(f"  {r['id']}: {describe_failure(failure)}\n")
+    unavailable = [r for r in results if r["status"] not in ("ok", "tool-failure")]
     if unavailable:
         repos = sorted({r["repo"] for r in unavailable if r["status"] in ("missing-mirror", "missing-commit")})
         w(f"\n{len(unavailable)} case(s) not run")
@@ -907,9 +1027,11 @@ def render(results: list[dict], figures: dict, out) -> int:
             w("; fetch these repositories (then run again):\n" + "".join(f"  {repo}\n" for repo in repos))
         else:
             w("\n")
+    if failed:
+        w(f"\nNOT A RESULT: {len(failed)} tool failures\n")
     if unjudged:
         w(f"\nNOT A RESULT: {len(unjudged)} unjudged findings\n")
-    return len(unjudged)
+    return len(unjudged), len(failed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -950,28 +1072,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.family:
         cases = [c for c in cases if c.family == args.family]
     command = tlint_command(args.tlint)
+    commit = tlint_commit(args.tlint)  # before the run: what runs is what the checkout holds now
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         results = list(pool.map(lambda c: run_case(c, args.mirrors, command, manifest.judgements, args.keep), cases))
     figures = tally(results)
     buffer = io.StringIO()
-    unjudged = render(results, figures, buffer)
+    unjudged, failed = render(results, figures, buffer)
     sys.stdout.write(buffer.getvalue())
     if args.json:
         payload = {
             "tool": "bench/realbugs.py",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "tlint": " ".join(command[0]) + (f" (PYTHONPATH={command[1]['PYTHONPATH']})" if command[1] else ""),
-            "tlint_commit": tlint_commit(args.tlint),
+            "tlint_commit": commit,
             "radius": RADIUS,
             "cases": results,
             "figures": figures,
             "unjudged": unjudged,
-            "result": unjudged == 0 and all(r["status"] == "ok" for r in results),
+            "tool_failures": failed,
+            "result": unjudged == 0 and failed == 0 and all(r["status"] == "ok" for r in results),
         }
         args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return 0
+    return 1 if failed else 0
 
 
 def checkout_commit(root: Path = ROOT) -> str | None:

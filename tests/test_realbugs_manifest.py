@@ -4,8 +4,10 @@ without network or mirrors; the runner's matching logic on a tiny synthetic git 
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import re
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -348,3 +350,163 @@ def test_run_case_end_to_end(synthetic, tmp_path):
     missing = rb.run_case(_case({**shas, "fixed": "c" * 40}, "fixed"), mirrors, command, {})
     assert missing["status"] == "missing-commit"
     assert rb.run_case(_case(shas, "fixed"), tmp_path, command, {})["status"] == "missing-mirror"
+
+
+# --------------------------------------------------------------------------- tool failures
+
+
+FAKE_TLINT = '''\
+import json, sys
+mode = sys.argv[1]
+paths = [a for a in sys.argv[2:] if a.endswith(".py")]
+def diag(code, path):
+    return {"code": code, "name": "x", "severity": "error", "message": "boom", "path": path,
+            "range": {"start": {"line": 1, "column": 1}, "end": {"line": 1, "column": 1}}}
+if mode == "garbage":
+    print("Traceback (most recent call last):")
+    sys.exit(0)
+if mode == "no-diagnostics":
+    print(json.dumps({"tool": "tlint"}))
+    sys.exit(0)
+if mode == "exit2":
+    print(json.dumps({"diagnostics": []}))
+    sys.exit(2)
+if mode == "clean":
+    print(json.dumps({"diagnostics": []}))
+    sys.exit(0)
+print(json.dumps({"diagnostics": [diag({"tl003": "TL003", "tl001": "TL001"}[mode], p) for p in paths]}))
+'''
+
+
+@pytest.fixture(scope="module")
+def fake_tlint(tmp_path_factory):
+    """A stand-in for tlint: `fake(mode)` is a --tlint command line that fails in that way."""
+    script = tmp_path_factory.mktemp("fake") / "fake_tlint.py"
+    script.write_text(FAKE_TLINT)
+    return lambda mode: shlex.join([sys.executable, str(script), mode])
+
+
+def _manifest_dir(tmp_path: Path, shas: dict) -> tuple[Path, Path]:
+    cases_dir, judgements_dir = tmp_path / "cases", tmp_path / "judgements"
+    case = {**GOOD_CASE, "buggy": shas["buggy"], "fixed": shas["fixed"],
+            "sites": [{"path": "train.py", "lines": [_line(BUGGY, STEP)]}]}
+    _write_cases(cases_dir, "training.toml", [case])
+    judgements_dir.mkdir()
+    return cases_dir, judgements_dir
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("exit2", "tlint exited 2"),
+    ("tl003", "internal error: train.py:1 TL003"),
+    ("tl001", "parse error on a file Python compiles: train.py:1 TL001"),
+    ("garbage", "not its JSON"),
+    ("no-diagnostics", "not its JSON"),
+])
+def test_a_crashing_tlint_is_not_a_result(synthetic, fake_tlint, tmp_path, capsys, monkeypatch, mode, expected):
+    repo, shas = synthetic
+    cases_dir, judgements_dir = _manifest_dir(tmp_path, shas)
+    order = []
+    real_run_case = rb.run_case
+    monkeypatch.setattr(rb, "tlint_commit", lambda spec: order.append("commit") or "abc+dirty")
+    monkeypatch.setattr(rb, "run_case", lambda *a, **k: order.append("run") or real_run_case(*a, **k))
+    out = tmp_path / "out.json"
+    rc = rb.main(["--mirrors", str(repo.parent), "--tlint", fake_tlint(mode), "--json", str(out),
+                  "--cases-dir", str(cases_dir), "--judgements-dir", str(judgements_dir)])
+    printed = capsys.readouterr().out
+    assert rc == 1, printed
+    assert "NOT A RESULT: 1 tool failures" in printed
+    assert expected in printed
+    payload = json.loads(out.read_text())
+    assert payload["result"] is False and payload["tool_failures"] == 1
+    case = payload["cases"][0]
+    assert case["status"] == "tool-failure" and case["tool_failures"], case
+    assert {f["side"] for f in case["tool_failures"]} == {"buggy", "fixed"}
+    assert payload["figures"]["total"] == {"cases": 1, "run": 0, "found": 0, "fix_sensitive": 0}
+    assert payload["tlint_commit"] == "abc+dirty" and order == ["commit", "run"]  # read when the run starts
+
+
+def test_a_clean_tlint_run_is_a_result(synthetic, fake_tlint, tmp_path, capsys):
+    repo, shas = synthetic
+    cases_dir, judgements_dir = _manifest_dir(tmp_path, shas)
+    out = tmp_path / "out.json"
+    rc = rb.main(["--mirrors", str(repo.parent), "--tlint", fake_tlint("clean"), "--json", str(out),
+                  "--cases-dir", str(cases_dir), "--judgements-dir", str(judgements_dir)])
+    printed = capsys.readouterr().out
+    assert rc == 0 and "NOT A RESULT" not in printed, printed
+    payload = json.loads(out.read_text())
+    assert payload["result"] is True and payload["tool_failures"] == 0
+    assert payload["cases"][0]["status"] == "ok" and not payload["cases"][0]["found"]
+
+
+def test_tool_failures_tell_parse_errors_python_shares(tmp_path):
+    (tmp_path / "good.py").write_text("x = 1\n")
+    (tmp_path / "py2.py").write_text("print 'hello'\n")
+    (tmp_path / "nul.py").write_bytes(b"x = 1\0\n")
+    findings = [_finding("good.py", 1, "TL001", "error"), _finding("py2.py", 1, "TL001", "error"),
+                _finding("nul.py", 1, "TL001", "error"), _finding("gone.py", 1, "TL001", "error"),
+                _finding("py2.py", 1, "TL003", "error"), _finding("good.py", 1, "TL002"),
+                _finding("good.py", 1, "TL301")]
+    kinds = [(f["path"], f["kind"]) for f in rb.tool_failures(findings, tmp_path)]
+    assert kinds == [("good.py", "parse-error-python-compiles"), ("gone.py", "parse-error-no-such-file"),
+                     ("py2.py", "internal-error")]
+
+
+def test_ecosystem_refuses_to_snapshot_a_crash(synthetic, fake_tlint, tmp_path, capsys):
+    repo, shas = synthetic
+    repos_file = tmp_path / "repos.toml"
+    repos_file.write_text(f'[[repo]]\nrepo = "someone/demo"\nsha = "{shas["fixed"]}"\nstyle = "demo"\n'
+                          'take = ["train.py"]\n')
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text('{"repos": {}}\n')
+    out = tmp_path / "eco.json"
+    common = ["--mirrors", str(repo.parent), "--repos-file", str(repos_file), "--snapshot-file", str(snapshot),
+              "--judgements-file", str(tmp_path / "none.toml"), "--json", str(out), "--update"]
+    rc = eco.main([*common, "--tlint", fake_tlint("tl003")])
+    captured = capsys.readouterr()
+    assert rc == 1, captured.out
+    assert "NOT A RESULT: 1 tool failures" in captured.out and "refusing --update" in captured.err
+    assert snapshot.read_text() == '{"repos": {}}\n'
+    payload = json.loads(out.read_text())
+    assert payload["result"] is False and payload["results"][0]["status"] == "tool-failure"
+    rc = eco.main([*common, "--tlint", fake_tlint("clean")])
+    captured = capsys.readouterr()
+    assert rc == 0 and "NOT A RESULT" not in captured.out, captured.out
+    assert json.loads(snapshot.read_text())["repos"]["someone/demo"]["findings"] == []
+    assert json.loads(out.read_text())["result"] is True
+
+
+# --------------------------------------------------------------------------- the per-family table
+
+
+def _ok(cid, family, rule, judged=(), unjudged=0, info=0):
+    finding = {"path": "a.py", "line": 1, "end_line": 1, "column": 1, "code": rule, "severity": "warning",
+               "message": "m"}
+    return {"id": cid, "repo": "o/n", "rule": rule, "family": family, "status": "ok", "found": True,
+            "fix_sensitive": False, "judged": [{**finding, "verdict": v} for v in judged],
+            "unjudged": [finding] * unjudged, "info": [{**finding, "severity": "info"}] * info, "tool": [],
+            "buggy_rule_findings": [], "fixed_remaining": [], "unchecked_sites": []}
+
+
+def test_fixed_tree_verdicts_per_family():
+    results = [
+        _ok("a", "data", "TL101", judged=("tp", "fp", "fp"), info=2),
+        _ok("b", "data", "TL102", judged=("advisory",), unjudged=1),
+        _ok("c", "training", "TL301", judged=("fp",), info=1),
+        {"id": "d", "repo": "o/n", "rule": "TL201", "family": "model", "status": "tool-failure",
+         "detail": "x", "tool_failures": [{"side": "buggy", "kind": "tlint-failed", "detail": "tlint exited 2"}]},
+    ]
+    figures = rb.tally(results)
+    assert figures["fixed_tree_verdicts_per_family"] == {
+        "data": {"tp": 1, "fp": 2, "advisory": 1, "unjudged": 1, "info": 2},
+        "model": {"tp": 0, "fp": 0, "advisory": 0, "unjudged": 0, "info": 0},
+        "training": {"tp": 0, "fp": 1, "advisory": 0, "unjudged": 0, "info": 1},
+    }
+    assert figures["fixed_tree_verdicts_total"] == {"tp": 1, "fp": 3, "advisory": 1, "unjudged": 1, "info": 3}
+    assert figures["per_family"]["model"] == {"cases": 1, "run": 0, "found": 0, "fix_sensitive": 0}
+    buffer = io.StringIO()
+    assert rb.render(results, figures, buffer) == (1, 1)
+    text = buffer.getvalue()
+    assert "fixed-tree findings by family" in text
+    assert re.search(r"^data\s+1\s+2\s+1\s+1\s+2$", text, re.M), text
+    assert re.search(r"^total\s+1\s+3\s+1\s+1\s+3$", text, re.M), text
+    assert "NOT A RESULT: 1 tool failures" in text and "d: buggy: tlint exited 2" in text
