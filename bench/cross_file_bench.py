@@ -6,12 +6,15 @@ A package of N modules whose `__init__` imports every module, each module import
 shared `utils` and its neighbour; facts are given (every file `pads` and `transformer`,
 every tenth a `tokenizer`), nothing is parsed; prints the seconds of
 `Linter._resolve_projects`. The project is written under /tmp/tlint-cross-file-N."""
-import sys, time, shutil
+import shutil
+import sys
+import time
 from pathlib import Path
+
 from tlint.config import ConfigResolver
 from tlint.diagnostics import Position, Range
-from tlint.engine import Fact, FileResult, Linter, display_path
 from tlint.discovery import discover
+from tlint.engine import Fact, FileResult, Linter, display_path
 
 n = int(sys.argv[1]); root = Path(f"/tmp/tlint-cross-file-{n}")
 if root.exists(): shutil.rmtree(root)

@@ -140,7 +140,7 @@ def load_repos(path: Path = REPOS_FILE) -> list[Pinned]:
 
 
 def load_judgements(pinned: list[Pinned], path: Path = JUDGEMENTS_FILE,
-                    codes: set[str] | None = None) -> dict[tuple[str, str, str, int], "rb.Judgement"]:
+                    codes: set[str] | None = None) -> dict[tuple[str, str, str, int], rb.Judgement]:
     codes = rb.rule_codes() if codes is None else codes
     problems: list[str] = []
     judgements = rb.load_judgement_file(path, "repo", codes, problems) if path.exists() else []
@@ -167,7 +167,7 @@ def snapshot_key(finding: dict) -> tuple[str, str, int, str]:
     return (finding["path"], finding["code"], finding["line"], finding["message"])
 
 
-def snapshot_finding(f: "rb.Finding") -> dict:
+def snapshot_finding(f: rb.Finding) -> dict:
     return {"path": f.path, "line": f.line, "code": f.code, "severity": f.severity, "message": f.message}
 
 
@@ -224,7 +224,7 @@ def diff_snapshot(results: list[dict], snapshot: dict) -> dict[str, dict]:
     return out
 
 
-def finding_objects(findings: list[dict]) -> list["rb.Finding"]:
+def finding_objects(findings: list[dict]) -> list[rb.Finding]:
     return [rb.Finding(f["path"], f["line"], f["line"], 0, f["code"], f["severity"], f["message"]) for f in findings]
 
 

@@ -76,9 +76,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench" / "realbugs"

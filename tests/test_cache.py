@@ -11,8 +11,8 @@ import pytest
 import tlint.cache
 import tlint.engine
 import tlint.project_phase
-from tlint import signed
 from tests.cliutil import DEEPSPEED_SCRIPT, REPO, main_in, make_project
+from tlint import signed
 from tlint.cache import CACHE_DIR_NAME, NO_CACHE_ENV
 
 FORMATS = ("json", "text")

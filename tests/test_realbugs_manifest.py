@@ -10,10 +10,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -270,7 +270,7 @@ def synthetic(tmp_path_factory):
     return repo, {"buggy": buggy, "fixed": fixed, "still": still, "renamed": renamed}
 
 
-def _case(shas, fixed_key: str, lines=None) -> "rb.Case":
+def _case(shas, fixed_key: str, lines=None) -> rb.Case:
     lines = lines or (_line(BUGGY, STEP),)
     return rb.Case(id="demo-no-clip", repo="someone/demo", buggy=shas["buggy"], fixed=shas[fixed_key],
                    rule="TL301", take=("train.py",), sites=(rb.Site("train.py", tuple(lines)),),

@@ -208,8 +208,8 @@ def run_command(args, linter, paths: list[Path]) -> int:
     what is left: 0 when everything was suppressed."""
     import sys
 
-    from tlint.results import exit_code
     from tlint.fixes import write_atomic
+    from tlint.results import exit_code
 
     reason = " ".join((args.add_suppressions or "").split())
     result = linter.run(paths)

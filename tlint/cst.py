@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from itertools import chain
 from operator import attrgetter
-from typing import Iterator
 
 import libcst as cst
 

@@ -31,11 +31,11 @@ class Range:
         return {"start": self.start.to_json(), "end": self.end.to_json()}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Range":
+    def from_json(cls, data: dict[str, Any]) -> Range:
         return cls(Position(**data["start"]), Position(**data["end"]))
 
     @classmethod
-    def point(cls, line: int, column: int = 1) -> "Range":
+    def point(cls, line: int, column: int = 1) -> Range:
         return cls(Position(line, column), Position(line, column))
 
 

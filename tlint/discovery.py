@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from tlint.memo import seen_file, seen_folder, seen_marker
 

@@ -25,9 +25,9 @@ import difflib
 import io
 import re
 import tokenize
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import libcst as cst
 

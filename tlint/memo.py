@@ -32,9 +32,9 @@ import hashlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from tlint import signed
 
@@ -46,7 +46,7 @@ _KEEP = 16  # memos kept per cache folder (one per distinct invocation)
 # (Linux's coarse clock ticks every few milliseconds).
 _SETTLE_NS = 2_000_000_000
 _SETTLE_FINE_NS = 100_000_000
-_recorder: list["Recorder"] = []
+_recorder: list[Recorder] = []
 
 
 class Recorder:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from stat import S_ISREG
-from typing import Callable
 
 from tlint.cache import FileCache
 from tlint.config import Settings

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from tests.rules.conftest import lint as lint_project
 from tests.lintutil import found, lint_paths, write_tree
+from tests.rules.conftest import lint as lint_project
 
 CODE = "TL101"
 

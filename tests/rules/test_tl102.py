@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from tests.rules.conftest import expected, lint as lint_project
+from tests.rules.conftest import expected
+from tests.rules.conftest import lint as lint_project
 
 CODE = "TL102"
 

@@ -14,7 +14,15 @@ from tlint import fixes
 from tlint.cst import dotted_name, get_arg, has_star_kwargs, is_literal, last_name
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.training import (
-    BACKWARD, CLIP, FORWARD, OPTIMIZER_STEP, SCALE, UNKNOWN, UNSCALE, TrainingView, name_matches,
+    BACKWARD,
+    CLIP,
+    FORWARD,
+    OPTIMIZER_STEP,
+    SCALE,
+    UNKNOWN,
+    UNSCALE,
+    TrainingView,
+    name_matches,
 )
 
 

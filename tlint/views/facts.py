@@ -96,7 +96,6 @@ from tlint.views.facts_model import (  # noqa: F401 - re-exported
 )
 from tlint.views.facts_prefilter import ast_facts, ast_facts_exact  # noqa: F401 - re-exported
 
-
 EXTRACTORS = (
     ("pads", padding_sites), ("transformer", transformer_sites), ("warmup", _warmup_sites),
     ("masks-pad-labels", masks_pad_labels_sites), ("pad-labels-by-id", pad_labels_by_id_sites),

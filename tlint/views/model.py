@@ -76,7 +76,7 @@ class Residual:
 @dataclass
 class ModuleClass:
     node: cst.ClassDef
-    view: "ModelView"
+    view: ModelView
     attributes: dict[str, SubModule] = field(default_factory=dict)  # declared by the class itself
     # declared by its module-class bases of the same file (nearest base first), not overridden
     inherited: dict[str, SubModule] = field(default_factory=dict)

@@ -27,9 +27,9 @@ qualified names are in `training_common`. Every public name is importable from h
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
 
 import libcst as cst
 
@@ -77,7 +77,6 @@ from tlint.views.training_events import TrainingEvents
 from tlint.views.training_literals import TrainingLiterals
 from tlint.views.training_loops import TrainingLoops
 from tlint.views.training_warmup import TrainingWarmup, warmup_sites  # noqa: F401 - re-exported
-
 
 # --- the view -----------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ and small helpers the view's parts share. Its public names are re-exported from
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import libcst as cst
 
@@ -77,7 +77,7 @@ class Event:
         """Where the event happens in the loop's own body: the outermost helper call."""
         return self.via[0] if self.via else self.node
 
-    def excludes(self, other: "Event") -> bool:
+    def excludes(self, other: Event) -> bool:
         """The two events sit on different branches of one `if` (never both in one pass)."""
         return any(mine.test is theirs.test and mine.negated != theirs.negated
                    for mine in self.conditions for theirs in other.conditions)

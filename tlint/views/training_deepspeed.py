@@ -6,10 +6,10 @@ mixin of `tlint.views.training.TrainingView`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
 
 import libcst as cst
 

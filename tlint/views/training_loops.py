@@ -47,7 +47,7 @@ class _Iteration:
     """Walks the statements of one loop iteration (or function body) in evaluation order:
     arguments before the call they feed, helper bodies inlined at their call site."""
 
-    def __init__(self, view: "TrainingView", every_call: bool = False) -> None:
+    def __init__(self, view: TrainingView, every_call: bool = False) -> None:
         self.view = view
         self.every_call = every_call
         self.events: list[Event] = []
@@ -56,7 +56,7 @@ class _Iteration:
         self.inlined: set[cst.FunctionDef] = set()
         self.budget = _INLINE_BUDGET
 
-    def run(self, root: cst.For | cst.While | cst.FunctionDef) -> "_Iteration":
+    def run(self, root: cst.For | cst.While | cst.FunctionDef) -> _Iteration:
         function = root if type(root) is cst.FunctionDef else self.view.index.enclosing_function(root)
         state = _State(active=frozenset([function]) if function is not None else frozenset())
         if type(root) is cst.While:

@@ -7,9 +7,10 @@ the file sets up an LR warmup (the `warmup` project fact). A mixin of
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
