@@ -16,13 +16,16 @@ from tlint.diagnostics import Position, Range
 from tlint.discovery import discover
 from tlint.engine import Fact, FileResult, Linter, display_path
 
-n = int(sys.argv[1]); root = Path(f"/tmp/tlint-cross-file-{n}")
-if root.exists(): shutil.rmtree(root)
+n = int(sys.argv[1])
+root = Path(f"/tmp/tlint-cross-file-{n}")
+if root.exists():
+    shutil.rmtree(root)
 (root / "pkg").mkdir(parents=True)
 (root / "pkg" / "__init__.py").write_text("".join(f"from .sub{i // 50}.m{i} import *\n" for i in range(n)))
 (root / "pkg" / "utils.py").write_text("X = 1\n")
 for i in range(n):
-    d = root / "pkg" / f"sub{i // 50}"; d.mkdir(exist_ok=True)
+    d = root / "pkg" / f"sub{i // 50}"
+    d.mkdir(exist_ok=True)
     (d / "__init__.py").touch()
     (d / f"m{i}.py").write_text("from ...utils import X\n" + (f"from .m{i-1} import *\n" if i % 50 else ""))
 linter = Linter(ConfigResolver(), jobs=1, select=["ALL"])
@@ -33,9 +36,11 @@ for k, (f, disp, _) in enumerate(tasks):
     r = FileResult(f, disp)
     r.facts = [Fact("pads", None, {}), Fact("transformer", None, {})]
     if k % 10 == 0:
-        r.facts.append(Fact("tokenizer", Range(Position(1, 1), Position(1, 2)), {"checkpoint": "gpt2", "test_file": False,
-                            "with_model": False, "var": "tok", "dynamic": [], "options": {}}))
+        data = {"checkpoint": "gpt2", "test_file": False, "with_model": False, "var": "tok", "dynamic": [],
+                "options": {}}
+        r.facts.append(Fact("tokenizer", Range(Position(1, 1), Position(1, 2)), data))
     results.append(r)
 start = time.perf_counter()
 linter._resolve_projects(results, {t[0]: t[2] for t in tasks}, {})
-print(f"{n} files: cross-file phase {time.perf_counter() - start:.2f} s; findings {sum(len(r.diagnostics) for r in results)}")
+seconds = time.perf_counter() - start
+print(f"{n} files: cross-file phase {seconds:.2f} s; findings {sum(len(r.diagnostics) for r in results)}")

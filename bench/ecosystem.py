@@ -337,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         w(f"stale judgement (no such finding now): {j.owner} {j.path}:{j.line} {j.code}\n")
     unjudged = [(repo, f) for repo, j in per_repo.items() for f in j["unjudged"]]
     if unjudged:
-        w("\n# Unjudged findings: paste into bench/realbugs/judgements/ecosystem.toml, then fill verdict and reason\n\n")
+        w("\n# Unjudged findings: paste into bench/realbugs/judgements/ecosystem.toml, "
+          "then fill verdict and reason\n\n")
         for repo, f in unjudged:
             w(rb.paste_ready("repo", repo, f) + "\n")
     failed = [r for r in results if r["status"] == "tool-failure"]

@@ -4,9 +4,10 @@ range inside its file. tests/test_fuzz.py is the short run of the same propertie
 
 Programs come from Python's grammar and from LibCST's node types (hypothesmith), and from
 mutations of the rules' examples and the fixtures (tests/fuzzing.py). The run is
-reproducible from `--seed` and `--jobs` (each worker draws from its own seed). Every K-th program is linted twice in this process, and a
-sample of the programs again in a child process with another PYTHONHASHSEED, to catch
-output that depends on set or dict order.
+reproducible from `--seed` and `--jobs` (each worker draws from its own seed). Every
+K-th program is linted twice in this process, and a sample of the programs again in a
+child process with another PYTHONHASHSEED, to catch output that depends on set or dict
+order.
 
     python scripts/fuzz.py --n 10000 --seed 0 --out /tmp/tlint-fuzz
 

@@ -223,7 +223,10 @@ def run_command(args, linter, paths: list[Path]) -> int:
             errors.append(f"cannot write the suppressions to {path}: {getattr(exc, 'strerror', None) or exc}")
             continue
         written, files = written + outcome.added[path], files + 1
-    plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"
+
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
     sys.stderr.write(f"tlint: added {plural(written, 'suppression')} in {plural(files, 'file')}\n")
     final = linter.run(paths) if outcome.texts else result
     final.errors = list(dict.fromkeys(errors + final.errors))

@@ -138,7 +138,8 @@ def _add_verify_parser(sub) -> None:
                         help="refuse a larger model before allocating it (default: half the machine's memory)")
     verify.add_argument("--optimizer", metavar="PKG.MOD:FACTORY",
                         help="callable(model) returning the optimiser (warmup-ab, optimizer-coverage)")
-    verify.add_argument("--lr", type=float, metavar="LR", help="learning rate for warmup-ab (overrides the optimiser's)")
+    verify.add_argument("--lr", type=float, metavar="LR",
+                        help="learning rate for warmup-ab (overrides the optimiser's)")
     verify.add_argument("--max-seconds", type=float, metavar="SECONDS",
                         help="time budget of each training probe (default 30); its runs stop early")
     verify.add_argument("--artifacts", type=Path, metavar="DIR",
@@ -208,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        return _error(f"internal error: {type(exc).__name__}: {exc} (this is a bug in tlint; --verbose shows the traceback)")
+        return _error(f"internal error: {type(exc).__name__}: {exc} "
+                      "(this is a bug in tlint; --verbose shows the traceback)")
 
 
 def _error(message: str) -> int:

@@ -250,7 +250,8 @@ def read_toml(path: Path) -> dict[str, Any]:
             where, message = f"{path}:{at.group(1)}:{at.group(2)}", message[: at.start()]
         elif message.endswith("(at end of document)"):
             lines = raw.decode("utf-8").count("\n") + 1
-            where, message = f"{path}:{lines}", message[: -len("(at end of document)")].rstrip() + " at the end of the file"
+            where = f"{path}:{lines}"
+            message = message[: -len("(at end of document)")].rstrip() + " at the end of the file"
         else:
             where = str(path)
         raise ConfigError(f"{where}: invalid TOML: {message}") from None
@@ -308,7 +309,7 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
         raise ConfigError(f"{path}: no [tool.tlint] table")
     text = path.read_text(encoding="utf-8")
     settings = Settings(root=path.parent.resolve(), config_path=path)
-    for key, value in table.items():
+    for key in table:
         if key not in TOP_KEYS:
             section = "[tool.tlint]" if path.name == "pyproject.toml" else "the top level"
             raise ConfigError(f"{_where(path, text, key)}: unknown key `{key}` in {section}")
@@ -318,7 +319,8 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
     for key in ("select", "ignore", "extend-select"):
         for selector in table.get(key, []):
             if not validate_selector(selector):
-                raise ConfigError(f"{_where(path, text, key, selector)}: unknown rule code or name `{selector}` in `{key}`")
+                raise ConfigError(f"{_where(path, text, key, selector)}: "
+                                  f"unknown rule code or name `{selector}` in `{key}`")
     _check_conflicts(path, text, table)
     settings.select = table.get("select")
     settings.ignore = list(table.get("ignore", []))
@@ -336,7 +338,8 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
         _expect(_str_list(selectors), path, text, pattern, "a list of rule codes or names")
         for selector in selectors:
             if not validate_selector(selector):
-                raise ConfigError(f"{_where(path, text, pattern, selector)}: unknown rule code or name `{selector}` in per-file-ignores")
+                raise ConfigError(f"{_where(path, text, pattern, selector)}: "
+                                  f"unknown rule code or name `{selector}` in per-file-ignores")
     settings.per_file_ignores = dict(pfi)
     severity = table.get("severity", {})
     _expect(isinstance(severity, dict), path, text, "severity", "a table of code = severity")
@@ -345,7 +348,8 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
         if rule is None:
             raise ConfigError(f"{_where(path, text, selector)}: unknown rule code or name `{selector}` in `severity`")
         if level not in SEVERITIES:
-            raise ConfigError(f"{_where(path, text, selector)}: severity of {selector} must be one of {', '.join(SEVERITIES)}")
+            raise ConfigError(f"{_where(path, text, selector)}: "
+                              f"severity of {selector} must be one of {', '.join(SEVERITIES)}")
         settings.severity[rule.code] = level
     rules = table.get("rules", {})
     _expect(isinstance(rules, dict), path, text, "rules", "a table of [tool.tlint.rules.<rule-name>] tables")

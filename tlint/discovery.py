@@ -133,8 +133,9 @@ def discover(paths: list[Path], settings_for,
     """[(file, cli_root)] to lint, sorted and de-duplicated, plus messages for paths that
     do not exist or folders that cannot be read. `settings_for(folder, cli_root)` gives the
     Settings for a folder; `roots` the root of each named path that no project marker
-    decides (`config.named_roots`; else the path's own folder). A `.py` symlink that leads nowhere (broken, or a loop) is kept, so
-    that the engine reports it as unreadable instead of skipping it silently."""
+    decides (`config.named_roots`; else the path's own folder). A `.py` symlink that leads
+    nowhere (broken, or a loop) is kept, so that the engine reports it as unreadable
+    instead of skipping it silently."""
     gitignore = GitIgnore()
     found: dict[Path, Path] = {}
     missing: list[str] = []

@@ -325,7 +325,8 @@ class Linter:
             tasks.append((file, display_path(file) if stdin is None else stdin[0].as_posix(), settings,
                           overrides.get(file), self.options))
         with self._profiling() as timer:
-            results = self._analyse_cached(tasks) if self.cache is not None and not overrides else self._analyse_all(tasks)
+            results = (self._analyse_cached(tasks) if self.cache is not None and not overrides
+                       else self._analyse_all(tasks))
             for result in results:  # what the run depends on, for the run memo (tlint/memo.py)
                 seen_file(result.path)
                 for path in result.inputs:
@@ -402,7 +403,8 @@ class Linter:
 
         workers = min(self.jobs, len(tasks))
         chunk = max(1, len(tasks) // (workers * 4))
-        work, initializer = (profile.profiled_task, profile.activate) if self.profile is not None else (analyse_task, None)
+        work, initializer = ((profile.profiled_task, profile.activate) if self.profile is not None
+                             else (analyse_task, None))
         try:
             with ProcessPoolExecutor(max_workers=workers, initializer=initializer) as pool:
                 out = list(pool.map(work, tasks, chunksize=chunk))
@@ -432,7 +434,8 @@ class Linter:
             rel = result.path.name
         ignored = settings.ignored_for(rel)
         enabled = settings.enabled_codes()
-        diagnostics = [d for d in result.diagnostics if d.code not in ignored and (d.code in enabled or d.code == "TL003")]
+        diagnostics = [d for d in result.diagnostics
+                       if d.code not in ignored and (d.code in enabled or d.code == "TL003")]
         apply_suppressions(diagnostics, result.suppressions)
         if "TL002" in enabled and "TL002" not in ignored:
             diagnostics.extend(unused_suppressions(result.suppressions, result.display, enabled))

@@ -400,7 +400,8 @@ def resolve_fix(pending: PendingFix, module: cst.Module, lines: FileLines,
         line_start = Position(start.line, 1)
         after = Position(end.line + 1, 1)
         if edit.kind == "insert_before":
-            edits.append(Edit(Range(line_start, line_start), _block(_render(module, edit.content), indent, lines.newline)))
+            edits.append(Edit(Range(line_start, line_start),
+                              _block(_render(module, edit.content), indent, lines.newline)))
         elif edit.kind == "insert_after":
             text = _block(_render(module, edit.content), indent, lines.newline)
             if end.line >= lines.count() and not lines.text.endswith(("\n", "\r")):

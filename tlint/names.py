@@ -26,7 +26,8 @@ def canonical(name: str) -> str:
     """Fold known re-export paths to the public spelling."""
     if name.startswith("pytorch_lightning"):
         name = "lightning.pytorch" + name[len("pytorch_lightning"):]
-    elif name.startswith("lightning.") and not name.startswith("lightning.pytorch") and not name.startswith("lightning.fabric"):
+    elif (name.startswith("lightning.") and not name.startswith("lightning.pytorch")
+          and not name.startswith("lightning.fabric")):
         name = "lightning.pytorch." + name[len("lightning."):]
     if name.startswith("torch.nn.modules."):
         parts = name.split(".")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.MULTILINE)
@@ -58,7 +59,7 @@ def package_bases(root: Path) -> list[str]:
 
 
 def _resolve(module: str, folder: str, root: str, files: dict[str, Path],
-             bases_of: dict[str, list[str]], extra: list[str] = []) -> Path | None:
+             bases_of: dict[str, list[str]], extra: Sequence[str] = ()) -> Path | None:
     """The project file `module`, imported from a file in `folder`, names (paths as
     strings: this runs for every import of every project file). `files` maps the path
     strings of the project's files to their paths; `bases_of` memoises the search folders
@@ -207,8 +208,10 @@ class ImportGraph:
                     comp_of[member] = c
                     bits |= 1 << self.bit[member]
                 own.append(bits)
-            succ = [{comp_of[t] for m in members for t in self.edges[m]} - {c} for c, members in enumerate(components)]
-            pred = [{comp_of[s] for m in members for s in self.reverse[m]} - {c} for c, members in enumerate(components)]
+            succ = [{comp_of[t] for m in members for t in self.edges[m]} - {c}
+                    for c, members in enumerate(components)]
+            pred = [{comp_of[s] for m in members for s in self.reverse[m]} - {c}
+                    for c, members in enumerate(components)]
             forward = list(own)
             for c in range(len(components)):  # sinks first: successors are done
                 for s in succ[c]:

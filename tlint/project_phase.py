@@ -83,7 +83,7 @@ def resolve_file(result: FileResult, settings: Settings, project_of, timer: Time
                 found = list(rule.check_project(result.path, related))
             else:
                 found = timer(f"rule: {rule.code} {rule.name} (cross-file)",
-                              lambda r=rule: list(r.check_project(result.path, related)))
+                              lambda r=rule, related=related: list(r.check_project(result.path, related)))
         except Exception as exc:  # isolate the rule, as in phase 1
             result.diagnostics.append(internal_error(rule, result.display, exc))
             continue
@@ -116,8 +116,9 @@ class Project:
         self.cache = cache
         files: dict[Path, os.stat_result] = {}
         gitignore = GitIgnore()
-        for folder_path, real_folder, _, filenames in walk_folders(root, settings_for, root, gitignore,
-                                                                   keep_folder=lambda sub: not self._other_project(sub)):
+        folders = walk_folders(root, settings_for, root, gitignore,
+                               keep_folder=lambda sub: not self._other_project(sub))
+        for folder_path, real_folder, _, filenames in folders:
             for name in filenames:
                 if not name.endswith(".py"):
                     continue

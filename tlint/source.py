@@ -16,7 +16,8 @@ from tlint.names import ImportTable
 _LOOPS = (cst.For, cst.While)
 _NAME = cst.Name
 # What the index keeps of a node, by its class (one dict lookup per node).
-_CALL, _FUNCTION, _CLASS, _LOOP, _ASSIGNMENT, _IMPORT, _SCOPE = "call function class loop assignment import scope".split()
+_CALL, _FUNCTION, _CLASS, _LOOP, _ASSIGNMENT, _IMPORT, _SCOPE = (
+    "call function class loop assignment import scope".split())
 _ROLES = {cst.Call: _CALL, cst.FunctionDef: _FUNCTION, cst.ClassDef: _CLASS, cst.Lambda: _SCOPE,
           cst.For: _LOOP, cst.While: _LOOP, cst.Assign: _ASSIGNMENT, cst.AugAssign: _ASSIGNMENT,
           cst.AnnAssign: _ASSIGNMENT, cst.Import: _IMPORT, cst.ImportFrom: _IMPORT}

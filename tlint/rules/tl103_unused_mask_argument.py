@@ -18,7 +18,8 @@ def _is_stub(fn: cst.FunctionDef) -> bool:
             for small in stmt.body:
                 if type(small) is cst.Pass:
                     continue
-                if type(small) is cst.Expr and type(small.value) in (cst.SimpleString, cst.Ellipsis, cst.ConcatenatedString):
+                if type(small) is cst.Expr and type(small.value) in (cst.SimpleString, cst.Ellipsis,
+                                                                     cst.ConcatenatedString):
                     continue
                 if type(small) is cst.Raise:
                     continue
@@ -523,8 +524,9 @@ class UnusedMaskArgument(Rule):
           what it supports;
         - another class of the file defines the same method with the same parameters (an
           interchangeable family selected by configuration, such as a learned and a sine
-          position embedding; not a class that builds this one, its caller) and this one computes no attention itself (no softmax,
-          matrix product or attention call), so it has nothing to apply the mask to.
+          position embedding; not a class that builds this one, its caller) and this one
+          computes no attention itself (no softmax, matrix product or attention call), so
+          it has nothing to apply the mask to.
         """
         name = param.name.value
         attends = _does_attention(fn)

@@ -50,7 +50,7 @@ class UnpairedShuffle(Rule):
                 scopes.setdefault(index.enclosing_function(call) or index.module, []).append((call, names))
         for events in scopes.values():
             for i, (call, names) in enumerate(events):
-                for earlier, before in events[:i]:
+                for _earlier, before in events[:i]:
                     pair = next(((a, b) for a in before for b in names if a != b and a not in names and b not in before
                                  and ((a, b) in zipped or (b, a) in zipped or _paired_words(a, b))), None)
                     if pair is not None:

@@ -18,7 +18,8 @@ from tlint.views.facts import (
 # Tensors where ±inf is a meaningful fill: attention masks, biases and scores (TL210's business).
 _SCORE_WORDS = {"mask", "masks", "bias", "attn", "attention", "score", "scores", "logits", "energy"}
 _INPUT_WORDS = {"pad", "padded", "padding", "input", "inputs", "batch", "batched", "features", "feats", "x", "seq",
-                "seqs", "sequence", "sequences", "values", "data", "ids", "embeds", "embeddings", "src", "tgt", "series"}
+                "seqs", "sequence", "sequences", "values", "data", "ids", "embeds", "embeddings", "src", "tgt",
+                "series"}
 _TRIANGULAR = {"torch.triu", "torch.tril"}
 
 

@@ -54,7 +54,8 @@ class PositionalTableTooShort(Rule):
             length = data.data["length"]
             yield fact.range, (
                 f"positional table of {size} positions ({fact.data['what']}) is shorter than the sequence length "
-                f"{length} the data is built with ({data.data['what']} at {where}:{line}): positions {size}..{length - 1} "
+                f"{length} the data is built with ({data.data['what']} at {where}:{line}): "
+                f"positions {size}..{length - 1} "
                 "index past the table (an IndexError or a CUDA device-side assert), or the model never learned them; "
                 "size the table and the data from one config value")
 

@@ -103,7 +103,8 @@ class MissingGradClipping(Rule):
                 if value is UNKNOWN or not _no_clip_value(value):
                     continue
                 node = arg
-            fix = _set_literal(arg, "gradient_clip_val") if arg is not None else _add_keyword(ctx, call, "gradient_clip_val")
+            fix = (_set_literal(arg, "gradient_clip_val") if arg is not None
+                   else _add_keyword(ctx, call, "gradient_clip_val"))
             ctx.report(node, "Lightning Trainer without gradient_clip_val never clips the transformer's "
                        "gradients; pass gradient_clip_val=1.0", fix=fix,
                        when=ProjectCondition(any_of=("transformer",), scope="imports"))
@@ -171,8 +172,8 @@ def _loop_fix(ctx, view: TrainingView, loop, step):
         if index.enclosing_function(backward) is not function:
             return None
         code = f"{accelerator}.clip_grad_norm_({model}.parameters(), 1.0)"
-        if any(type(c) is cst.Call and last_name(c.func) == "accumulate" and dotted_name(view.receiver(c)) == accelerator
-               for c in step.contexts):
+        if any(type(c) is cst.Call and last_name(c.func) == "accumulate"
+               and dotted_name(view.receiver(c)) == accelerator for c in step.contexts):
             code = f"if {accelerator}.sync_gradients:\n    {code}"
         return fixes.fix("unsafe", f"Insert `{code.splitlines()[-1].strip()}` before the step",
                          fixes.insert_before(stmt, code))

@@ -40,7 +40,8 @@ class ClipMisordered(Rule):
                 if events[previous].kind != OPTIMIZER_STEP or events[following].kind != BACKWARD:
                     continue
                 reported.add(id(clip.node))
-                where = "before backward() computes them" if following > i else "after optimizer.step() has applied them"
+                where = ("before backward() computes them" if following > i
+                         else "after optimizer.step() has applied them")
                 ctx.report(clip.node, f"gradients are clipped {where}; clip between backward() and optimizer.step()")
 
     @staticmethod

@@ -20,8 +20,8 @@ _EVAL_WORDS = ("eval", "valid", "test")
 _NOT_EVALUATION = frozenset({"generate", "generation", "sample", "sampling", "ema", "update", "decode", "infer",
                              "inference", "predict", "export", "benchmark", "profile"})
 _DATA_WORDS = frozenset({"loader", "dataloader", "loaders", "batches", "batch", "dataset", "data", "ds", "iterator"})
-_METRIC_WORDS = frozenset({"correct", "hits", "matches", "acc", "accuracy", "metric", "metrics", "f1", "ppl", "perplexity", "loss",
-                           "losses", "bleu", "rouge", "score", "scores", "errors", "mse", "mae"})
+_METRIC_WORDS = frozenset({"correct", "hits", "matches", "acc", "accuracy", "metric", "metrics", "f1", "ppl",
+                           "perplexity", "loss", "losses", "bleu", "rouge", "score", "scores", "errors", "mse", "mae"})
 # Models that stay in eval mode on purpose inside a training loop.
 _FROZEN_WORDS = frozenset({"teacher", "ema", "ref", "reference", "target", "frozen", "old", "vae", "averaged"})
 

@@ -148,7 +148,8 @@ def add_arguments(parser, verify: bool = False) -> None:
     parser.add_argument("--dataloader", metavar="PKG.MOD:FACTORY", help="callable returning the training batches")
     parser.add_argument("--eval-dataloader", metavar="PKG.MOD:FACTORY", help="the evaluation batches (TL104)")
     parser.add_argument("--eos-token-id", type=int, metavar="N", help="the EOS token id (eos-masked check)")
-    parser.add_argument("--batches", type=int, metavar="N", help=f"batches scanned per loader (default {DEFAULT_BATCHES})")
+    parser.add_argument("--batches", type=int, metavar="N",
+                        help=f"batches scanned per loader (default {DEFAULT_BATCHES})")
     if verify:
         return
     for flag, what in (("--pad-token-id", "the pad token id (default: the loader's tokenizer's)"),

@@ -281,7 +281,8 @@ def choose_caller(model: nn.Module, options: VerifyOptions, roots: list[Path], i
             continue
     tried = "; ".join(failures)
     raise UserCodeError("call", f"forward rejected every call style tried with (batch {ids.shape[0]}, seq "
-                        f"{ids.shape[1]}) token ids: {tried}. If the error is about sizes, lower `seq-len`; else set `call` in "
+                        f"{ids.shape[1]}) token ids: {tried}. If the error is about sizes, lower `seq-len`; "
+                        "else set `call` in "
                         "[tool.tlint.verify] (or --call) to one of " + ", ".join(f'"{s}"' for s in CALL_STYLES)
                         + ", or to an adapter \"pkg.mod:call\", a callable(model, ids, mask) returning the "
                         "output tensor (mask: long, 1 = keep)")

@@ -97,7 +97,8 @@ def _verdict(diag, classes: list[ModelClass], probes: dict[str, dict]) -> tuple[
     owner = _owner(diag, classes)
     ran = [probes[name] for name in wanted if name in probes]
     if not ran:
-        return "not-checkable", wanted[0], f"needs the {' or '.join(wanted)} probe, not run (not built yet or not selected)"
+        return ("not-checkable", wanted[0],
+                f"needs the {' or '.join(wanted)} probe, not run (not built yet or not selected)")
     if diag.code == "TL101":
         return _unmasked_call(probes.get("mask-leak"))
     if diag.code in TRAINING_RULES:

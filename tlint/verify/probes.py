@@ -84,7 +84,8 @@ class ProbeContext:
 
     def forward(self, ids: torch.Tensor, keep: torch.Tensor | None, caller: Caller | None = None) -> torch.Tensor:
         with torch.no_grad():
-            out = (caller or self.caller)(self.model, ids.to(self.device), None if keep is None else keep.to(self.device))
+            out = (caller or self.caller)(self.model, ids.to(self.device),
+                                          None if keep is None else keep.to(self.device))
         return dense(out).detach().float().cpu()
 
     def per_position(self, out: torch.Tensor, ids: torch.Tensor) -> bool:
@@ -594,7 +595,8 @@ class AttentionCapture(TorchFunctionMode):
 
     def _record_sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                      enable_gqa=False, **_):
-        if not (isinstance(query, torch.Tensor) and query.dim() >= 3 and query.shape[-2] == key.shape[-2] == self.seq_len):
+        if not (isinstance(query, torch.Tensor) and query.dim() >= 3
+                and query.shape[-2] == key.shape[-2] == self.seq_len):
             return
         with torch.no_grad():
             q, k = query.detach().float(), key.detach().float()
@@ -940,4 +942,6 @@ PROBE_CLASSES: dict[str, type[Probe]] = {
                                     BatchCouplingProbe, GradFlowProbe, InitStatsProbe,
                                     AttentionEntropyProbe, DepthGrowthProbe, PaddingEquivalenceProbe)
 }
-import tlint.verify.activations  # noqa: F401  (registers activation-ranges and attention-maps)
+# Last, not at the top: tlint.verify.activations imports this module (a cycle), and
+# registers activation-ranges and attention-maps in PROBE_CLASSES.
+import tlint.verify.activations  # noqa: E402, F401

@@ -357,7 +357,8 @@ class WarmupABProbe(Probe):
                             for label, s in stats.items())
         detail = (f"{what}; {self.steps} steps on {self.batches} fixed batches of {ctx.batch_size} x {seq}, "
                   f"warmup {self.warmup} steps, clipping at {self.clip:g}; {summary}")
-        extra = {"runs": stats, "optimizer": what, "needs_warmup": plain["unstable"] and not stats["warmup"]["unstable"],
+        extra = {"runs": stats, "optimizer": what,
+                 "needs_warmup": plain["unstable"] and not stats["warmup"]["unstable"],
                  "needs_clipping": plain["unstable"] and not stats["clip"]["unstable"],
                  "grad_spike": plain["grad_spike"]}
         if plain["unstable"]:

@@ -291,7 +291,8 @@ class AttentionSite:
         """Scaled anywhere between the product and the softmax, inside the product's own
         operands (`(q * scale) @ k.T`), or folded into q/k before (`q = q * self.scale`)."""
         if self.product.node is not None and type(self.product.node) is cst.Call:
-            if any(arg.keyword is not None and arg.keyword.value in ("alpha", "scale") for arg in self.product.node.args):
+            if any(arg.keyword is not None and arg.keyword.value in ("alpha", "scale")
+                   for arg in self.product.node.args):
                 return True
         for node in (*self.between, *self.upstream, *self.callers):
             if _scales(node):
@@ -533,7 +534,8 @@ def time_like(expr) -> bool:
     if name is None:
         return False
     parts = snake_parts(name)
-    return name in ("T", "L", "S", "N", "t", "l") or (len(parts) > 0 and all(p in _TIME_PARTS for p in parts) and len(name) > 1)
+    return name in ("T", "L", "S", "N", "t", "l") or (len(parts) > 0 and all(p in _TIME_PARTS for p in parts)
+                                                      and len(name) > 1)
 
 
 def head_dim_like(expr) -> bool:

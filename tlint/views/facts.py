@@ -99,7 +99,8 @@ from tlint.views.facts_prefilter import ast_facts, ast_facts_exact  # noqa: F401
 EXTRACTORS = (
     ("pads", padding_sites), ("transformer", transformer_sites), ("warmup", _warmup_sites),
     ("masks-pad-labels", masks_pad_labels_sites), ("pad-labels-by-id", pad_labels_by_id_sites),
-    ("distinct-pad", distinct_pad_sites), ("feeds-training", feeds_training_sites), ("static-shapes", static_shapes_sites),
+    ("distinct-pad", distinct_pad_sites), ("feeds-training", feeds_training_sites),
+    ("static-shapes", static_shapes_sites),
     ("tokenizer", tokenizer_sites), ("tokenizer-saved", tokenizer_saved_sites),
     ("positional-table", positional_table_sites), ("sequence-length", sequence_length_sites),
     ("call-args", call_args_sites), ("size-override", size_override_sites),

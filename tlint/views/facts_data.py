@@ -81,7 +81,8 @@ def padding_sites(ctx):
                 yield call
             continue
         func = call.func
-        if type(func) is cst.Attribute and func.attr.value in ("pad", "enable_padding") and tokenizer_like(index, func.value):
+        if (type(func) is cst.Attribute and func.attr.value in ("pad", "enable_padding")
+                and tokenizer_like(index, func.value)):
             yield call
             continue
         if qualified in FULL_TENSORS or (type(func) is cst.Attribute and func.attr.value == "new_full"):
@@ -154,7 +155,8 @@ def tokenizer_encode_calls(index) -> list[cst.Call]:
         cached = []
         for call in index.calls:
             func = call.func
-            receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
+            receiver = (func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS
+                        else func)
             if type(receiver) is cst.Name and receiver.value in index.functions_by_name:
                 continue
             if tokenizer_object(index, receiver):
@@ -215,7 +217,8 @@ def module_constant(index, expr: cst.BaseExpression | None):
         for stmt in index.module.body:
             if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
-                    if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
+                    if (type(small) is cst.Assign and len(small.targets) == 1
+                            and type(small.targets[0].target) is cst.Name):
                         name = small.targets[0].target.value
                         if name in seen:
                             constants.pop(name, None)
@@ -547,7 +550,8 @@ def feeds_training_sites(ctx):
     index = ctx.index
     for call in index.calls:
         qualified = index.qualify(call.func) or ""
-        if qualified in DATA_LOADERS or (qualified.startswith(("transformers.", "trl.")) and qualified.endswith("Trainer")):
+        if qualified in DATA_LOADERS or (qualified.startswith(("transformers.", "trl."))
+                                         and qualified.endswith("Trainer")):
             yield call
             return
 
