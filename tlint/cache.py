@@ -264,7 +264,7 @@ class FileCache:
         if secret is None or result.unreadable:
             return
         inputs = [(str(p), digest) for p, digest in sorted(result.inputs.items())]
-        bare = replace(result, path=None, inputs={})  # restored on load
+        bare = replace(result, path=None, inputs={})  # type: ignore[arg-type]  # restored on load
         try:
             payload = signed.dumps((key, facts_only, inputs, bare), secret)
         except Exception:  # a result that does not serialise is simply not cached

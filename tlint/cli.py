@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tlint import __version__
 
@@ -309,7 +310,7 @@ def _memo_args(args: argparse.Namespace):
 
     if cache_disabled_by_env():
         return None
-    options = {flag: [code for group in getattr(args, flag) for code in group]
+    options: dict[str, Any] = {flag: [code for group in getattr(args, flag) for code in group]
                for flag in ("select", "ignore", "extend_select")}
     options["select_given"] = bool(args.select)
     options["config"] = os.path.abspath(args.config) if args.config else None
@@ -385,6 +386,7 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
 
     outcome = fix_run(linter, paths, unsafe=args.unsafe_fixes, stdin=stdin)
     result = outcome.result
+    assert result is not None  # (set by fix_run)
     displays = {path: display for display, path in result.paths.items()}
     total, changed = outcome.total, outcome.changed
     plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731

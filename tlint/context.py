@@ -36,6 +36,7 @@ from tlint.results import ProjectCondition
 
 if TYPE_CHECKING:
     from tlint.config import Settings
+    from tlint.fixes import PendingFix
     from tlint.rules.base import Finding, Rule
     from tlint.source import FileIndex
     from tlint.views.model import ModelView
@@ -157,7 +158,7 @@ class FileContext:
                 return getattr(self, name)
         raise AttributeError(f"{type(self).__name__!r} has no attribute or view {name!r}")
 
-    def report(self, node: cst.CSTNode, message: str, *, fix: Fix | None = None,
+    def report(self, node: cst.CSTNode, message: str, *, fix: Fix | PendingFix | None = None,
                when: ProjectCondition | None = None) -> None:
         """Report a finding at `node`. With `when`, it is kept only if the project facts
         of related files satisfy the condition (decided after all files are read)."""

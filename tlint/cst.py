@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain
 from operator import attrgetter
+from typing import Any
 
 import libcst as cst
 
@@ -85,19 +86,20 @@ def _all_node_types() -> frozenset:
 
 NODE_TYPES = _all_node_types()  # every LibCST node class
 # Per node class, a function giving the values of its child fields, in order, as a tuple.
-FIELD_VALUES: dict[type, object] = {}
+FIELD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 
 
-def field_values(kind: type):
+def field_values(kind: type) -> Callable[[Any], tuple[Any, ...]]:
     """The function giving the values of the child fields of a `kind` node (cached in
     `FIELD_VALUES`, which hot loops read directly)."""
     names = fields_of(kind)
+    getter: Callable[[Any], tuple[Any, ...]]
     if not names:
         getter = _no_fields
     elif len(names) == 1:
         name = names[0]
 
-        def getter(node, name=name):
+        def getter(node: Any, name: str = name) -> tuple[Any, ...]:
             return (getattr(node, name),)
     else:
         getter = attrgetter(*names)
@@ -105,7 +107,7 @@ def field_values(kind: type):
     return getter
 
 
-def _no_fields(node) -> tuple:
+def _no_fields(node: Any) -> tuple[()]:
     return ()
 
 
@@ -195,32 +197,33 @@ def _walk(node: cst.CSTNode, into_functions: bool) -> Iterator[cst.CSTNode]:
         extend(reversed(child_nodes(current)))
 
 
-def dotted_name(expr: cst.BaseExpression | None) -> str | None:
+def dotted_name(expr: cst.CSTNode | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
     # `type(x) is` for LibCST's concrete (final) node classes: isinstance goes through
-    # ABCMeta, about ten times slower, and these run for every name of every file.
+    # ABCMeta, about ten times slower, and these run for every name of every file. The
+    # type is read once into `kind`, which mypy does not narrow `expr` by (the ignores).
     kind = type(expr)
     if kind is _NAME:
-        return expr.value
+        return expr.value  # type: ignore[union-attr]
     parts: list[str] = []
     while kind is _ATTRIBUTE:
-        parts.append(expr.attr.value)
-        expr = expr.value
+        parts.append(expr.attr.value)  # type: ignore[union-attr]
+        expr = expr.value  # type: ignore[union-attr]
         kind = type(expr)
     if kind is _NAME:
-        parts.append(expr.value)
+        parts.append(expr.value)  # type: ignore[union-attr]
         parts.reverse()
         return ".".join(parts)
     return None
 
 
-def last_name(expr: cst.BaseExpression | None) -> str | None:
+def last_name(expr: cst.CSTNode | None) -> str | None:
     """The final identifier of a Name/Attribute (`self.model` -> `model`), else None."""
-    kind = type(expr)
+    kind = type(expr)  # (not followed by mypy: see dotted_name)
     if kind is _ATTRIBUTE:
-        return expr.attr.value
+        return expr.attr.value  # type: ignore[union-attr]
     if kind is _NAME:
-        return expr.value
+        return expr.value  # type: ignore[union-attr]
     return None
 
 
@@ -275,13 +278,14 @@ _chain_values: list = []
 _chain_kinds: list = []
 
 
-def _concatenated_value(expr: cst.ConcatenatedString, default):
+def _concatenated_value(expr: cst.ConcatenatedString, default: Any) -> Any:
     global _chain_nodes, _chain_values, _chain_kinds
     hit = _chain_nodes.get(id(expr))
     if hit is None or hit[0] is not expr:
         # iteratively: LibCST's own `evaluated_value` recurses once per piece, and a long
         # implicitly concatenated string (pydoc_data/topics.py) exhausts the recursion limit
-        nodes, pieces = [], []
+        nodes: list[cst.ConcatenatedString] = []
+        pieces: list[cst.BaseExpression] = []
         node: cst.BaseExpression = expr
         while type(node) is cst.ConcatenatedString:
             nodes.append(node)
@@ -309,7 +313,7 @@ def _concatenated_value(expr: cst.ConcatenatedString, default):
     return default
 
 
-def literal_value(expr: cst.BaseExpression | None, default=_UNKNOWN):
+def literal_value(expr: cst.CSTNode | None, default: Any = _UNKNOWN) -> Any:
     """The value of a literal expression (numbers, strings, True/False/None, -x,
     float("nan")/float("inf"), math.inf), or `default` when it is not a literal."""
     if type(expr) not in _LITERAL_KINDS:  # the common case, cheaply (see dotted_name)
@@ -339,7 +343,7 @@ def literal_value(expr: cst.BaseExpression | None, default=_UNKNOWN):
     return default
 
 
-def is_literal(expr: cst.BaseExpression | None) -> bool:
+def is_literal(expr: cst.CSTNode | None) -> bool:
     return literal_value(expr, _UNKNOWN) is not _UNKNOWN
 
 

@@ -151,13 +151,13 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
                 del ctx.reports[before:]
                 result.diagnostics.append(internal_error(rule, display, exc))
         ctx._rule = None
-        for name, exc in ctx.failed_views.items():
+        for name, error in ctx.failed_views.items():
             rules = skipped.get(name)
             consequence = f" (rules skipped here: {', '.join(rules)})" if rules else ""
-            result.diagnostics.append(internal_error(f"the `{name}` view", display, exc, consequence))
-        for kind, exc in ctx.failed_extractors.items():
+            result.diagnostics.append(internal_error(f"the `{name}` view", display, error, consequence))
+        for kind, error in ctx.failed_extractors.items():
             result.diagnostics.append(internal_error(
-                f"the `{kind}` fact extractor", display, exc, " (cross-file rules may miss findings)"))
+                f"the `{kind}` fact extractor", display, error, " (cross-file rules may miss findings)"))
     from tlint.views.facts import POSITIONED
 
     nodes = [report.node for _, report in ctx.reports] + [node for kind, node, _ in facts if kind in POSITIONED]
@@ -169,8 +169,8 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
         result.diagnostics.append(parse_error(display, "file too deeply nested to analyse (recursion limit)"))
         result.parse_error = True
         return result
-    for kind, node, data in facts:
-        result.facts.append(Fact(kind, ranges.get(node, Range.point(1)) if kind in POSITIONED else None, data))
+    for kind, node, fact_data in facts:
+        result.facts.append(Fact(kind, ranges.get(node, Range.point(1)) if kind in POSITIONED else None, fact_data))
     if facts_only:
         return result
     lines = None
@@ -371,6 +371,7 @@ class Linter:
         (then stored) for the others. Each file is read once: its key and its analysis
         come from the same bytes. Stored before phase 2, which changes the results."""
         cache = self.cache
+        assert cache is not None  # (called only with one)
         results: list[FileResult | None] = [None] * len(tasks)
         keys: list[str | None] = [None] * len(tasks)
         read = list(tasks)
@@ -379,14 +380,15 @@ class Linter:
             read[i] = (path, display, settings, data, options)
             if isinstance(data, Diagnostic):
                 continue  # analysed (and reported) afresh, never cached
-            keys[i] = cache.key(path, display, settings, data)
-            results[i] = cache.load(path, keys[i], settings)
+            key = keys[i] = cache.key(path, display, settings, data)
+            results[i] = cache.load(path, key, settings)
         missing = [i for i, result in enumerate(results) if result is None]
         for i, result in zip(missing, self._analyse_all([read[i] for i in missing])):
             results[i] = result
-            if keys[i] is not None:
-                cache.store(tasks[i][0], keys[i], tasks[i][2], result)
-        return results
+            stored_key = keys[i]
+            if stored_key is not None:
+                cache.store(tasks[i][0], stored_key, tasks[i][2], result)
+        return results  # type: ignore[return-value]  # every slot is filled by now
 
     def _analyse_all(self, tasks) -> list[FileResult]:
         """Phase 1 for these tasks: in this process when the input is small, else in

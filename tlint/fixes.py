@@ -28,11 +28,15 @@ import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from tlint.atomic import write_bytes_atomic
 from tlint.diagnostics import Edit, Fix, Position, Range
+
+if TYPE_CHECKING:
+    from tlint.results import RunResult
 
 MAX_PASSES = 10
 SAFE, UNSAFE = "safe", "unsafe"
@@ -188,7 +192,7 @@ def add_import(module: cst.Module, code: str) -> PendingEdit | None:
     body = list(module.body)
     head = 0
     while head < len(body) and _docstring_or_future(body[head]) and (
-        head == 0 or type(body[head].body[0]) is not cst.Expr
+        head == 0 or type(body[head].body[0]) is not cst.Expr  # type: ignore[index]  # a simple statement line
     ):
         head += 1
     if head < len(body):
@@ -253,7 +257,8 @@ def code_at(index, anchor: cst.CSTNode, new: cst.CSTNode) -> str:
         return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
     lpar = getattr(anchor, "lpar", None)
-    if lpar and same(getattr(new, "lpar", ()), lpar) and same(getattr(new, "rpar", ()), anchor.rpar):
+    # (an expression with `lpar` has `rpar`)
+    if lpar and same(getattr(new, "lpar", ()), lpar) and same(getattr(new, "rpar", ()), anchor.rpar):  # type: ignore[attr-defined]
         new = new.with_changes(lpar=(), rpar=())
     state = _state(index, anchor)
     new._codegen(state)
@@ -273,7 +278,8 @@ def unwrap_with(index, stmt: cst.CSTNode) -> PendingEdit | None:
     if any(_has_comment(child) for child in stmt.children if child is not body and child not in stmt.leading_lines):
         return None
     statements = list(body.body)
-    lead = list(statements[0].leading_lines)
+    # (every concrete statement has leading_lines; LibCST's BaseStatement does not declare them)
+    lead = list(statements[0].leading_lines)  # type: ignore[attr-defined]
     while lead and lead[0].comment is None:  # blank lines right under the header
         lead.pop(0)
     first = statements[0].with_changes(leading_lines=lead)
@@ -485,7 +491,7 @@ class FixOutcome:
     texts: dict[Path, str] = field(default_factory=dict)
     originals: dict[Path, str] = field(default_factory=dict)
     applied: dict[Path, int] = field(default_factory=dict)
-    result: object = None
+    result: RunResult | None = None  # set by `fix_run`
     passes: int = 0
 
     @property
@@ -508,6 +514,7 @@ def fix_run(linter, paths: list[Path], *, unsafe: bool, stdin: tuple[Path, str] 
     stdin_path = stdin[0].absolute() if stdin is not None else None
     for number in range(MAX_PASSES + 1):
         if stdin is not None:
+            assert stdin_path is not None  # (set with stdin)
             result = linter.run([], stdin=(stdin[0], outcome.texts.get(stdin_path, stdin[1])))
         else:
             result = linter.run(paths, overrides=dict(outcome.texts))

@@ -191,8 +191,8 @@ def store(paths: list[str], options: dict, recorder: Recorder, result, cache_dir
         for path, value in folders.items():
             if value is None or (value[0] >= settled and recorder.own.get(path) != value[0]):
                 return False
-        for value in files.values():
-            if value is not None and (value[1] >= settled or value[2] >= settled):
+        for stat_key in files.values():
+            if stat_key is not None and (stat_key[1] >= settled or stat_key[2] >= settled):
                 return False
         secret = signed.secret(cache_dir.parent)
         if secret is None:

@@ -79,7 +79,7 @@ class ImportTable:
     def add_import_from(self, node: cst.ImportFrom) -> None:
         module = "." * len(node.relative) + _module_name(node.module)
         self.modules.append(module)
-        if type(node.names) is cst.ImportStar:
+        if isinstance(node.names, cst.ImportStar):  # (isinstance: mypy narrows the `for` below)
             return
         sep = "" if module.endswith(".") else "."
         for alias in node.names:

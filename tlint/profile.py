@@ -46,7 +46,7 @@ class Profile:
                 if stack:
                     stack[-1] += elapsed
 
-        wrapper.__wrapped__ = fn
+        wrapper.__wrapped__ = fn  # type: ignore[attr-defined]  # (mypy: functions have no such attribute)
         return wrapper
 
     def call(self, name: str, fn, /, *args, **kwargs):
@@ -90,7 +90,7 @@ class Profile:
         import tlint.views
         from tlint.source import FileIndex
 
-        classes = [FileIndex]
+        classes: list[type] = [FileIndex]
         for info in pkgutil.iter_modules(tlint.views.__path__):
             module = importlib.import_module(f"tlint.views.{info.name}")
             classes += [c for _, c in inspect.getmembers(module, inspect.isclass) if c.__module__ == module.__name__]

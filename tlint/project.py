@@ -64,6 +64,7 @@ def _resolve(module: str, folder: str, root: str, files: dict[str, Path],
     strings: this runs for every import of every project file). `files` maps the path
     strings of the project's files to their paths; `bases_of` memoises the search folders
     of absolute imports per importer folder: the folder and its ancestors up to `root`."""
+    bases: list[str] | None
     if module.startswith("."):
         dots = len(module) - len(module.lstrip("."))
         base = folder

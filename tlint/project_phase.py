@@ -158,7 +158,7 @@ class Project:
         imports: dict[Path, list[str]] = {}
         cache = self.cache
         settings = self.settings_for(self.root, self.root) if cache is not None else None
-        stored = cache.load_imports(settings) if cache is not None else {}
+        stored = cache.load_imports(settings) if cache is not None else {}  # type: ignore[arg-type]  # set with cache
         table: dict[str, tuple[tuple[int, ...], list[str]]] = {}
         settled = time.time_ns() - IMPORT_SETTLE_NS  # older than this: not "racy"
         for file, stat in files.items():
@@ -179,7 +179,7 @@ class Project:
         for path, text in self.overrides.items():
             imports[path] = scan_imports(text)
         if cache is not None and table != stored:
-            cache.store_imports(settings, table)
+            cache.store_imports(settings, table)  # type: ignore[arg-type]  # set with cache
         return imports
 
     def _other_project(self, folder: Path) -> bool:

@@ -161,7 +161,7 @@ def parse_source(text: str, display: str, *, syntax_only: bool = False,
         return tree  # pre-filtered (see `prefilter_skips`): Python's tree, LibCST not run
     if statement_lines is not None and py_error is None:
         statement_lines.extend(min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
-                               for stmt in tree.body)
+                               for stmt in tree.body)  # type: ignore[attr-defined]  # "exec": an ast.Module
     try:
         return cst.parse_module(text) if timer is None else timer("phase: LibCST parse", cst.parse_module, text)
     except cst.ParserSyntaxError as exc:

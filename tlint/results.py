@@ -5,10 +5,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tlint.diagnostics import Diagnostic, Range
 from tlint.suppressions import Suppression
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Protocol
+
+    class Outcome(Protocol):
+        """What `exit_code` reads of a run: a `RunResult`, or a memo's `StoredResult`."""
+
+        @property
+        def diagnostics(self) -> Sequence[Diagnostic]: ...
+        @property
+        def errors(self) -> Sequence[str]: ...
+        @property
+        def internal_errors(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +93,7 @@ class RunResult:
         return sum(1 for d in self.diagnostics if d.code == "TL003")
 
 
-def exit_code(result, *, fail_on: str = "warning", exit_zero: bool = False) -> int:
+def exit_code(result: Outcome, *, fail_on: str = "warning", exit_zero: bool = False) -> int:
     """The exit code of a run (`RunResult` or a memo's stored result): 2 for usage
     problems or any TL003, else 0 with `exit_zero`, else 1 when an unsuppressed finding is
     at or above `fail_on`."""

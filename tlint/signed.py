@@ -160,7 +160,7 @@ def _order(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def _hook(obj: dict) -> Any:
+def _hook(obj: dict[str, Any]) -> Any:
     if len(obj) == 1:
         (tag, value), = obj.items()
         if tag == "(":

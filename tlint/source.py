@@ -7,6 +7,7 @@ instead of walking the tree again.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
 import libcst as cst
 
@@ -18,7 +19,7 @@ _NAME = cst.Name
 # What the index keeps of a node, by its class (one dict lookup per node).
 _CALL, _FUNCTION, _CLASS, _LOOP, _ASSIGNMENT, _IMPORT, _SCOPE = (
     "call function class loop assignment import scope".split())
-_ROLES = {cst.Call: _CALL, cst.FunctionDef: _FUNCTION, cst.ClassDef: _CLASS, cst.Lambda: _SCOPE,
+_ROLES: dict[type, str] = {cst.Call: _CALL, cst.FunctionDef: _FUNCTION, cst.ClassDef: _CLASS, cst.Lambda: _SCOPE,
           cst.For: _LOOP, cst.While: _LOOP, cst.Assign: _ASSIGNMENT, cst.AugAssign: _ASSIGNMENT,
           cst.AnnAssign: _ASSIGNMENT, cst.Import: _IMPORT, cst.ImportFrom: _IMPORT}
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Module)
@@ -59,8 +60,8 @@ class FileIndex:
         positions: dict[int, int] = {}
         scopes: list[int] = []
         append, end_append = order.append, ends.append
-        lists = {_CALL: self.calls, _FUNCTION: self.functions, _CLASS: self.classes, _LOOP: self.loops,
-                 _ASSIGNMENT: self.assignments}
+        lists: dict[str, list[Any]] = {_CALL: self.calls, _FUNCTION: self.functions, _CLASS: self.classes,
+                                       _LOOP: self.loops, _ASSIGNMENT: self.assignments}
         roles = _ROLES
         getters, getter_of, node_types = FIELD_VALUES, field_values, NODE_TYPES
         stack: list = [self.module]
@@ -129,7 +130,7 @@ class FileIndex:
 
     # --- navigation -------------------------------------------------------------------
 
-    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+    def parent(self, node: cst.CSTNode | None) -> cst.CSTNode | None:
         return self.parents.get(id(node))
 
     def ancestors(self, node: cst.CSTNode):

@@ -79,8 +79,8 @@ def _frame(diag: Diagnostic, report: OutputReport) -> Text | None:
     """The flagged lines, each underlined where the finding's range covers it."""
     start, end = diag.range.start, diag.range.end
     last = min(end.line, start.line + _FRAME_LINES - 1)
-    lines = [(n, report.sources.line(diag.path, n)) for n in range(start.line, last + 1)]
-    lines = [(n, line) for n, line in lines if line is not None]
+    numbered = [(n, report.sources.line(diag.path, n)) for n in range(start.line, last + 1)]
+    lines = [(n, line) for n, line in numbered if line is not None]
     if not lines:
         return None
     gutter = len(str(lines[-1][0]))

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
 
-from tlint.diagnostics import Fix
-from tlint.results import ProjectCondition  # noqa: F401 - rules import it from here
+from tlint.diagnostics import Fix, Range
+from tlint.results import Fact, ProjectCondition  # noqa: F401 - rules import ProjectCondition from here
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
+    from tlint.fixes import PendingFix
 
 
 # The values of `Rule.verify_site` (see there).
@@ -24,7 +27,7 @@ class Finding:
 
     node: cst.CSTNode
     message: str
-    fix: Fix | None = None
+    fix: Fix | PendingFix | None = None  # a rule's fix is pending: anchored on nodes, resolved by the engine
     when: ProjectCondition | None = None
 
 
@@ -47,7 +50,7 @@ class Rule:
     severity: ClassVar[str]
     summary: ClassVar[str]
     default_enabled: ClassVar[bool] = True
-    options: ClassVar[dict[str, Any]] = {}
+    options: dict[str, Any] = {}  # the declared defaults; an instance holds its own, validated
     # Options of this rule that change shared analysis (other rules and the project facts
     # see them too): option name -> the `tlint.context.ViewOptions` field it sets.
     view_options: ClassVar[dict[str, str]] = {}
@@ -112,28 +115,28 @@ class Rule:
     def check(self, ctx: FileContext) -> None:
         """Per-file analysis; report through `ctx.report`."""
 
-    def check_project(self, path, related):
+    def check_project(self, path: Path, related: Mapping[Path, list[Fact]]) -> Iterable[tuple[Range, str]]:
         return ()
 
-    def project_index(self, related) -> Any:
+    def project_index(self, related: Mapping[Path, list[Fact]]) -> Any:
         """What `check_project` needs from all the related facts, whatever the file (sets,
         lists by kind). The engine gives every file with the same related set one shared
         `related` mapping, so `self.indexed(related)` builds this once per set, not per file."""
         return None
 
-    def indexed(self, related) -> Any:
+    def indexed(self, related: Mapping[Path, list[Fact]]) -> Any:
         """`project_index(related)`, built once per shared related set."""
         if isinstance(related, RelatedFacts):
             return related.index_for(self)
         return self.project_index(related)
 
 
-class RelatedFacts(dict):
+class RelatedFacts(dict[Path, list[Fact]]):
     """{path: [Fact]} of the related files, sorted by path, as `check_project` receives it.
     One instance is shared by every file whose related set (and `project_facts`) is the
     same: read it, never change it."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._indexes: dict[int, tuple[Rule, Any]] = {}
 

@@ -3,6 +3,8 @@ that pads its sequences."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from tlint import fixes
@@ -70,7 +72,7 @@ class MissingAttentionMask(Rule):
                 continue
             if any(arg.keyword is not None and "mask" in arg.keyword.value for arg in call.args):
                 continue
-            ids_value = ids_arg.value if ids_arg is not None else first.value
+            ids_value = ids_arg.value if ids_arg is not None else first.value  # type: ignore[union-attr]  # set above
             if unpadded_ids(index, ids_value, index.enclosing_function(call) or index.module):
                 continue  # `tokenizer("one prompt")`, `torch.randint(...)`: no pad token to mask
             spelled = dotted_name(func) or "model"
@@ -87,6 +89,8 @@ class MissingAttentionMask(Rule):
         """Variables holding a model (from `from_pretrained` of a model class or a local
         nn.Module), and those holding a local module whose forward takes no mask at all."""
         index = ctx.index
+        models: set[str]
+        maskless: set[str]
         models, maskless = set(), set()
         classes = ctx.models.classes
         for node in index.assignments:
@@ -167,6 +171,7 @@ def _bound_before(scope, call) -> dict[str, list]:
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             bound.setdefault(param.name.value, []).append(None)
     body = scope.body if type(scope) is cst.FunctionDef else scope
+    node: Any  # dispatched on `type(node) in (...)`, which mypy does not narrow by
     for node in walk(body, into_functions=False):
         if node is call:
             break
@@ -234,6 +239,7 @@ def _mask_beside(index, scope, ids_value, bound, depth: int = 0):
         if len(values) == 1 and values[0] is not None:
             return _mask_beside(index, scope, values[0], bound, depth + 1)
         return None
+    mask_base: cst.CSTNode
     if type(base) is cst.Attribute and base.attr.value == "input_ids":
         holder, mask_base = base.value, base.with_changes(attr=cst.Name("attention_mask"))
     elif type(base) is cst.Subscript and len(base.slice) == 1 and type(base.slice[0].slice) is cst.Index:

@@ -3,6 +3,8 @@ reads it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from tlint.cst import dotted_name, last_name, walk
@@ -113,6 +115,7 @@ def _masks_encoder_states(fn: cst.FunctionDef, params: list[cst.Param], other_ma
                if any(w in p.name.value.lower() for w in _CROSS_WORDS) and "mask" not in p.name.value.lower()}
     if not tainted or not other_masks:
         return False
+    node: Any  # dispatched on `type(node) in (...)`, which mypy does not narrow by
     for node in walk(fn.body):
         if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Return):
             value = node.value
@@ -195,8 +198,9 @@ def _argument_for(call: cst.Call, fn: cst.FunctionDef, name: str, bound: bool):
 
 def _rebound(fn: cst.FunctionDef, name: str) -> bool:
     """`name` is assigned anywhere in `fn` (`mask = build(mask)`, a loop or `with` target)."""
+    node: Any  # dispatched on `type(node) in (...)`, which mypy does not narrow by
     for node in walk(fn.body):
-        targets = ()
+        targets: tuple[cst.CSTNode, ...] = ()
         if type(node) is cst.AssignTarget:
             targets = (node.target,)
         elif type(node) in (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr):
@@ -273,6 +277,7 @@ class _CallSites:
     def _function_sites(self, fn):
         if self.index.parent(fn) is not self.index.module:
             return None
+        assert self._names is not None  # (`_scan` ran)
         out = []
         for name in self._names:
             if name.value != fn.name.value or name is fn.name:
@@ -284,6 +289,7 @@ class _CallSites:
         return out
 
     def _method_sites(self, fn, owner):
+        assert self._attributes is not None  # (`_scan` ran)
         out = []
         for attr in self._attributes:
             if attr.attr.value != fn.name.value:
@@ -302,6 +308,7 @@ class _CallSites:
         return out
 
     def _instance_sites(self, owner):
+        assert self._names is not None and self._attributes is not None  # (`_scan` ran)
         name = owner.name.value
         models = self.ctx.models
         holders = [(mc, sub) for mc in models.classes.values()
@@ -342,13 +349,13 @@ class _CallSites:
                 return None
             forward = mc.forward
             for var in loops:
-                for node in walk(forward.body) if forward is not None else ():
-                    if type(node) is not cst.Name or node.value != var:
+                for use in walk(forward.body) if forward is not None else ():
+                    if type(use) is not cst.Name or use.value != var:
                         continue
-                    call = self._call_of(node)
+                    call = self._call_of(use)
                     if call is not None:
                         out.append((call, forward, True))
-                    elif not self._loop_target(node):
+                    elif not self._loop_target(use):
                         return None
         return out
 

@@ -14,7 +14,7 @@ _NO_TRUNCATION = (False, None, "do_not_truncate")
 
 def _literal_texts(index, expr: cst.BaseExpression) -> bool:
     """A string literal, a list/tuple of them, or a name assigned only such a literal."""
-    if type(expr) in (cst.List, cst.Tuple):
+    if type(expr) is cst.List or type(expr) is cst.Tuple:
         return bool(expr.elements) and all(isinstance(literal_value(e.value, default=None), str) for e in expr.elements)
     if isinstance(literal_value(expr, default=None), str):
         return True

@@ -65,7 +65,7 @@ class UnpairedShuffle(Rule):
 
     @staticmethod
     def _rng_names(index) -> set[str]:
-        out = set()
+        out: set[str] = set()
         for node in index.assignments:
             if type(node) is cst.Assign and type(node.value) is cst.Call \
                     and index.qualify(node.value.func) in RNG_FACTORIES:
@@ -79,7 +79,7 @@ class UnpairedShuffle(Rule):
         func = call.func
         qualified = index.qualify(func)
         method = func.attr.value if type(func) is cst.Attribute else None
-        from_rng = method is not None and (last_name(func.value) in rngs or (
+        from_rng = type(func) is cst.Attribute and (last_name(func.value) in rngs or (  # (a method: `method` is set)
             type(func.value) is cst.Call and index.qualify(func.value.func) in RNG_FACTORIES))
         if qualified in SHUFFLES or (from_rng and method == "shuffle"):
             name = last_name(call.args[0].value) if call.args else None
@@ -126,6 +126,7 @@ class UnpairedShuffle(Rule):
         for loop in index.loops:
             if type(loop) is not cst.For:
                 continue
+            target: cst.BaseExpression
             iterable, target = loop.iter, loop.target
             if type(iterable) is cst.Call and last_name(iterable.func) == "enumerate" and iterable.args:
                 iterable = iterable.args[0].value
@@ -135,7 +136,7 @@ class UnpairedShuffle(Rule):
                 continue
             if not all(self._is_shuffled_loader(index, arg.value, shuffled) for arg in iterable.args):
                 continue
-            if not (type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2):
+            if not ((type(target) is cst.Tuple or type(target) is cst.List) and len(target.elements) == 2):
                 continue
             origin: dict[str, set[int]] = {}
             for side, element in enumerate(target.elements):
@@ -149,7 +150,7 @@ class UnpairedShuffle(Rule):
 
     @staticmethod
     def _shuffled_loaders(index) -> set[str]:
-        out = set()
+        out: set[str] = set()
         for node in index.assignments:
             if type(node) is cst.Assign and type(node.value) is cst.Call and _shuffling_loader(index, node.value):
                 out.update(n for n in (last_name(t.target) for t in node.targets) if n)

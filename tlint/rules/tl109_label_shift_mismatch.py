@@ -44,7 +44,8 @@ def _base_name(expr) -> str | None:
     if type(expr) is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
         key = expr.slice[0].slice.value
         if type(key) is cst.SimpleString:
-            return key.evaluated_value
+            # (bytes for `batch[b"labels"]`: only compared, and quoted so in a message)
+            return key.evaluated_value  # type: ignore[return-value]
     return dotted_name(expr)
 
 

@@ -42,7 +42,7 @@ def _mentions(index, expr: cst.CSTNode, keys: set) -> bool:
 
 
 def _bound_keys(index, target: cst.BaseExpression) -> set:
-    if type(target) in (cst.Tuple, cst.List):
+    if type(target) is cst.Tuple or type(target) is cst.List:
         out = set()
         for element in target.elements:
             out |= _bound_keys(index, element.value)

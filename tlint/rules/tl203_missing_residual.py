@@ -26,7 +26,7 @@ class MissingResidual(Rule):
             for write in stream.overwrites():  # `r = x = self.mlp(...)`: one finding, for the last name
                 last[id(write.node)] = write
             for write in last.values():
-                names = {}
+                names: dict[str, list[str]] = {}
                 for use in write.uses:
                     names.setdefault(use.kind, [])
                     if f"`self.{use.name}`" not in names[use.kind]:

@@ -41,7 +41,7 @@ def _batch_names(fn) -> dict[str, str]:
             elif type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "size" \
                     and not value.args:
                 source = dotted_name(value.func.value)
-            if (source and type(target) in (cst.Tuple, cst.List) and len(target.elements) >= 2
+            if (source and (type(target) is cst.Tuple or type(target) is cst.List) and len(target.elements) >= 2
                     and type(target.elements[0].value) is cst.Name and _batch_like(target.elements[0].value.value)):
                 out[target.elements[0].value.value] = source
     return out

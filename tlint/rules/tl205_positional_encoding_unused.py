@@ -37,7 +37,7 @@ def positional_tables(module_class) -> dict[str, cst.Call]:
 def _handed_over(module_class) -> set[str]:
     """Attributes that `__init__` passes to another constructor (`Block(rope=self.rope)`)."""
     init = module_class.methods.get("__init__")
-    out = set()
+    out: set[str] = set()
     if init is None:
         return out
     index = module_class.view.index
@@ -115,7 +115,7 @@ def _one_vector(call: cst.Call) -> bool:
     if type(value) is not cst.Call or (dotted_name(value.func) or "").split(".")[-1] not in _FACTORIES:
         return False
     dims = [arg.value for arg in value.args if arg.keyword is None and not arg.star]
-    if len(dims) == 1 and type(dims[0]) in (cst.Tuple, cst.List):
+    if len(dims) == 1 and (type(dims[0]) is cst.Tuple or type(dims[0]) is cst.List):
         dims = [element.value for element in dims[0].elements]
     return len(dims) >= 2 and all(type(d) is cst.Integer and d.value == "1" for d in dims[:-1])
 

@@ -226,7 +226,9 @@ class SuspiciousInit(Rule):
 
 def _describe(target: InitTarget) -> str:
     kind = {"linear": "the Linear weight", "embedding": "the embedding table", "conv": "the convolution kernel",
-            "attention-input": "the attention's q/k/v projection", "parameter": "the matmul weight"}[target.kind]
+            "attention-input": "the attention's q/k/v projection", "parameter": "the matmul weight"}[
+        target.kind  # type: ignore[index]  # a known kind: the callers return on None
+    ]
     if target.name is None:
         return f"every {kind.removeprefix('the ')} (through `isinstance`)"
     return f"{kind} `{target.name}`"
@@ -352,9 +354,9 @@ def _dims(created: cst.Call) -> int | None:
     if any(arg.star for arg in positional):
         return None
     shape = [arg.value for arg in positional]
-    if dotted_name(created.func) is not None and dotted_name(created.func).endswith("full"):
+    if (dotted_name(created.func) or "").endswith("full"):
         shape = shape[:1]
-    if len(shape) == 1 and type(shape[0]) in (cst.Tuple, cst.List):
+    if len(shape) == 1 and (type(shape[0]) is cst.Tuple or type(shape[0]) is cst.List):
         return len(shape[0].elements)
     return len(shape)
 
@@ -364,7 +366,7 @@ def _low_rank(created: cst.Call) -> bool:
     for arg in created.args:
         for node in walk(arg.value):
             if type(node) in (cst.Name, cst.Attribute):
-                name = node.value if type(node) is cst.Name else node.attr.value
+                name = node.value if type(node) is cst.Name else node.attr.value  # type: ignore[attr-defined]
                 if name == "r" or "rank" in name.lower():
                     return True
     return False

@@ -8,6 +8,8 @@ without `gradient_clip_val` in a project that trains a transformer.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import libcst as cst
 
 from tlint import fixes
@@ -223,7 +225,7 @@ def _model_text(view: TrainingView, loop, step, function) -> str | None:
     return found.pop()
 
 
-def _unscale_text(view: TrainingView, loop, step) -> str | bool | None:
+def _unscale_text(view: TrainingView, loop, step) -> str | Literal[False] | None:
     """Under a GradScaler, `scaler.unscale_(optimizer)` to run before the clip: None when
     the loop does not scale its loss or already unscales, False when the scaler or the
     optimiser cannot be named."""

@@ -35,7 +35,7 @@ class SchedulerBeforeOptimizer(Rule):
             for event in loop.events[:first_step]:
                 if event.kind != SCHEDULER_STEP or id(event.node) in reported:
                     continue
-                if event.node.args or not self._library_scheduler(view, event):
+                if event.node.args or not self._library_scheduler(view, event):  # type: ignore[attr-defined]  # a call
                     continue
                 reported.add(id(event.node))
                 ctx.report(event.node, "scheduler.step() before optimizer.step() skips the first value of the "

@@ -67,7 +67,7 @@ class SchedulerSteppedPerEpoch(Rule):
     def _sized_in_steps(self, view: TrainingView, site: SchedulerSite) -> bool:
         last = site.name.rsplit(".", 1)[-1]
         if site.name.startswith(("transformers.", "diffusers.")) and last != "get_scheduler":
-            arguments = _HF_DEFAULT
+            arguments: tuple[tuple[str, int], ...] = _HF_DEFAULT
         else:
             arguments = _SIZE_ARGUMENTS.get(last, ())
         for keyword, position in arguments:

@@ -72,7 +72,7 @@ class HighLearningRate(Rule):
             if not site.name.endswith("LambdaLR"):
                 continue
             arg = get_arg(site.call, "lr_lambda", 1)
-            body = arg.value if arg is not None else None
+            body: cst.CSTNode | None = arg.value if arg is not None else None
             if type(body) is cst.Name:
                 body = view.local_function(body)
             if body is not None and any(_inverse_power(node) for node in walk(body)):

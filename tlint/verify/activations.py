@@ -146,7 +146,8 @@ class ActivationRangesProbe(Probe):
                     return  # a module called twice (shared weights): its first call
                 tensor = _first_float(output)
                 if tensor is not None:
-                    rows[name] = activation_stats(name, kinds[name], module, _real(tensor, keep))
+                    # (hooked only where the kind is set)
+                    rows[name] = activation_stats(name, kinds[name], module, _real(tensor, keep))  # type: ignore[arg-type]
             return record
 
         handles = [modules[name].register_forward_hook(hook(name)) for name, kind in kinds.items() if kind]
@@ -159,7 +160,7 @@ class ActivationRangesProbe(Probe):
         if not table:
             return self.skip("no sub-layer returned a floating tensor")
         flagged = [r for r in table if r["flags"]]
-        counts = {}
+        counts: dict[str, int] = {}
         for r in table:
             counts[r["kind"]] = counts.get(r["kind"], 0) + 1
         seen = ", ".join(f"{n} {k}" for k, n in counts.items())
@@ -202,7 +203,9 @@ class AttentionMapsProbe(Probe):
     def run(self, ctx: ProbeContext) -> ProbeResult:
         ids, keep = ctx.padded_batch(ctx.generator(17))
         calls = capture_attention(ctx, ids, keep)
-        layers, maps, names = [], [], {}
+        layers: list[dict[str, Any]] = []
+        maps: list[torch.Tensor] = []
+        names: dict[str, int] = {}
         for call in calls:
             weights = per_head(call, len(ids))
             if weights is None:
@@ -221,7 +224,8 @@ class AttentionMapsProbe(Probe):
         shown = (padded or [0])[0]
         extra: dict[str, Any] = {"attention_layers": layers, "terminal_map": self.terminal_map(maps, keep, shown)}
         artifacts = getattr(ctx, "artifacts", None)
-        files, note = [], ""
+        files: list[str] = []
+        note = ""
         if artifacts:
             files, note = render_png(maps, layers, ids, keep, (padded or [0])[: self.samples], Path(artifacts))
             extra["artifacts"] = files
@@ -274,7 +278,7 @@ def render_png(maps: list[torch.Tensor], layers: list[dict], ids: torch.Tensor, 
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return [], f"cannot create the artifacts folder {folder}: {exc.strerror or exc}"
-    files = []
+    files: list[str] = []
     heads = max(w.shape[1] for w in maps)
     for sample in samples:
         length = int(keep[sample].sum())

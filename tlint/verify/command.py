@@ -177,8 +177,9 @@ def run_worker(options: VerifyOptions, verbose: bool = False, deadline: float | 
             break
         if not pending:
             break
-    return {"model": loaded["model"], "probes": [done[n] for n in options.probes if n in done],
-            "classes": loaded["classes"]}
+    # (a run that ended without an error loaded the model)
+    return {"model": loaded["model"], "probes": [done[n] for n in options.probes if n in done],  # type: ignore[index]
+            "classes": loaded["classes"]}  # type: ignore[index]
 
 
 def _template(name: str) -> dict[str, Any]:

@@ -36,7 +36,7 @@ def user_frame(exc: BaseException, roots: list[Path]) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if not f.filename.startswith("<") and not _inside(Path(f.filename), [_TLINT_DIR])]
     mine = [f for f in frames if _inside(Path(f.filename), roots)]
-    chosen = (mine or frames or [None])[-1]
+    chosen = (mine or frames or [None])[-1]  # type: ignore[list-item]  # (a frame, or None)
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"{exc.filename}:{exc.lineno}: {(exc.text or '').strip()}"
     if chosen is None:
@@ -209,7 +209,7 @@ class Caller:
     def raw(self, model: nn.Module, ids: torch.Tensor, keep: torch.Tensor | None) -> Any:
         """Call the model; `keep` is a bool (batch, seq) tensor, True at real tokens."""
         if self.adapter is not None:
-            return self.adapter(model, ids, keep.long())
+            return self.adapter(model, ids, keep.long())  # type: ignore[union-attr]  # (an adapter has_mask)
         if self.style == "ids" or keep is None:
             return model(ids)
         if self.style == "ids,mask":
@@ -271,7 +271,7 @@ def choose_caller(model: nn.Module, options: VerifyOptions, roots: list[Path], i
         _try(caller, model, ids, keep, roots, tried=None)
         return caller
     styles = [options.call] if options.call else candidate_styles(model)
-    failures = []
+    failures: list[str] = []
     for style in styles:
         caller = Caller(style)
         try:

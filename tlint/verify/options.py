@@ -143,6 +143,7 @@ def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags:
         if attr == "call" and (spec is None or spec in CALL_STYLES) or attr == "model" and spec == "" \
                 or attr == "optimizer" and spec is None:
             continue
+        assert spec is not None  # (the model is required above; the others are skipped when absent)
         if not _DOTTED.match(spec):
             styles = ", ".join(f'"{s}"' for s in CALL_STYLES)
             extra = f" or one of the built-in styles {styles}" if attr == "call" else ""

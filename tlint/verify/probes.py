@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +22,9 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from tlint.verify.loading import Caller
+
+if TYPE_CHECKING:
+    from tlint.verify.training_probes import TrainingSettings
 
 # Fractions of seq-len that give each sample of a padded batch its length (sample 0 is full).
 _LENGTH_FRACTIONS = (1.0, 0.75, 0.5, 0.875, 0.625, 0.3125)
@@ -45,6 +48,10 @@ class ProbeResult:
 
 class ProbeContext:
     """The model, how to call it, and the inputs the probes build from fixed seeds."""
+
+    # Set by the worker (the probes read them with getattr: contexts built elsewhere lack them):
+    artifacts: str | None  # where attention-maps may write PNG files
+    training: TrainingSettings  # for the training probes
 
     def __init__(self, model: nn.Module, caller: Caller, *, vocab_size: int, pad_token_id: int, seq_len: int,
                  batch_size: int, causal: bool, padding_side: str, device: str, seed: int) -> None:
@@ -135,6 +142,7 @@ class ModuleTrace:
     order calls finish (so an inner module comes before the one that contains it)."""
 
     def __init__(self, model: nn.Module, on_output: Callable[[str, torch.Tensor], None]) -> None:
+        self.handles: list[Any]
         self.model, self.on_output, self.handles = model, on_output, []
 
     def __enter__(self) -> ModuleTrace:
@@ -164,7 +172,8 @@ def record_outputs(ctx: ProbeContext, ids: torch.Tensor, keep: torch.Tensor | No
     return calls
 
 
-def first_divergence(ctx: ProbeContext, a: tuple, b: tuple, where: torch.Tensor, tolerance: float,
+def first_divergence(ctx: ProbeContext, a: tuple[torch.Tensor, torch.Tensor | None],
+                     b: tuple[torch.Tensor, torch.Tensor | None], where: torch.Tensor, tolerance: float,
                      caller: Caller | None = None) -> str | None:
     """The first module whose output differs between inputs `a` and `b` (each (ids, keep))
     at the selected (batch, seq) entries, beyond `tolerance` relative to its scale."""
@@ -215,7 +224,8 @@ class MaskLeakProbe(Probe):
             return self.skip("the call style passes no mask, so padding cannot be expressed (not checkable)")
         ids, keep = ctx.padded_batch(ctx.generator(1))
         figure, worst = self.leak(ctx, ctx.caller, ids, keep)
-        extra = {"unmasked": self.unmasked_figure(ctx, ids, keep), "own": self.module_leaks(ctx, ids, keep)}
+        extra: dict[str, Any] = {"unmasked": self.unmasked_figure(ctx, ids, keep),
+                                 "own": self.module_leaks(ctx, ids, keep)}
         padded = int((~keep).any(dim=1).sum())
         if figure <= self.tolerance:
             return self.result("pass", figure, detail=f"{padded} of {len(ids)} samples padded ({ctx.padding_side}); "
@@ -357,6 +367,7 @@ class CausalLeakProbe(Probe):
         if figure <= self.tolerance:
             return self.result("pass", figure, detail="positions before t ignore tokens at t and later "
                                f"(t = {ctx.seq_len // 4}, {ctx.seq_len // 2}, {3 * ctx.seq_len // 4})")
+        assert worst is not None  # (set with figure)
         t, changed, before = worst
         module = first_divergence(ctx, (ids, keep), (changed, keep), before, self.tolerance)
         where = f"; first in the output of `{module}`" if module else ""
@@ -565,6 +576,7 @@ class AttentionCapture(TorchFunctionMode):
 
     def __init__(self, seq_len: int, modules: list[str]) -> None:
         super().__init__()
+        self.calls: list[AttentionCall]
         self.seq_len, self.modules, self.calls = seq_len, modules, []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -574,6 +586,7 @@ class AttentionCapture(TorchFunctionMode):
         elif func is F.multi_head_attention_forward and "need_weights" in kwargs:
             wanted, average = kwargs["need_weights"], kwargs.get("average_attn_weights", True)
             out, weights = func(*args, **{**kwargs, "need_weights": True, "average_attn_weights": False})
+            assert weights is not None  # (need_weights=True)
             self._record(weights.detach(), weights.detach() > 0, None)
             return out, (weights.mean(dim=1) if average else weights) if wanted else None
         elif func in self._SOFTMAX:
@@ -656,8 +669,8 @@ class AttentionEntropyProbe(Probe):
 
     def run(self, ctx: ProbeContext) -> ProbeResult:
         ids, keep = ctx.padded_batch(ctx.generator(11))
-        layers = [self.layer_stats(call, keep) for call in capture_attention(ctx, ids, keep)]
-        layers = [layer for layer in layers if layer is not None]
+        stats = [self.layer_stats(call, keep) for call in capture_attention(ctx, ids, keep)]
+        layers = [layer for layer in stats if layer is not None]
         if not layers:
             return self.skip("no attention seen (no softmax over (seq, seq) scores, no scaled_dot_product_attention)")
         worst = min(layers, key=lambda layer: layer["entropy"])

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 MOMENT_S = 1.0
 
@@ -15,7 +18,7 @@ class ProgressBar:
     def __init__(self, stream: TextIO | None = None, force: bool = False) -> None:
         self.stream = stream or sys.stderr
         self.enabled = force or (hasattr(self.stream, "isatty") and self.stream.isatty())
-        self.progress = None
+        self.progress: Progress | None = None
         self.tasks: dict[str, Any] = {}
         self.first_seen: dict[str, float] = {}
 

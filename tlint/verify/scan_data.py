@@ -11,10 +11,10 @@ import itertools
 import random
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import torch
 
@@ -47,7 +47,7 @@ class Batch:
 def run_scan(options: DataOptions) -> dict[str, Any]:
     from tlint.verify.loading import import_roots
 
-    roots = import_roots(options)  # type: ignore[arg-type]  (root and python_path are all it reads)
+    roots = import_roots(options)  # type: ignore[arg-type]  # (root and python_path are all it reads)
     sys.dont_write_bytecode = True
     for entry in reversed([str(p) for p in roots]):
         if entry not in sys.path:
@@ -67,7 +67,7 @@ def run_scan(options: DataOptions) -> dict[str, Any]:
     checks.append(_tokenizer_agreement(train, evaluation))
     order = list(CHECKS)
     checks.sort(key=lambda c: (order.index(c["check"]), c["loader"] != "train"))
-    files = sorted({str(Path(m.__file__).resolve()) for m in list(sys.modules.values())
+    files = sorted({str(Path(m.__file__).resolve()) for m in list(sys.modules.values())  # type: ignore[arg-type]
                     if _users_file(getattr(m, "__file__", None), roots)})
     scan = {"loader": options.dataloader, "batches": len(train.batches),
             "samples": sum(_size(b) for b in train.batches)}
@@ -142,7 +142,7 @@ def _find_tokenizer(loader: Any) -> Any:
         for name in ("tokenizer", "processing_class"):
             tok = getattr(holder, name, None)
             if tok is None and isinstance(getattr(holder, "keywords", None), dict):  # functools.partial
-                tok = holder.keywords.get(name)
+                tok = holder.keywords.get(name)  # type: ignore[union-attr]  # (not None: it has keywords)
             if tok is not None and hasattr(tok, "pad_token_id"):
                 return tok
     return None
@@ -212,10 +212,10 @@ def _normalise(raw: Any, options: DataOptions, spec: str, index: int) -> Batch:
             roles["labels"], tuple_labels = rest[0], True
         elif len(rest) >= 2:
             first = _tensor(named["[0]"])
-            mask = next((n for n in rest if _looks_like_mask(_tensor(named[n]), first)), None)
-            if mask is not None:
-                roles["mask"] = mask
-                rest.remove(mask)
+            mask_field = next((n for n in rest if _looks_like_mask(_tensor(named[n]), first)), None)
+            if mask_field is not None:
+                roles["mask"] = mask_field
+                rest.remove(mask_field)
             roles["labels"] = rest[-1]  # (ids, mask, labels), (ids, mask, token_type_ids, labels)
     else:
         raise UserCodeError("batch", f"batch {index} of `{spec}` is a {type(raw).__name__}: expected a mapping "
@@ -309,7 +309,7 @@ def _pad_id(drawn: Drawn, options: DataOptions) -> tuple[int | None, str]:
     tok_pad = getattr(drawn.tokenizer, "pad_token_id", None)
     if isinstance(tok_pad, int):
         return tok_pad, "the loader's tokenizer"
-    seen = Counter()
+    seen: Counter[int] = Counter()
     for b in drawn.batches:
         if b.ids is not None and b.keep is not None:
             seen.update(b.ids[~b.keep].tolist())
@@ -359,7 +359,8 @@ def _nan_inf(batches: list[Batch], loader: str) -> dict[str, Any]:
 
 def _mask_pad(batches: list[Batch], loader: str, facts: _Facts) -> dict[str, Any]:
     unit = "positions with mask 1 on a pad token or 0 on a real one"
-    masked = [b for b in batches if b.ids is not None and b.keep is not None]
+    # (batches with ids and a mask: mypy does not narrow the list by its filter)
+    masked: list[_Masked] = [b for b in batches if b.ids is not None and b.keep is not None]  # type: ignore[misc]
     if not masked:
         return _entry("mask-pad-agreement", loader, "skip", None, unit, "the batches carry no attention mask")
     if facts.pad_id is None:
@@ -415,12 +416,26 @@ def _pad_ratio(batches: list[Batch], loader: str, facts: _Facts) -> dict[str, An
                   detail, None, {"per_batch": ratios})
 
 
-def _token_labels(b: Batch) -> bool:
+if TYPE_CHECKING:
+    class _TokenLabelled(Batch):
+        """A batch with per-token labels (`_token_labels`)."""
+
+        ids: torch.Tensor
+        labels: torch.Tensor
+
+    class _Masked(Batch):
+        """A batch with ids and a mask."""
+
+        ids: torch.Tensor
+        keep: torch.Tensor
+
+
+def _token_labels(b: Batch) -> TypeGuard[_TokenLabelled]:
     return b.ids is not None and b.labels is not None and b.labels.shape == b.ids.shape and not \
         b.labels.is_floating_point()
 
 
-def _shift_rates(batches: list[Batch], facts: _Facts) -> dict[int, float]:
+def _shift_rates(batches: Sequence[Batch], facts: _Facts) -> dict[int, float]:
     rates = {}
     for k in (0, 1, 2):
         hit = seen = 0
@@ -475,7 +490,7 @@ def _label_alignment(batches: list[Batch], loader: str, options: DataOptions, fa
                   {"rates": {str(k): r for k, r in rates.items()}})
 
 
-def _default_shift(batches: list[Batch], facts: _Facts) -> int:
+def _default_shift(batches: Sequence[Batch], facts: _Facts) -> int:
     if facts.shift is not None:
         return facts.shift
     return 1 if batches and batches[0].tuple_labels else 0

@@ -245,8 +245,8 @@ class OverfitBatchProbe(Probe):
         if not main.steps or not control.steps:
             return self.skip(f"max-seconds ({settings.max_seconds:g} s) ran out before both runs took a step "
                              "(raise `max-seconds`)")
-        extra = {"overfit": main.summary(), "control": control.summary(), "batch": [batch, seq],
-                 "targets": task.kind, "constant_token": constant}
+        extra: dict[str, Any] = {"overfit": main.summary(), "control": control.summary(), "batch": [batch, seq],
+                                 "targets": task.kind, "constant_token": constant}
         figure = max(main.loss_ratio, main.grad_ratio)
         figures = (f"overfit: loss {main.losses[0]:.4g} -> {main.losses[-1]:.4g} ({main.loss_ratio:.1%}), grad norm "
                    f"{main.grad_norms[0]:.4g} -> {main.grad_norms[-1]:.4g} ({main.grad_ratio:.1%}) in {main.steps} "
@@ -345,7 +345,8 @@ class WarmupABProbe(Probe):
                 remaining = len(self.runs) - index
                 deadline = time.monotonic() + (started + settings.max_seconds - time.monotonic()) / remaining
                 curve = train(ctx.model, loss_fn, optimizer, self.steps, deadline,
-                              lambda step, i=index, lab=label: settings.progress(self.name, i * self.steps + step,
+                              # (mypy infers no type for a lambda with bound defaults)
+                              lambda step, i=index, lab=label: settings.progress(self.name, i * self.steps + step,  # type: ignore[misc]
                                                                                  len(self.runs) * self.steps, lab),
                               warmup=warmup, clip=clip)
                 stats[label] = self.stats(curve)
@@ -357,10 +358,10 @@ class WarmupABProbe(Probe):
                             for label, s in stats.items())
         detail = (f"{what}; {self.steps} steps on {self.batches} fixed batches of {ctx.batch_size} x {seq}, "
                   f"warmup {self.warmup} steps, clipping at {self.clip:g}; {summary}")
-        extra = {"runs": stats, "optimizer": what,
-                 "needs_warmup": plain["unstable"] and not stats["warmup"]["unstable"],
-                 "needs_clipping": plain["unstable"] and not stats["clip"]["unstable"],
-                 "grad_spike": plain["grad_spike"]}
+        extra: dict[str, Any] = {"runs": stats, "optimizer": what,
+                                 "needs_warmup": plain["unstable"] and not stats["warmup"]["unstable"],
+                                 "needs_clipping": plain["unstable"] and not stats["clip"]["unstable"],
+                                 "grad_spike": plain["grad_spike"]}
         if plain["unstable"]:
             helps = [w for w, key in (("warmup", "needs_warmup"), ("clipping", "needs_clipping")) if extra[key]]
             verdict = (f"the configured learning rate is unstable without warmup and clipping ({' and '.join(helps)}"
@@ -434,10 +435,10 @@ class OptimizerCoverageProbe(Probe):
         if foreign:
             problems.append(f"{len(foreign)} parameters that are not the model's")
         figure = float(len(missing) + len(unchanged) + len(frozen) + twice + len(foreign))
-        extra = {"missing": missing, "unchanged": unchanged, "frozen": frozen}
+        extra: dict[str, Any] = {"missing": missing, "unchanged": unchanged, "frozen": frozen}
         base = f"{what}; {len(held_ids)} parameters in {len(optimizer.param_groups)} groups, {len(trainable)} trainable"
         if problems:
-            module = (missing or unchanged or [None])[0]
+            module: str | None = (missing or unchanged or [None])[0]  # type: ignore[list-item]  # (a list of str, or [None])
             module = module.rpartition(".")[0] if module else None
             return self.result("fail", figure, module or None, f"{base}: " + "; ".join(problems), **extra)
         return self.result("pass", figure, detail=f"{base}: all held once and all changed by one step", **extra)

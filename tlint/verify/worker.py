@@ -19,15 +19,16 @@ def _classes(model, roots) -> list[dict]:
     """Where each class of the model's modules (and their bases) is defined, with its module
     paths; and the other classes of the same source modules (no paths), so findings in them
     are known not to belong to this model."""
-    by_class: dict[type, dict] = {}
+    by_class: dict[type, dict | None] = {}
     for path, module in model.named_modules():
         for cls in type(module).__mro__:  # a method inherited from a base class runs here too
             if cls.__module__.split(".")[0] in ("torch", "builtins"):
                 continue
             if cls not in by_class:
                 by_class[cls] = _where_defined(cls, roots)
-            if by_class[cls] is not None:
-                by_class[cls]["paths"].append(path or "(model)")
+            entry = by_class[cls]
+            if entry is not None:
+                entry["paths"].append(path or "(model)")
     for module_name in {cls.__module__ for cls, entry in by_class.items() if entry is not None}:
         for obj in list(vars(sys.modules.get(module_name, object)).values()):
             if inspect.isclass(obj) and obj.__module__ == module_name and obj not in by_class:
@@ -187,7 +188,8 @@ def verify(options: VerifyOptions, emit=None) -> dict:
         raise UserCodeError("config", f"pad-token-id {options.pad_token_id} is outside the vocabulary "
                             f"(size {vocab}); set `pad-token-id`")
     causal, causal_reason = _is_causal(model, options, roots)
-    ctx = ProbeContext(model, None, vocab_size=vocab, pad_token_id=options.pad_token_id, seq_len=options.seq_len,
+    # (no caller yet: `choose_caller` below needs the context's batch)
+    ctx = ProbeContext(model, None, vocab_size=vocab, pad_token_id=options.pad_token_id, seq_len=options.seq_len,  # type: ignore[arg-type]
                        batch_size=options.batch_size, causal=causal, padding_side=options.padding_side,
                        device=options.device, seed=options.seed)
     ids, keep = ctx.padded_batch(ctx.generator(0))

@@ -211,7 +211,7 @@ def as_product(index, node: cst.CSTNode) -> Product | None:
                                                       and not name.startswith("torch.")):
             args = [a.value for a in node.args if a.keyword is None]
             if attr in ("matmul", "bmm") and not name.startswith("torch."):
-                args = [node.func.value, *args]
+                args = [node.func.value, *args]  # type: ignore[attr-defined]  # an Attribute: `attr` is set
             if len(args) >= 2:
                 return Product(node, args[0], args[1], 3 if name.endswith("bmm") or attr == "bmm" else None)
         if name == "torch.baddbmm":
@@ -556,7 +556,7 @@ def shape_args(call: cst.Call) -> list[cst.BaseExpression] | None:
     args = [a.value for a in call.args if a.keyword is None]
     if any(a.star for a in call.args):
         return None
-    if len(args) == 1 and type(args[0]) in (cst.Tuple, cst.List):
+    if len(args) == 1 and (type(args[0]) is cst.Tuple or type(args[0]) is cst.List):
         return [el.value for el in args[0].elements]
     return args
 
@@ -576,7 +576,7 @@ def head_splits_before_time(attention: AttentionIndex) -> list[cst.Call]:
                     continue
                 if literal_value(dims[2], None) == -1 and not head_dim_like(dims[3]):
                     continue  # `(B, heads, -1, N)` of a channels-first feature map is fine
-                receiver = sub.func.value
+                receiver = sub.func.value  # type: ignore[attr-defined]  # an Attribute: shape_args saw `x.view(...)`
                 at = flow.order_of(sub, attention.index)
                 if any(is_transposed(n) for n in flow.trace(receiver, at)):
                     continue

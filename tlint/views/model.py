@@ -20,13 +20,24 @@ by its name only (`SubModule.guessed`, `ctor` None), so name conventions decide 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from tlint.context import register_view
 from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
+    from tlint.source import FileIndex
+    from tlint.views.attention import AttentionIndex
+    from tlint.views.stream import BlockStream
+
+    _Assignment = cst.Assign | cst.AugAssign | cst.AnnAssign  # a statement of `forward` writing a name
+    _Flags = dict[str, tuple[bool, bool]]  # name -> (has a norm, has a sub-layer) in its computation
 
 NORM_CLASSES = frozenset(
     {"torch.nn.LayerNorm", "torch.nn.RMSNorm", "torch.nn.GroupNorm", "torch.nn.BatchNorm1d",
@@ -90,7 +101,7 @@ class ModuleClass:
 
     @cached_property
     def methods(self) -> dict[str, cst.FunctionDef]:
-        out = {}
+        out: dict[str, cst.FunctionDef] = {}
         body = self.node.body.body if type(self.node.body) is cst.IndentedBlock else ()
         for stmt in body:
             if type(stmt) is cst.FunctionDef:
@@ -121,10 +132,11 @@ class ModuleClass:
         """Attribute name -> the methods that read `self.<name>` (assignments excluded)."""
         out: dict[str, set[str]] = {}
         for method, fn in self.methods.items():
-            written = set()
+            written: set[int] = set()
             for node in walk(fn.body):
-                if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
-                    targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+                if type(node) is cst.Assign or type(node) is cst.AugAssign or type(node) is cst.AnnAssign:
+                    # (an AugAssign or AnnAssign after `else`: mypy narrows no `type(x) is` negatively)
+                    targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
                     if type(node) is not cst.AugAssign:
                         written.update(id(t) for t in targets)
                 elif (type(node) is cst.Attribute and type(node.value) is cst.Name
@@ -182,7 +194,7 @@ class ModuleClass:
     # --- classification of calls ----------------------------------------------------
 
     def is_norm_call(self, call: cst.Call) -> bool:
-        known = self.__dict__.setdefault("_norm_calls", {})
+        known: dict[int, tuple[cst.Call, bool]] = self.__dict__.setdefault("_norm_calls", {})
         entry = known.get(id(call))
         if entry is not None and entry[0] is call:
             return entry[1]
@@ -220,7 +232,7 @@ class ModuleClass:
 
     # --- the residual stream (tlint.views.stream) -------------------------------------
 
-    def stream(self):
+    def stream(self) -> BlockStream:
         """`BlockStream`: the sub-layers `forward` applies (attention / MLP / block / other),
         whether it applies a norm, and the statements writing the residual stream, each
         saying whether it keeps the stream's earlier value or overwrites it."""
@@ -232,7 +244,7 @@ class ModuleClass:
             cached = self.__dict__["_stream"] = analyse_block(self)
         return cached
 
-    def passthrough_params(self) -> frozenset:
+    def passthrough_params(self) -> frozenset[str]:
         """Parameters of `forward` whose value reaches its return through an identity path
         (a residual kept inside the module: `BertSelfOutput`'s `LayerNorm(h + input_tensor)`,
         a `Residual` wrapper's `fn(x) + x`)."""
@@ -248,15 +260,16 @@ class ModuleClass:
 
     def residuals(self) -> list[Residual]:
         """Residual writes in forward, each classified pre-norm / post-norm / plain."""
-        cached = self.__dict__.get("_residuals")
+        cached: list[Residual] | None = self.__dict__.get("_residuals")
         if cached is not None:
             return cached
         out: list[Residual] = []
         fn = self.forward
         if fn is not None:
             flags: dict[str, tuple[bool, bool]] = {}
-            statements = [n for n in walk(fn.body, into_functions=False)
-                          if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)]
+            # (narrowed by the filter, which mypy does not follow through `type(n) in`)
+            statements: list[_Assignment] = [n for n in walk(fn.body, into_functions=False)  # type: ignore[misc]
+                                             if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)]
             last_plain: dict[str, Residual] = {}
             for stmt in statements:
                 target = _single_target(stmt)
@@ -289,7 +302,7 @@ class ModuleClass:
         self.__dict__["_residuals"] = out
         return out
 
-    def _flags(self, expr: cst.CSTNode, flags) -> tuple[bool, bool]:
+    def _flags(self, expr: cst.CSTNode, flags: _Flags) -> tuple[bool, bool]:
         """(has a norm, has a sub-layer) in the computation of `expr`."""
         has_norm = has_sub = False
         for node in walk(expr):
@@ -303,7 +316,7 @@ class ModuleClass:
                 has_norm, has_sub = has_norm or n, has_sub or s
         return has_norm, has_sub
 
-    def _classify(self, stmt, target: str, value, flags) -> Residual | None:
+    def _classify(self, stmt: _Assignment, target: str, value: cst.BaseExpression, flags: _Flags) -> Residual | None:
         if type(stmt) is cst.AugAssign:
             if type(stmt.operator) is not cst.AddAssign:
                 return None
@@ -324,22 +337,24 @@ class ModuleClass:
         has_norm = any(self._flags(op, flags)[0] for op in branches)
         return Residual(stmt, "pre" if has_norm else "plain")
 
-    def _is_residual_sum(self, operands, flags, target: str | None = None) -> bool:
+    def _is_residual_sum(self, operands: list[cst.BaseExpression], flags: _Flags, target: str | None = None) -> bool:
         streams = [op for op in operands if _is_stream(op, flags)]
         branches = [op for op in operands if not _is_stream(op, flags)]
         return bool(streams) and any(self._flags(op, flags)[1] for op in branches)
 
 
-def _is_stream(expr, flags) -> bool:
+def _is_stream(expr: cst.BaseExpression, flags: _Flags) -> bool:
     """A plain name that is not itself a sub-layer output (the residual stream)."""
     return type(expr) is cst.Name and not any(flags.get(expr.value, (False, False)))
 
 
-def _paired_targets(targets, value) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+def _paired_targets(targets: list[cst.BaseAssignTargetExpression],
+                    value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """(target, value) pairs of an assignment, unpacking `self.a, self.b = A(), B()`."""
-    out = []
+    out: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
     for target in targets:
-        if (type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List)
+        if ((type(target) is cst.Tuple or type(target) is cst.List)
+                and (type(value) is cst.Tuple or type(value) is cst.List)
                 and len(target.elements) == len(value.elements)
                 and not any(type(el) in (cst.StarredElement,) for el in (*target.elements, *value.elements))):
             out += [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
@@ -348,14 +363,15 @@ def _paired_targets(targets, value) -> list[tuple[cst.BaseExpression, cst.BaseEx
     return out
 
 
-def _loop_bindings(target, iterable) -> list[tuple[str, cst.BaseExpression]]:
+def _loop_bindings(target: cst.BaseAssignTargetExpression,
+                   iterable: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
     """Loop variables and the container each one walks: `for layer in self.layers`,
     `for i, layer in enumerate(self.layers)`, `for layer, norm in zip(self.layers, self.norms)`."""
     if type(target) is cst.Name:
         if type(iterable) is cst.Call and dotted_name(iterable.func) in ("enumerate", "zip"):
             return []
         return [(target.value, iterable)]
-    if type(target) not in (cst.Tuple, cst.List) or type(iterable) is not cst.Call:
+    if not (type(target) is cst.Tuple or type(target) is cst.List) or type(iterable) is not cst.Call:
         return []
     func = dotted_name(iterable.func)
     names = [el.value for el in target.elements]
@@ -367,7 +383,7 @@ def _loop_bindings(target, iterable) -> list[tuple[str, cst.BaseExpression]]:
     return [(name.value, arg) for name, arg in zip(names, args) if type(name) is cst.Name]
 
 
-def _sum_operands(expr) -> list[cst.BaseExpression]:
+def _sum_operands(expr: cst.BaseExpression | None) -> list[cst.BaseExpression]:
     if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add:
         return _sum_operands(expr.left) + _sum_operands(expr.right)
     if type(expr) is cst.Call and dotted_name(expr.func) in ("torch.add",) and len(expr.args) >= 2:
@@ -375,21 +391,21 @@ def _sum_operands(expr) -> list[cst.BaseExpression]:
     return [expr] if expr is not None else []
 
 
-def _single_target(stmt) -> str | None:
+def _single_target(stmt: _Assignment) -> str | None:
     if type(stmt) is cst.Assign:
         if len(stmt.targets) == 1 and type(stmt.targets[0].target) is cst.Name:
             return stmt.targets[0].target.value
         return None
-    target = stmt.target
+    target = stmt.target  # type: ignore[union-attr]  # an AugAssign or AnnAssign (not narrowed by mypy)
     return target.value if type(target) is cst.Name else None
 
 
-def _unpacked_names(stmt) -> list[str]:
+def _unpacked_names(stmt: _Assignment) -> list[str]:
     if type(stmt) is not cst.Assign:
         return []
-    out = []
+    out: list[str] = []
     for target in stmt.targets:
-        if type(target.target) in (cst.Tuple, cst.List):
+        if type(target.target) is cst.Tuple or type(target.target) is cst.List:
             out += [el.value.value for el in target.target.elements if type(el.value) is cst.Name]
     return out
 
@@ -414,7 +430,7 @@ def _all_params(fn: cst.FunctionDef) -> list[cst.Param]:
 class ModelView:
     """All module classes of a file and how they compose."""
 
-    def __init__(self, index) -> None:
+    def __init__(self, index: FileIndex) -> None:
         self.index = index
         self.classes: dict[str, ModuleClass] = {}
         local = index.classes_by_name
@@ -434,7 +450,7 @@ class ModelView:
         for module_class in self.classes.values():
             self._inherit(module_class, set())
 
-    def _is_module_class(self, cls: cst.ClassDef, local) -> bool:
+    def _is_module_class(self, cls: cst.ClassDef, local: dict[str, cst.ClassDef]) -> bool:
         for base in cls.bases:
             qualified = self.index.qualify(base.value)
             if qualified and (qualified.startswith("torch.nn.") or qualified.endswith(_MODULE_BASE_SUFFIXES)):
@@ -445,7 +461,7 @@ class ModelView:
         body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
         return any(type(s) is cst.FunctionDef and s.name.value == "forward" for s in body)
 
-    def _inherit(self, module_class: ModuleClass, active: set) -> None:
+    def _inherit(self, module_class: ModuleClass, active: set[str]) -> None:
         """Fill `inherited` and `opaque_base` from the class's bases (bases first)."""
         if module_class.__dict__.get("_inherited_done") or module_class.name in active:
             return
@@ -481,9 +497,10 @@ class ModelView:
     def _collect_attributes(self, module_class: ModuleClass) -> None:
         for fn in module_class.methods.values():
             for node in walk(fn.body, into_functions=False):
-                if type(node) not in (cst.Assign, cst.AnnAssign) or node.value is None:
+                if not (type(node) is cst.Assign or type(node) is cst.AnnAssign) or node.value is None:
                     continue
-                targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+                # (an AnnAssign after `else`: mypy narrows no `type(x) is` negatively)
+                targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
                 for target, value in _paired_targets(targets, node.value):
                     if (type(target) is cst.Attribute and type(target.value) is cst.Name
                             and target.value.value == "self"):
@@ -525,7 +542,7 @@ class ModelView:
         "other", for a sub-module of `module_class` (see `tlint.views.stream`)."""
         from tlint.views.stream import sublayer_kind
 
-        cache = self.__dict__.setdefault("_kinds", {})
+        cache: dict[tuple[str, str], str] = self.__dict__.setdefault("_kinds", {})
         key = (module_class.name, sub.name)
         if key not in cache:
             cache[key] = "other"  # re-entry guard
@@ -536,7 +553,7 @@ class ModelView:
     def attention_classes(self) -> frozenset[str]:
         """Module classes whose own methods compute attention: a softmax, a hand-written
         attention site or `F.scaled_dot_product_attention`."""
-        out = set()
+        out: set[str] = set()
         nodes = [site.softmax for site in self.attention.sites] + list(self.attention.sdpa)
         nodes += [call for call, _, _ in self.attention.softmaxes
                   if (fn := self.index.enclosing_function(call)) is not None and fn.name.value == "forward"]
@@ -568,7 +585,7 @@ class ModelView:
         return linear >= 2 and not self.does_attention(module_class)
 
     @cached_property
-    def attention(self):
+    def attention(self) -> AttentionIndex:
         """Hand-written attention sites, softmax calls and SDPA calls of the file."""
         from tlint.views.attention import AttentionIndex
 
@@ -590,12 +607,12 @@ class ModelView:
         owner = self.index.enclosing_class(node)
         return self.classes.get(owner.name.value) if owner is not None else None
 
-    def causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, CausalEvidence]:
+    def causal_evidence(self, causal_names: Sequence[str] = (), file_stem: str = "") -> dict[str, CausalEvidence]:
         """Module class name -> why its model is causal (decoder-only): a next-token loss
         in the file, a `generate` method, or a causal name (`causal_names`, class or file
         names) with a per-position loss over the vocabulary. Never a name alone; masked-LM,
         encoder and classifier names are not causal."""
-        cached = self.__dict__.setdefault("_causal", {})
+        cached: dict[tuple[tuple[str, ...], str], dict[str, CausalEvidence]] = self.__dict__.setdefault("_causal", {})
         key = (tuple(causal_names), file_stem)
         if key not in cached:
             cached[key] = _causal_evidence(self, causal_names, file_stem)
@@ -606,7 +623,7 @@ class ModelView:
         another local class as a sub-module), in source order."""
         parent = {name: name for name in self.classes}
 
-        def find(name):
+        def find(name: str) -> str:
             while parent[name] != name:
                 parent[name] = parent[parent[name]]
                 name = parent[name]
@@ -622,9 +639,9 @@ class ModelView:
         return list(grouped.values())
 
 
-def _element_call(expr) -> cst.Call | None:
+def _element_call(expr: cst.BaseExpression) -> cst.Call | None:
     """The element constructor of `[Ctor(...) for _ in range(n)]` or `[Ctor(...)] * n`."""
-    if type(expr) in (cst.ListComp, cst.GeneratorExp) and type(expr.elt) is cst.Call:
+    if (type(expr) is cst.ListComp or type(expr) is cst.GeneratorExp) and type(expr.elt) is cst.Call:
         return expr.elt
     if type(expr) is cst.List and expr.elements and type(expr.elements[0].value) is cst.Call:
         return expr.elements[0].value
@@ -633,7 +650,7 @@ def _element_call(expr) -> cst.Call | None:
     return None
 
 
-def norm_first_value(call: cst.Call):
+def norm_first_value(call: cst.Call) -> bool | None:
     """`norm_first=` of a TransformerEncoderLayer/DecoderLayer/Transformer call: True/False,
     False by default, None when not a literal."""
     arg = get_arg(call, "norm_first")
@@ -658,9 +675,9 @@ class CausalEvidence:
     node: cst.CSTNode
 
 
-def slice_bounds(expr) -> list[tuple[object, object]]:
+def slice_bounds(expr: cst.CSTNode) -> list[tuple[object, object]]:
     """(lower, upper) literal bounds of the slices of a subscript chain (`x[..., :-1, :]`)."""
-    out = []
+    out: list[tuple[object, object]] = []
     for node in walk(expr):
         if type(node) is cst.Subscript:
             for element in node.slice:
@@ -671,10 +688,10 @@ def slice_bounds(expr) -> list[tuple[object, object]]:
     return out
 
 
-def loss_calls(index) -> list[tuple[cst.Call, cst.BaseExpression, cst.BaseExpression]]:
+def loss_calls(index: FileIndex) -> list[tuple[cst.Call, cst.BaseExpression, cst.BaseExpression]]:
     """(call, input, target) of cross-entropy/NLL losses: functional calls, and calls of
     `nn.CrossEntropyLoss()` objects held in a variable or attribute (`criterion(out, y)`)."""
-    loss_objects = set()
+    loss_objects: set[str] = set()
     for node in index.assignments:
         if type(node) is cst.Assign and type(node.value) is cst.Call \
                 and index.qualify(node.value.func) in _LOSS_MODULES:
@@ -682,7 +699,7 @@ def loss_calls(index) -> list[tuple[cst.Call, cst.BaseExpression, cst.BaseExpres
                 name = dotted_name(target.target)
                 if name:
                     loss_objects.add(name)
-    out = []
+    out: list[tuple[cst.Call, cst.BaseExpression, cst.BaseExpression]] = []
     for call in index.calls:
         qualified = index.qualify(call.func)
         if qualified in _LOSS_FUNCTIONS or dotted_name(call.func) in loss_objects:
@@ -692,13 +709,13 @@ def loss_calls(index) -> list[tuple[cst.Call, cst.BaseExpression, cst.BaseExpres
     return out
 
 
-def is_next_token_loss(input_expr, target_expr) -> bool:
+def is_next_token_loss(input_expr: cst.CSTNode, target_expr: cst.CSTNode) -> bool:
     """`logits[..., :-1, :]` against `labels[..., 1:]` (the shift may sit in either)."""
     return (any(upper == -1 for _, upper in slice_bounds(input_expr))
             and any(lower == 1 and upper is None for lower, upper in slice_bounds(target_expr)))
 
 
-def is_per_position_loss(input_expr) -> bool:
+def is_per_position_loss(input_expr: cst.CSTNode) -> bool:
     """A loss over the vocabulary at every position: `logits.view(-1, V)`,
     `logits.reshape(-1, logits.size(-1))`, `logits.flatten(0, 1)`, `logits.transpose(1, 2)`."""
     for node in walk(input_expr):
@@ -714,13 +731,14 @@ def is_per_position_loss(input_expr) -> bool:
     return False
 
 
-def causal_evidence(ctx) -> dict[str, CausalEvidence]:
+def causal_evidence(ctx: FileContext) -> dict[str, CausalEvidence]:
     """Module class name -> why its model (its composition group) is causal, honouring
     the shared `causal-names` option. Shared by TL207, TL109 and `tlint verify`."""
     return ctx.models.causal_evidence(ctx.view_options.causal_names, ctx.path.stem)
 
 
-def _causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, CausalEvidence]:
+def _causal_evidence(self: ModelView, causal_names: Sequence[str] = (),
+                     file_stem: str = "") -> dict[str, CausalEvidence]:
     """See `ModelView.causal_evidence`."""
     index = self.index
     losses = loss_calls(index)
@@ -759,7 +777,7 @@ def _causal_evidence(self, causal_names=(), file_stem: str = "") -> dict[str, Ca
 
 
 @register_view("models")
-def models(ctx) -> ModelView:
+def models(ctx: FileContext) -> ModelView:
     """The file's model structure (`ctx.models`)."""
     return ModelView(ctx.index)
 

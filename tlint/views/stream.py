@@ -34,6 +34,7 @@ parameter of `forward` (`x`, `hidden_states`, `tgt`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -305,14 +306,14 @@ class _Evaluator:
             for value in values.values():
                 args = args | value
             branches = args.branches
-            first = _input_arg(self.view.classes.get(sub.ctor or ""), call)
-            source = values.get(id(first), args) if first is not None else args
+            query_arg = _input_arg(self.view.classes.get(sub.ctor or ""), call)
+            source = values.get(id(query_arg), args) if query_arg is not None else args
             if kind in ("attention", "mlp"):
                 branches = branches | {id(call)}
                 self.uses[id(call)] = SublayerUse(call, sub.name, kind, source)
             elif self.stream is not None:
                 self.uses[id(call)] = SublayerUse(call, sub.name, kind, source)
-            skip = frozenset()
+            skip: frozenset[Any] = frozenset()
             local = self.view.classes.get(sub.ctor or "")
             if kind == "block" and local is not None and local is not mc:
                 skip = self._passthrough(local, call, values)
@@ -335,7 +336,7 @@ class _Evaluator:
         if fn is None or not keep:
             return frozenset()
         positional = [n for n in _positional(fn) if n != "self"]
-        out = frozenset()
+        out: frozenset[Any] = frozenset()
         for position, param in enumerate(positional):
             if param in keep:
                 arg = get_arg(call, param, position)

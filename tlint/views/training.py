@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -78,6 +79,9 @@ from tlint.views.training_literals import TrainingLiterals
 from tlint.views.training_loops import TrainingLoops
 from tlint.views.training_warmup import TrainingWarmup, warmup_sites  # noqa: F401 - re-exported
 
+if TYPE_CHECKING:
+    from tlint.context import FileContext
+
 # --- the view -----------------------------------------------------------------------------
 
 
@@ -100,7 +104,7 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
     @cached_property
     def _families(self) -> dict[cst.Call, tuple[str, str]]:
         """call -> (family, name) for every construction this view knows."""
-        out = {}
+        out: dict[cst.Call, tuple[str, str]] = {}
         for call in self.index.calls:
             found = self._family(call)
             if found is not None:
@@ -112,7 +116,7 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
         if qualified is None:
             name = call.func.value if type(call.func) is cst.Name else None
             family = self._local_families.get(name) if name else None
-            return (family, name) if family else None
+            return (family, name) if family and name else None  # (a family implies a name)
         if qualified == "functools.partial" and call.args:
             inner = self.index.qualify(call.args[0].value)
             if inner and is_optimizer_name(inner):
@@ -182,7 +186,7 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
             return isinstance(opt, str) and is_adam_name(opt)
         if name.endswith("ZeroRedundancyOptimizer"):
             inner = self.index.qualify(self._arg_value(call, "optimizer_class", 1))
-            return bool(inner) and is_adam_name(inner)
+            return bool(inner and is_adam_name(inner))
         if name in self._local_families:
             cls = self.index.classes_by_name[name]
             return any(is_adam_name(self.index.qualify(base.value) or "") for base in cls.bases)
@@ -216,6 +220,6 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
 
 
 @register_view("training")
-def training(ctx) -> TrainingView:
+def training(ctx: FileContext) -> TrainingView:
     """The file's training loops and set-up (`ctx.training`)."""
     return TrainingView(ctx.index, ctx.read_input)

@@ -97,7 +97,7 @@ class TrainingLoop:
     events: tuple[Event, ...]
     outer: tuple[cst.For | cst.While, ...] = ()
     epoch_loop: cst.For | cst.While | None = None
-    helpers: frozenset = frozenset()  # functions inlined into the iteration
+    helpers: frozenset[cst.FunctionDef] = frozenset()  # functions inlined into the iteration
 
     @property
     def is_step_function(self) -> bool:
@@ -133,7 +133,7 @@ class SchedulerSite:
 @dataclass(frozen=True, eq=False)
 class LightningModuleInfo:
     node: cst.ClassDef
-    methods: dict  # name -> FunctionDef
+    methods: dict[str, cst.FunctionDef]
     manual_optimization: bool  # `self.automatic_optimization = False`
 
 
@@ -265,7 +265,7 @@ def name_matches(qualified: str | None, names: Iterable[str]) -> bool:
     return False
 
 
-def _number(value) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -10,12 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
 from tlint.cache import digest_bytes
 from tlint.cst import dotted_name, get_arg, last_name, literal_value
 from tlint.views.training_common import UNKNOWN, Event
+
+if TYPE_CHECKING:
+    from tlint.source import FileIndex
 
 # Names that say a DeepSpeed or Megatron-LM back-end is configured outside the file
 # (`accelerate launch --config_file ...`): it clips by that configuration.
@@ -32,7 +36,7 @@ class DeepSpeedConfig:
     """A DeepSpeed config: a dict literal in the file, or a JSON file it names."""
 
     node: cst.CSTNode
-    values: dict
+    values: dict[str, Any]
 
     def clips(self) -> bool:
         value = self.values.get("gradient_clipping", 0)
@@ -59,6 +63,15 @@ class DeepSpeedConfig:
 class TrainingDeepSpeed:
     """`TrainingView`'s DeepSpeed configs."""
 
+    if TYPE_CHECKING:  # set by TrainingView, or defined by its other parts
+        index: FileIndex
+        _read_input: Callable[[Path], bytes | None] | None
+        _deepspeed_cache: dict[Path | None, tuple[list[DeepSpeedConfig], int]]
+
+        def calls_of(self, family: str) -> list[cst.Call]: ...
+        def literal(self, expr: cst.BaseExpression | None, default: Any = ...) -> Any: ...
+        def role(self, expr: cst.BaseExpression | None, roles: dict[str, str] | None = None) -> str | None: ...
+
     # --- DeepSpeed ----------------------------------------------------------------------
 
     def deepspeed_configs(self, folder: Path | None) -> tuple[list[DeepSpeedConfig], int]:
@@ -73,7 +86,9 @@ class TrainingDeepSpeed:
         for node in self.index.assignments:
             value = node.value if type(node) in (cst.Assign, cst.AnnAssign) else None
             if value is not None and _DEEPSPEED_KEYS & _dict_keys(value):
-                configs.append(DeepSpeedConfig(value, self._dict_values(value)))
+                # BUG (reported, not fixed here): `dict(**base, zero_optimization=...)` has
+                # keys but no values (None), and `clips()`/`warms_up()` then raise
+                configs.append(DeepSpeedConfig(value, self._dict_values(value)))  # type: ignore[arg-type]
                 seen.add(id(value))
         sources = [
             ("deepspeed_initialize", ("config", "config_params")),
@@ -117,9 +132,11 @@ class TrainingDeepSpeed:
             return DeepSpeedConfig(expr, values)
         if type(expr) in (cst.Name, cst.Attribute):
             # `config=ds_config`, `config=self.ds_config`: the one dict literal assigned to that name
-            assigned = [v for v in self._dict_assignments.get(last_name(expr) or "", ()) if v is not None]
-            if len(assigned) == 1 and len(self._dict_assignments[last_name(expr)]) == 1:
-                return DeepSpeedConfig(assigned[0], self._dict_values(assigned[0]))
+            name = last_name(expr) or ""  # never empty for a Name or Attribute
+            assigned = [v for v in self._dict_assignments.get(name, ()) if v is not None]
+            if len(assigned) == 1 and len(self._dict_assignments[name]) == 1:
+                # (the same None as in `deepspeed_configs` for a `dict(**base, ...)` call)
+                return DeepSpeedConfig(assigned[0], self._dict_values(assigned[0]))  # type: ignore[arg-type]
         path = self.literal(expr)
         if isinstance(path, str) and path.endswith(".json") and folder is not None and self._read_input is not None:
             loaded = _read_json(folder, path, self._read_input)
@@ -128,9 +145,9 @@ class TrainingDeepSpeed:
         return None
 
     @cached_property
-    def _dict_assignments(self) -> dict[str, list]:
+    def _dict_assignments(self) -> dict[str, list[cst.BaseExpression | None]]:
         """Last name of an assignment target -> its values: the dict literal, or None."""
-        out: dict[str, list] = {}
+        out: dict[str, list[cst.BaseExpression | None]] = {}
         for node in self.index.assignments:
             if type(node) is cst.Assign:
                 targets = [t.target for t in node.targets]
@@ -140,16 +157,17 @@ class TrainingDeepSpeed:
                 continue
             value = node.value if _dict_keys(node.value) or type(node.value) is cst.Dict else None
             for target in targets:
-                if last_name(target):
-                    out.setdefault(last_name(target), []).append(value)
+                target_name = last_name(target)
+                if target_name:
+                    out.setdefault(target_name, []).append(value)
         return out
 
-    def _dict_values(self, expr: cst.BaseExpression | None, depth: int = 0):
+    def _dict_values(self, expr: cst.BaseExpression | None, depth: int = 0) -> dict[str, Any] | None:
         """A dict literal (or `dict(k=v)`) as a Python dict, UNKNOWN for non-literal leaves."""
         if depth > 6:
             return None
         if type(expr) is cst.Dict:
-            out = {}
+            out: dict[str, Any] = {}
             for element in expr.elements:
                 if type(element) is not cst.DictElement:
                     continue
@@ -158,15 +176,15 @@ class TrainingDeepSpeed:
                     out[key] = self._leaf(element.value, depth)
             return out
         if type(expr) is cst.Call and dotted_name(expr.func) == "dict" and all(a.keyword for a in expr.args):
-            return {a.keyword.value: self._leaf(a.value, depth) for a in expr.args}
+            return {a.keyword.value: self._leaf(a.value, depth) for a in expr.args}  # type: ignore[union-attr]  # all keywords
         return None
 
-    def _leaf(self, expr: cst.BaseExpression, depth: int):
+    def _leaf(self, expr: cst.BaseExpression, depth: int) -> Any:
         nested = self._dict_values(expr, depth + 1)
         return nested if nested is not None else self.literal(expr)
 
 
-def _dict_keys(expr: cst.BaseExpression) -> set[str]:
+def _dict_keys(expr: cst.BaseExpression | None) -> set[str]:
     """The literal string keys of a dict literal or `dict(k=v)` call (empty otherwise)."""
     if type(expr) is cst.Dict:
         return {key for e in expr.elements if type(e) is cst.DictElement
@@ -178,10 +196,10 @@ def _dict_keys(expr: cst.BaseExpression) -> set[str]:
 
 # Parsed once per content: keyed by the bytes' digest, so a long-lived process (a language
 # server, the tests) sees an edited config, and the cache records what was used.
-_JSON_CACHE: dict[str, dict | None] = {}
+_JSON_CACHE: dict[str, dict[str, Any] | None] = {}
 
 
-def _read_json(folder: Path, name: str, read_input: Callable[[Path], bytes | None]) -> dict | None:
+def _read_json(folder: Path, name: str, read_input: Callable[[Path], bytes | None]) -> dict[str, Any] | None:
     """A JSON config named by a literal path, relative to the script's folder (a regular
     file under 2 MB; anything else is no config), read through the context."""
     path = Path(name)

@@ -7,6 +7,7 @@ which training event a call is (`event_kind`), which function of the file a call
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
@@ -29,6 +30,9 @@ from tlint.views.training_common import (
     Event,
 )
 
+if TYPE_CHECKING:
+    from tlint.source import FileIndex
+
 _LOSS_FUNCTIONS = frozenset(
     {"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "nll_loss",
      "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cosine_embedding_loss", "ctc_loss"}
@@ -47,6 +51,17 @@ def _says_clip(name: str) -> bool:
 
 class TrainingEvents:
     """`TrainingView`'s names, roles and calls."""
+
+    if TYPE_CHECKING:  # set by TrainingView, or defined by its other parts
+        index: FileIndex
+        _kinds: dict[cst.Call, str | None]
+        _callees: dict[cst.Call, cst.FunctionDef | None]
+        named_like_events: set[cst.Call]
+
+        @property
+        def _families(self) -> dict[cst.Call, tuple[str, str]]: ...
+        def _resolve_name(self, name: cst.Name) -> cst.BaseExpression | None: ...
+        def literal(self, expr: cst.BaseExpression | None, default: Any = ...) -> Any: ...
 
     # --- names, roles and calls -------------------------------------------------------
 
@@ -82,7 +97,7 @@ class TrainingEvents:
         return roles
 
     def _assign_roles(self, roles: dict[str, str], target: cst.BaseExpression, value: cst.Call) -> None:
-        if type(target) in (cst.Tuple, cst.List):
+        if type(target) is cst.Tuple or type(target) is cst.List:
             names = [last_name(e.value) for e in target.elements]
             func_name = last_name(value.func)
             if self.index.qualify(value.func) in DEEPSPEED_INITIALIZE:
@@ -120,7 +135,7 @@ class TrainingEvents:
             return self.role(call.args[0].value, roles)
         return None
 
-    def role(self, expr: cst.BaseExpression, roles: dict[str, str] | None = None) -> str | None:
+    def role(self, expr: cst.BaseExpression | None, roles: dict[str, str] | None = None) -> str | None:
         """What a receiver holds: by where it was assigned from, else by its name.
         (`roles` is the origin table while it is being built.)"""
         if type(expr) is cst.Subscript:
@@ -152,10 +167,12 @@ class TrainingEvents:
             if type(node) not in (cst.Assign, cst.AnnAssign) or type(node.value) is not cst.Call:
                 continue
             name = self.index.call_name(node.value)
-            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+            # (an AnnAssign after `else`: mypy narrows no `type(x) is` negatively)
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
             for target in targets:
-                if last_name(target) and name:
-                    out.setdefault(last_name(target), set()).add(name)
+                target_name = last_name(target)
+                if target_name and name:
+                    out.setdefault(target_name, set()).add(name)
         return out
 
     def origin(self, expr: cst.BaseExpression | None) -> str | None:
@@ -271,7 +288,7 @@ class TrainingEvents:
 
     def _is_trainer(self, receiver: cst.BaseExpression | None) -> bool:
         name = last_name(receiver) if receiver is not None else None
-        return bool(name) and ("trainer" in name.lower() or self._roles.get(name) == "trainer")
+        return bool(name and ("trainer" in name.lower() or self._roles.get(name) == "trainer"))
 
     def _is_model_call(self, name: str) -> bool:
         """`model(...)`, `self.model(...)`, `self(...)`, `model_engine(...)` (not `build_model(...)`)."""
@@ -331,7 +348,8 @@ class TrainingEvents:
         owners = self._methods_by_name.get(method, ())
         return owners[0] if len(owners) == 1 else None
 
-    def _method(self, cls: cst.ClassDef, name: str, *, skip_own: bool = False, depth: int = 0):
+    def _method(self, cls: cst.ClassDef, name: str, *, skip_own: bool = False,
+                depth: int = 0) -> cst.FunctionDef | None:
         if depth > 5:
             return None
         if not skip_own and type(cls.body) is cst.IndentedBlock:

@@ -7,13 +7,17 @@ defaults, `argparse`/`click` option defaults and dataclass field defaults. A mix
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import cached_property
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, last_name, literal_value
 from tlint.views.training_common import UNKNOWN, _number
+
+if TYPE_CHECKING:
+    from tlint.source import FileIndex
 
 
 class _Const(NamedTuple):
@@ -25,9 +29,12 @@ class _Const(NamedTuple):
 class TrainingLiterals:
     """`TrainingView`'s literals as they run by default."""
 
+    if TYPE_CHECKING:  # set by TrainingView
+        index: FileIndex
+
     # --- literals as they run by default ------------------------------------------------
 
-    def literal(self, expr: cst.BaseExpression | None, default=UNKNOWN):
+    def literal(self, expr: cst.BaseExpression | None, default: Any = UNKNOWN) -> Any:
         """The value `expr` has when the program runs with its defaults: literals, simple
         arithmetic on them, module constants, parameter defaults, argparse/click option
         defaults and dataclass field defaults. `default` when it cannot be known."""
@@ -39,7 +46,7 @@ class TrainingLiterals:
         value = self.literal(expr)
         return value is UNKNOWN or not (value is None or value is False or (_number(value) and value == 0))
 
-    def _literal(self, expr, depth: int):
+    def _literal(self, expr: cst.BaseExpression | None, depth: int) -> Any:
         if expr is None or depth > 8:
             return UNKNOWN
         value = literal_value(expr, UNKNOWN)
@@ -58,9 +65,10 @@ class TrainingLiterals:
             return self._fold_call(expr, depth)
         return UNKNOWN
 
-    def _fold_call(self, call: cst.Call, depth: int):
+    def _fold_call(self, call: cst.Call, depth: int) -> Any:
         name = self.index.qualify(call.func) or dotted_name(call.func)
-        functions = {"int": int, "float": float, "round": round, "abs": abs, "max": max, "min": min}
+        functions: dict[str, Callable[..., Any]] = {"int": int, "float": float, "round": round, "abs": abs,
+                                                    "max": max, "min": min}
         function = functions.get(name or "") or {"math.ceil": math.ceil, "math.floor": math.floor}.get(name or "")
         if function is None or not call.args or any(a.keyword or a.star for a in call.args):
             return UNKNOWN
@@ -78,16 +86,16 @@ class TrainingLiterals:
             return UNKNOWN
 
     @cached_property
-    def _bindings(self) -> dict[tuple[cst.CSTNode, str], list]:
+    def _bindings(self) -> dict[tuple[cst.CSTNode, str], list[cst.BaseExpression | None]]:
         """(scope, name) -> values bound to it (None when not a plain value)."""
-        out: dict[tuple[cst.CSTNode, str], list] = {}
+        out: dict[tuple[cst.CSTNode, str], list[cst.BaseExpression | None]] = {}
         index = self.index
 
-        def bind(scope, target, value):
+        def bind(scope: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
             if type(target) is cst.Name:
                 out.setdefault((scope, target.value), []).append(value)
-            elif type(target) in (cst.Tuple, cst.List):
-                values = value.elements if type(value) in (cst.Tuple, cst.List) else None
+            elif type(target) is cst.Tuple or type(target) is cst.List:
+                values = value.elements if type(value) is cst.Tuple or type(value) is cst.List else None
                 if values is not None and len(values) != len(target.elements):
                     values = None
                 for i, element in enumerate(target.elements):
@@ -102,13 +110,14 @@ class TrainingLiterals:
                 if node.value is not None:
                     bind(scope, node.target, node.value)
             else:
+                assert type(node) is cst.AugAssign
                 bind(scope, node.target, None)
         for loop in index.loops:
             if type(loop) is cst.For:
                 bind(index.enclosing_scope(loop), loop.target, None)
         return out
 
-    def _resolve_name(self, name: cst.Name):
+    def _resolve_name(self, name: cst.Name) -> cst.BaseExpression | None:
         """The one expression a name is bound to, seen from its use (a parameter: its
         default); None when it is bound several times, or to something unknown."""
         index = self.index
@@ -117,7 +126,7 @@ class TrainingLiterals:
             while type(scope) is cst.ClassDef:  # class bodies are not visible from methods
                 scope = index.enclosing_scope(scope)
             bound = self._bindings.get((scope, name.value))
-            if type(scope) in (cst.FunctionDef, cst.Lambda):
+            if type(scope) is cst.FunctionDef or type(scope) is cst.Lambda:
                 param = _find_param(scope.params, name.value)
                 if param is not None:
                     return param.default if not bound and param.default is not None else None
@@ -135,7 +144,7 @@ class TrainingLiterals:
             return None
         return self._resolve_name(name)
 
-    def _name_value(self, name: cst.Name, depth: int):
+    def _name_value(self, name: cst.Name, depth: int) -> Any:
         if name.value in self.index.imports.aliases:
             return UNKNOWN
         value = self._resolve_name(name)
@@ -154,10 +163,10 @@ class TrainingLiterals:
         )
 
     @cached_property
-    def _option_defaults(self) -> dict[str, list]:
+    def _option_defaults(self) -> dict[str, list[cst.BaseExpression | _Const]]:
         """Attribute name -> default expressions (or _Const) of argparse/click options,
         dataclass/config class fields and `__init__` parameters (Lightning hparams)."""
-        out: dict[str, list] = {}
+        out: dict[str, list[cst.BaseExpression | _Const]] = {}
         for call in self.index.calls:
             func = call.func
             if type(func) is cst.Attribute and func.attr.value == "add_argument":
@@ -174,7 +183,8 @@ class TrainingLiterals:
                         out.setdefault(param.name.value, []).append(param.default)
         # `args.num_warmup_steps = int(ratio * total)` after parsing: the default is not what runs.
         for node in self.index.assignments:
-            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+            # (an AnnAssign or AugAssign after `else`: mypy narrows no `type(x) is` negatively)
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
             for target in targets:
                 if type(target) is cst.Attribute and target.attr.value in out:
                     value = node.value if type(node) is cst.Assign else None
@@ -182,8 +192,8 @@ class TrainingLiterals:
                         out[target.attr.value].append(_Const(UNKNOWN))
         return out
 
-    def _class_defaults(self, cls: cst.ClassDef) -> dict[str, list]:
-        out: dict[str, list] = {}
+    def _class_defaults(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression | _Const]]:
+        out: dict[str, list[cst.BaseExpression | _Const]] = {}
         if type(cls.body) is not cst.IndentedBlock:
             return out
         for statement in cls.body.body:
@@ -207,7 +217,7 @@ class TrainingLiterals:
             return arg.value if arg is not None else None
         return value
 
-    def _argparse_option(self, call: cst.Call, out: dict[str, list]) -> None:
+    def _argparse_option(self, call: cst.Call, out: dict[str, list[cst.BaseExpression | _Const]]) -> None:
         flags = [literal_value(a.value, UNKNOWN) for a in call.args if a.keyword is None and not a.star]
         flags = [f for f in flags if isinstance(f, str)]
         if not flags:
@@ -218,7 +228,8 @@ class TrainingLiterals:
         if dest_arg is not None and isinstance(literal_value(dest_arg.value, UNKNOWN), str):
             dest = literal_value(dest_arg.value)
         default = get_arg(call, "default")
-        action = literal_value(get_arg(call, "action").value, UNKNOWN) if get_arg(call, "action") else None
+        action_arg = get_arg(call, "action")
+        action = literal_value(action_arg.value, UNKNOWN) if action_arg else None
         if default is not None:
             out.setdefault(dest, []).append(default.value)
         elif action in ("store_true", "store_false"):
@@ -226,7 +237,7 @@ class TrainingLiterals:
         else:
             out.setdefault(dest, []).append(_Const(UNKNOWN))
 
-    def _click_option(self, call: cst.Call, out: dict[str, list]) -> None:
+    def _click_option(self, call: cst.Call, out: dict[str, list[cst.BaseExpression | _Const]]) -> None:
         names = [literal_value(a.value, UNKNOWN) for a in call.args if a.keyword is None and not a.star]
         names = [n for n in names if isinstance(n, str)]
         plain = [n for n in names if not n.startswith("-")]
@@ -242,7 +253,7 @@ class TrainingLiterals:
         else:
             out.setdefault(dest, []).append(_Const(UNKNOWN))
 
-    def _option_value(self, name: str, depth: int):
+    def _option_value(self, name: str, depth: int) -> Any:
         candidates = self._option_defaults.get(name)
         if not candidates:
             return UNKNOWN
@@ -253,7 +264,7 @@ class TrainingLiterals:
         return first
 
 
-def _fold(operator: cst.BaseBinaryOp, left, right):
+def _fold(operator: cst.BaseBinaryOp, left: Any, right: Any) -> Any:
     if _number(left) and left == 0 and type(operator) is cst.Multiply or (
         _number(right) and right == 0 and type(operator) is cst.Multiply
     ):

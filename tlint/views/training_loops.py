@@ -7,7 +7,7 @@ built on it (`loops`, `iteration`, `calls_in`, `clip_calls`, `callers`). A mixin
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import libcst as cst
 
@@ -26,7 +26,7 @@ from tlint.views.training_common import (
 )
 
 if TYPE_CHECKING:
-    from tlint.views.training import TrainingView
+    from tlint.source import FileIndex
 
 _MAX_INLINE = 8  # helper call depth followed from a loop
 _INLINE_BUDGET = 2_000  # helper bodies walked per iteration (bounds fan-out on generated code)
@@ -36,18 +36,18 @@ _INLINE_BUDGET = 2_000  # helper bodies walked per iteration (bounds fan-out on 
 
 
 class _State(NamedTuple):
-    loops: tuple = ()
-    conditions: tuple = ()
-    contexts: tuple = ()
-    via: tuple = ()
-    active: frozenset = frozenset()
+    loops: tuple[cst.For | cst.While, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+    contexts: tuple[cst.BaseExpression, ...] = ()
+    via: tuple[cst.Call, ...] = ()
+    active: frozenset[cst.FunctionDef | None] = frozenset()
 
 
 class _Iteration:
     """Walks the statements of one loop iteration (or function body) in evaluation order:
     arguments before the call they feed, helper bodies inlined at their call site."""
 
-    def __init__(self, view: TrainingView, every_call: bool = False) -> None:
+    def __init__(self, view: TrainingLoops, every_call: bool = False) -> None:
         self.view = view
         self.every_call = every_call
         self.events: list[Event] = []
@@ -68,11 +68,13 @@ class _Iteration:
         if type(suite) is cst.IndentedBlock:
             for statement in suite.body:
                 self.statement(statement, state)
-        else:
+        else:  # a SimpleStatementSuite (mypy narrows no `type(x) is` negatively)
             for small in suite.body:
-                self.small(small, state)
+                self.small(small, state)  # type: ignore[arg-type]
 
-    def statement(self, node: cst.CSTNode, state: _State) -> None:
+    def statement(self, node: Any, state: _State) -> None:
+        # `node: Any`: a statement, dispatched on `type(node)` read once into `kind` (mypy
+        # narrows only a `type(node) is` test written out in each branch)
         kind = type(node)
         if kind is cst.SimpleStatementLine:
             for small in node.body:
@@ -133,7 +135,7 @@ class _Iteration:
         while stack:
             current, done = stack.pop()
             if done:
-                self.call(current, state)
+                self.call(current, state)  # type: ignore[arg-type]  # pushed as done only when a Call
                 continue
             kind = type(current)
             if kind is cst.Lambda or kind is cst.FunctionDef or kind is cst.ClassDef:
@@ -182,6 +184,14 @@ class _Iteration:
 
 class TrainingLoops:
     """`TrainingView`'s training loops and the walks they are found by."""
+
+    if TYPE_CHECKING:  # set by TrainingView, or defined by its other parts (TrainingEvents)
+        index: FileIndex
+        named_like_events: set[cst.Call]
+
+        def event_kind(self, call: cst.Call) -> str | None: ...
+        def callee(self, call: cst.Call) -> cst.FunctionDef | None: ...
+        def local_function(self, name: cst.Name) -> cst.FunctionDef | None: ...
 
     # --- training loops -----------------------------------------------------------------
 

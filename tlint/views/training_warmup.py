@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
@@ -28,6 +28,8 @@ from tlint.views.training_common import (
 )
 
 if TYPE_CHECKING:
+    from tlint.context import FileContext
+    from tlint.source import FileIndex
     from tlint.views.training import TrainingView
 
 _TORCH_NO_WARMUP = frozenset(
@@ -38,6 +40,20 @@ _TORCH_NO_WARMUP = frozenset(
 
 class TrainingWarmup:
     """`TrainingView`'s schedulers and warmups."""
+
+    if TYPE_CHECKING:  # set by TrainingView, or defined by its other parts
+        index: FileIndex
+
+        @property
+        def _families(self) -> dict[cst.Call, tuple[str, str]]: ...
+        @property
+        def _local_families(self) -> dict[str, str]: ...
+        def _target(self, call: cst.Call) -> str | None: ...
+        def _arg_value(self, call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None: ...
+        def literal(self, expr: cst.BaseExpression | None, default: Any = ...) -> Any: ...
+        def nonzero(self, expr: cst.BaseExpression) -> bool: ...
+        def _class_defaults(self, cls: cst.ClassDef) -> dict[str, list[Any]]: ...
+        def _field_default(self, value: cst.BaseExpression) -> cst.BaseExpression | None: ...
 
     # --- schedulers and warmup arguments -----------------------------------------------
 
@@ -83,9 +99,9 @@ class TrainingWarmup:
         if last in _TORCH_NO_WARMUP:
             return NO_WARMUP
         if last == "LinearLR":
-            start, end = self._arg_value(call, "start_factor", 1), self._arg_value(call, "end_factor", 2)
-            start = 1 / 3 if start is None else self.literal(start)
-            end = 1.0 if end is None else self.literal(end)
+            start_arg, end_arg = self._arg_value(call, "start_factor", 1), self._arg_value(call, "end_factor", 2)
+            start = 1 / 3 if start_arg is None else self.literal(start_arg)
+            end = 1.0 if end_arg is None else self.literal(end_arg)
             if _number(start) and _number(end):
                 return WARMUP if start < end else NO_WARMUP
             return WARMUP
@@ -139,7 +155,7 @@ class TrainingWarmup:
     def _composite_warmup(self, call: cst.Call, name: str, by_target: dict[str, SchedulerSite]) -> str:
         position = 0 if name.endswith("ChainedScheduler") else 1
         listed = self._arg_value(call, "schedulers", position)
-        if type(listed) not in (cst.List, cst.Tuple):
+        if not (type(listed) is cst.List or type(listed) is cst.Tuple):
             return UNKNOWN_WARMUP
         states = []
         for element in listed.elements:
@@ -189,14 +205,15 @@ class TrainingWarmup:
     @cached_property
     def warmup_fields(self) -> list[cst.CSTNode]:
         """Warmup defaults of local `TrainingArguments` subclasses (`warmup_ratio: float = 0.03`)."""
-        out = []
+        out: list[cst.CSTNode] = []
         for name, family in self._local_families.items():
             if family != "training_arguments":
                 continue
             for statement in self.index.classes_by_name[name].body.body:
                 small = statement.body[0] if type(statement) is cst.SimpleStatementLine else None
-                if type(small) in (cst.AnnAssign, cst.Assign) and small.value is not None:
-                    target = small.target if type(small) is cst.AnnAssign else small.targets[0].target
+                if (type(small) is cst.AnnAssign or type(small) is cst.Assign) and small.value is not None:
+                    # (an Assign after `else`: mypy narrows no `type(x) is` negatively)
+                    target = small.target if type(small) is cst.AnnAssign else small.targets[0].target  # type: ignore[union-attr]
                     if last_name(target) in ("warmup_steps", "warmup_ratio"):
                         value = self._field_default(small.value)
                         if value is not None and self.nonzero(value):
@@ -208,9 +225,10 @@ class TrainingWarmup:
     @cached_property
     def lr_assignments(self) -> list[cst.CSTNode]:
         """Stores to a parameter group's learning rate (`param_group["lr"] = lr`)."""
-        out = []
+        out: list[cst.CSTNode] = []
         for node in self.index.assignments:
-            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+            # (an AnnAssign or AugAssign after `else`: mypy narrows no `type(x) is` negatively)
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
             if any(_is_lr_subscript(target) for target in targets):
                 out.append(node)
         return out
@@ -243,7 +261,7 @@ def _is_lr_subscript(target: cst.BaseExpression) -> bool:
     return type(index) is cst.Index and literal_value(index.value, UNKNOWN) == "lr"
 
 
-def warmup_sites(ctx) -> Iterator[cst.CSTNode]:
+def warmup_sites(ctx: FileContext) -> Iterator[cst.CSTNode]:
     """Nodes where the file sets up a learning-rate warmup (the `warmup` project fact).
 
     Schedulers that ramp up or whose shape cannot be told (a scheduler of unknown shape
@@ -261,8 +279,8 @@ def warmup_sites(ctx) -> Iterator[cst.CSTNode]:
         if state != NO_WARMUP:
             yield node
     yield from view.warmup_fields
-    for site in view.optimizers:
-        for arg in site.call.args:
+    for optimizer in view.optimizers:
+        for arg in optimizer.call.args:
             if arg.keyword is not None and "warmup" in arg.keyword.value and view.nonzero(arg.value):
                 yield arg
     folder = Path(ctx.path).parent if getattr(ctx, "path", None) is not None else None
