@@ -366,6 +366,7 @@ def _low_rank(created: cst.Call) -> bool:
     for arg in created.args:
         for node in walk(arg.value):
             if type(node) in (cst.Name, cst.Attribute):
+                # (an Attribute after `else`: mypy narrows no `type(x) is` negatively)
                 name = node.value if type(node) is cst.Name else node.attr.value  # type: ignore[attr-defined]
                 if name == "r" or "rank" in name.lower():
                     return True

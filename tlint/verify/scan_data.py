@@ -67,6 +67,7 @@ def run_scan(options: DataOptions) -> dict[str, Any]:
     checks.append(_tokenizer_agreement(train, evaluation))
     order = list(CHECKS)
     checks.sort(key=lambda c: (order.index(c["check"]), c["loader"] != "train"))
+    # (`__file__` is set: `_users_file` keeps only modules with one)
     files = sorted({str(Path(m.__file__).resolve()) for m in list(sys.modules.values())  # type: ignore[arg-type]
                     if _users_file(getattr(m, "__file__", None), roots)})
     scan = {"loader": options.dataloader, "batches": len(train.batches),
