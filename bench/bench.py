@@ -2,6 +2,7 @@
 
     python bench/bench.py [--wheel transformers-5.17.0-py3-none-any.whl] [--work /tmp/tlint-bench]
                           [--peers /tmp/benchvenv] [--tlint-path TREE] [--only cold] [--repeat N]
+                          [--compare OLD_TREE]
 
 `hf100k`: the `models/**/*.py` files of the `transformers==5.17.0` wheel, sorted by path,
 taken until 100,000 lines are passed (281 files, 100,752 lines), copied under
@@ -26,7 +27,9 @@ Reported, in one run (wall seconds of whole processes, best of `--repeat`):
 folder (e.g. the standard library's `Lib`): identical output with and without it, and every
 rule's and extractor's tokens on their own (bench/prefilter_audit.py).
 
-`--tlint-path TREE` times another checkout (e.g. a `git worktree` of an older commit).
+`--tlint-path TREE` times another checkout (e.g. a `git worktree` of an older commit);
+`--compare OLD_TREE` times this tree (or `--tlint-path`) against OLD_TREE, interleaved, and
+prints new / old (the figure a change's speed target is stated in).
 """
 
 from __future__ import annotations
@@ -117,6 +120,28 @@ def best(n: int, cmd, **kwargs) -> tuple[float, int, bytes]:
     return min(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2]
 
 
+def compare(args, tlint, env, cwd) -> int:
+    """`--compare OLD`: the cold `--jobs 1 --no-cache` run of this tree and of OLD, one
+    after the other `--repeat` times (so load drifts hit both), best of each, the ratio
+    new / old, and whether the JSON outputs are identical."""
+    old_env = dict(env, PYTHONPATH=str(args.compare.resolve()))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.compare.resolve() / "tlint")],
+                   check=False, env=old_env)
+    cmd = [*tlint, "--jobs", "1", "--no-cache", "hf100k"]
+    walls: dict[str, list[float]] = {"new": [], "old": []}
+    outs: dict[str, bytes] = {}
+    for _ in range(max(args.repeat, 1)):
+        for name, run_env in (("old", old_env), ("new", env)):
+            wall, _, out = timed(cmd, env=run_env, cwd=cwd)
+            walls[name].append(wall)
+            outs[name] = out
+    new, old = min(walls["new"]), min(walls["old"])
+    print(f"cold --jobs 1: new {new:.2f} s, old {old:.2f} s (best of {len(walls['new'])}; all new "
+          f"{', '.join(f'{w:.2f}' for w in walls['new'])}; all old {', '.join(f'{w:.2f}' for w in walls['old'])})")
+    print(f"new / old: {new / old:.3f}; identical JSON output: {outs['new'] == outs['old']}")
+    return 0
+
+
 def warm_figures(args, corpus, files, *, warm_cmd, env, fig, expected) -> None:
     """Warm runs in a copy of the corpus: the cache filled once, then nothing changed, then one file touched."""
     warm_dir = args.work / "warm"
@@ -173,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", type=Path, help="a venv with fixit and torchfix installed")
     parser.add_argument("--tlint-path", type=Path, default=REPO, help="the tlint checkout to time (default: this one)")
     parser.add_argument("--only", choices=["cold"], help="only the cold runs (jobs 1 and 2) and the floor")
+    parser.add_argument("--compare", type=Path, metavar="OLD_TREE",
+                        help="only compare cold --jobs 1 runs of --tlint-path and OLD_TREE, interleaved "
+                             "(best of --repeat each), and their outputs")
     parser.add_argument("--repeat", type=int, default=1, help="best of N for the corpus runs (default 1)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--prefilter-audit", nargs="+", metavar="PATH",
@@ -207,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {fig['machine']}; load average {fig['load_before']:.2f}")
 
     rel = [str(f.relative_to(args.work)) for f in files]
+    if args.compare is not None:
+        return compare(args, tlint, env, cwd)
     outputs = {}
     for jobs in (1, 2):
         fig[f"floor_j{jobs}"], _, _ = best(args.repeat, [py, "-c", FLOOR, str(jobs), *rel], cwd=cwd)

@@ -368,3 +368,18 @@ def test_internal_error_exit_code_and_verbose_traceback(tmp_path, capsys, monkey
     assert proc.returncode == 2 and "TL003" in proc.stdout and "Traceback" not in proc.stderr
     proc = main_in(tmp_path, "check", "--verbose", ".", capsys=capsys, monkeypatch=monkeypatch)
     assert proc.returncode == 2 and "Traceback" in proc.stderr and "KeyError: 'boom'" in proc.stderr
+
+
+@pytest.mark.parametrize("source", [
+    # a DeepSpeed config built from a spread: its keys are known, its values are not
+    "import deepspeed\n\nbase = {'train_batch_size': 8}\nds_config = dict(**base, zero_optimization={'stage': 2})\n\n\n"
+    "def train(model, loader):\n"
+    "    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n"
+    "    for batch in loader:\n        loss = engine(batch)\n        engine.backward(loss)\n        engine.step()\n",
+    # labels under a bytes key
+    "import torch\n\n\ndef collate(batch, tok):\n    batch[b'labels'][batch[b'labels'] == tok.pad_token_id] = -100\n"
+    "    return batch\n",
+], ids=["deepspeed-dict-spread", "bytes-label-key"])
+def test_odd_but_valid_code_is_no_internal_error(tmp_path, source):
+    write_tree(tmp_path, {"train.py": source})
+    assert _tl003(lint_dir(tmp_path, select=["ALL"])) == []

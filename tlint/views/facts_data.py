@@ -486,9 +486,8 @@ def _subscript_key(expr: cst.BaseExpression) -> str:
     if type(expr) is cst.Subscript and len(expr.slice) == 1:
         inner = expr.slice[0].slice
         if type(inner) is cst.Index and type(inner.value) is cst.SimpleString:
-            # BUG (reported, not fixed here): bytes for `batch[b"labels"]`, and the caller's
-            # `"labels" in ...` then raises TypeError (a TL003 of the pad-labels-by-id extractor)
-            return inner.value.evaluated_value or ""  # type: ignore[return-value]
+            key = inner.value.evaluated_value
+            return key if isinstance(key, str) else ""  # `batch[b"labels"]`: a bytes key is no label name
     return ""
 
 

@@ -86,9 +86,11 @@ class TrainingDeepSpeed:
         for node in self.index.assignments:
             value = node.value if type(node) in (cst.Assign, cst.AnnAssign) else None
             if value is not None and _DEEPSPEED_KEYS & _dict_keys(value):
-                # BUG (reported, not fixed here): `dict(**base, zero_optimization=...)` has
-                # keys but no values (None), and `clips()`/`warms_up()` then raise
-                configs.append(DeepSpeedConfig(value, self._dict_values(value)))  # type: ignore[arg-type]
+                values = self._dict_values(value)
+                if values is None:  # `dict(**base, zero_optimization=...)`: what the spread adds is unknown
+                    unresolved += 1
+                    continue
+                configs.append(DeepSpeedConfig(value, values))
                 seen.add(id(value))
         sources = [
             ("deepspeed_initialize", ("config", "config_params")),
@@ -135,8 +137,9 @@ class TrainingDeepSpeed:
             name = last_name(expr) or ""  # never empty for a Name or Attribute
             assigned = [v for v in self._dict_assignments.get(name, ()) if v is not None]
             if len(assigned) == 1 and len(self._dict_assignments[name]) == 1:
-                # (the same None as in `deepspeed_configs` for a `dict(**base, ...)` call)
-                return DeepSpeedConfig(assigned[0], self._dict_values(assigned[0]))  # type: ignore[arg-type]
+                values = self._dict_values(assigned[0])
+                # a `dict(**base, ...)` call: what the spread adds is unknown (unresolved)
+                return DeepSpeedConfig(assigned[0], values) if values is not None else None
         path = self.literal(expr)
         if isinstance(path, str) and path.endswith(".json") and folder is not None and self._read_input is not None:
             loaded = _read_json(folder, path, self._read_input)
