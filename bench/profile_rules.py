@@ -25,18 +25,12 @@ if str(REPO) not in sys.path:
 def run(paths: list[str], select: list[str]):
     from tlint.config import ConfigResolver
     from tlint.engine import Linter
-    from tlint.profile import Profile
 
-    profile = Profile()
-    profile.instrument()
-    try:
-        linter = Linter(ConfigResolver(), jobs=1, select=select)
-        start = time.perf_counter()
-        result = linter.run([Path(p) for p in paths])
-        total = time.perf_counter() - start
-    finally:
-        profile.undo()
-    return profile, total, len(result.files)
+    linter = Linter(ConfigResolver(), jobs=1, select=select, profile=True)
+    start = time.perf_counter()
+    result = linter.run([Path(p) for p in paths])
+    total = time.perf_counter() - start
+    return linter.profile, total, len(result.files)
 
 
 def main(argv: list[str] | None = None) -> int:
