@@ -67,3 +67,15 @@ def test_no_code_or_document_cites_a_file_outside_the_repository():
 def test_the_outside_citation_check_can_fail():
     assert _OUTSIDE.search("exit codes (interface.md)") and _OUTSIDE.search("see ../shared/spec/rules.md")
     assert not _OUTSIDE.search("see rules/README.md")
+
+
+def test_every_rule_check_takes_a_typed_file_context():
+    """`check(self, ctx: FileContext)` in every rule module: what a rule may use is typed."""
+    untyped = []
+    for path in sorted((PACKAGE / "rules").glob("tl*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name == "check":
+                ctx = node.args.args[1] if len(node.args.args) > 1 else None
+                if ctx is None or ast.unparse(ctx.annotation or ast.Constant(None)) != "FileContext":
+                    untyped.append(f"{path.name}:{node.lineno}")
+    assert untyped == []

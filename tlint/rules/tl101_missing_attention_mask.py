@@ -3,7 +3,7 @@ that pads its sequences."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
@@ -22,6 +22,9 @@ from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.facts import ids_expression, ids_variables, tokenizer_like, unpadded_ids
 from tlint.views.vocabulary import documented_unused, string_literals
 
+if TYPE_CHECKING:
+    from tlint.context import FileContext
+
 _MODEL_WORDS = {"model", "net", "network", "lm", "encoder", "transformer", "gpt", "bert", "backbone"}
 _MODEL_METHODS = {"forward", "generate", "__call__"}
 
@@ -39,7 +42,7 @@ class MissingAttentionMask(Rule):
     # Extra identifier parts that name a model variable in this project (e.g. "policy").
     options = {"model-names": []}
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         index = ctx.index
         model_vars, maskless = self._model_variables(ctx)
         ids_names = ids_variables(index)

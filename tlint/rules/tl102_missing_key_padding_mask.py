@@ -3,11 +3,16 @@ its padding-mask argument inside a forward that has a padding mask (or a padded 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import get_arg, has_star_kwargs, positional_count, snake_parts, walk
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.vocabulary import is_padding_mask_name
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 # ctor -> (padding-mask keywords, positional index of the first of them)
 PADDING_MASK_ARGS = {
@@ -57,7 +62,7 @@ class MissingKeyPaddingMask(Rule):
     summary = "A torch.nn attention/transformer module is called without its padding mask."
     probes = ("mask-leak", "padding-equivalence")
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         for module_class in ctx.models.classes.values():
             forward = module_class.forward
             if forward is None:

@@ -3,13 +3,16 @@ reads it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
 from tlint.cst import dotted_name, last_name, walk
 from tlint.rules.base import Rule
 from tlint.views.vocabulary import documented_unused, string_literals
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 def _is_stub(fn: cst.FunctionDef) -> bool:
@@ -429,7 +432,7 @@ class UnusedMaskArgument(Rule):
     summary = "A forward (or a function it calls) takes a mask parameter and never reads it."
     probes = ("mask-leak",)
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         index = ctx.index
         seen: set[int] = set()
         self._texts: list[str] | None = None

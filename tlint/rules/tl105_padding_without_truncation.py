@@ -3,11 +3,16 @@ but never truncates, so over-long sequences are kept whole."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, has_star_kwargs, literal_value
 from tlint.rules.base import Rule
 from tlint.views.facts import pads_in_call, tokenizer_encode_calls
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _NO_TRUNCATION = (False, None, "do_not_truncate")
 
@@ -33,7 +38,7 @@ class PaddingWithoutTruncation(Rule):
     summary = "A tokenizer call pads to a length or into tensors but does not truncate."
     verify_site = "data"
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
         index = ctx.index

@@ -3,11 +3,16 @@ project replaces the pad positions by the ignore index."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import dotted_name, last_name, snake_parts
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.facts import ids_expression, ids_variables, unpadded_ids
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _COPY_METHODS = {"clone", "copy", "detach", "to", "cuda", "cpu", "long", "contiguous", "tolist"}
 _COPY_FUNCTIONS = {"list", "copy.copy", "copy.deepcopy", "deepcopy", "torch.clone", "numpy.copy", "numpy.array"}
@@ -55,7 +60,7 @@ class PadLabelsNotIgnored(Rule):
     verify_site = "data"
     data_check = "label-pad-ignored"
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         index = ctx.index
         for node, value in self._label_copies(index):
             ids = _copied_ids(index, value)

@@ -3,8 +3,13 @@ id, so every EOS label is ignored too."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.facts import pad_is_eos_sites
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class EosMaskedAsPad(Rule):
@@ -16,7 +21,7 @@ class EosMaskedAsPad(Rule):
     verify_site = "data"
     data_check = "eos-masked"
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
         for node in pad_is_eos_sites(ctx.index):

@@ -3,11 +3,16 @@ loaders zipped into (input, target) pairs."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import get_arg, last_name, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.facts import DATA_LOADERS
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 SHUFFLES = frozenset({"random.shuffle", "numpy.random.shuffle"})
 PERMUTATIONS = frozenset({"numpy.random.permutation", "torch.randperm"})
@@ -39,7 +44,7 @@ class UnpairedShuffle(Rule):
     summary = "Paired sequences are shuffled independently (or shuffled loaders are zipped into pairs)."
     verify_site = "data"
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         index = ctx.index
         zipped = self._zipped_pairs(index)
         scopes: dict[cst.CSTNode, list[tuple[cst.Call, set[str]]]] = {}

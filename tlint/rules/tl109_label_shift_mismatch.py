@@ -4,11 +4,16 @@ logits with the unshifted input ids."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, last_name, walk
 from tlint.rules.base import Rule
 from tlint.views.model import causal_evidence, loss_calls, slice_bounds
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _RESHAPES = ("view", "reshape", "flatten", "contiguous", "long", "to")
 
@@ -59,7 +64,7 @@ class LabelShiftMismatch(Rule):
     verify_site = "data"
     data_check = "label-alignment"
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         self._double_shift(ctx)
         self._no_shift(ctx)
 

@@ -3,6 +3,8 @@ module that never looks for NaN."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, last_name, walk
@@ -19,6 +21,9 @@ READERS = frozenset(
 TENSOR_CONSTRUCTORS = frozenset(
     {"torch.tensor", "torch.from_numpy", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.stack"}
 )
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"})
 _NAN_HANDLING = frozenset(
     {"fillna", "dropna", "nan_to_num", "nan_to_num_", "isnan", "isfinite", "isna", "isnull", "notna", "notnull",
@@ -72,7 +77,7 @@ class NanUncheckedInput(Rule):
     verify_site = "data"
     data_check = "nan-inf"
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         index = ctx.index
         reads = [call for call in index.calls if index.qualify(call.func) in READERS and not _non_float_dtype(call)]
         if not reads or self._handles_nan(index):

@@ -3,9 +3,14 @@ dynamic padding would do."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tlint.cst import dotted_name, get_arg, literal_value
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.facts import tokenizer_encode_calls
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class PadToMaxLength(Rule):
@@ -17,7 +22,7 @@ class PadToMaxLength(Rule):
     verify_site = "data"
     data_check = "pad-ratio"
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
         for call in tokenizer_encode_calls(ctx.index):

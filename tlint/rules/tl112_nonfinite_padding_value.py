@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -14,6 +15,9 @@ from tlint.views.facts import (
     PAD_SEQUENCE,
     nonfinite_value,
 )
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 # Tensors where ±inf is a meaningful fill: attention masks, biases and scores (TL210's business).
 _SCORE_WORDS = {"mask", "masks", "bias", "attn", "attention", "score", "scores", "logits", "energy"}
@@ -44,7 +48,7 @@ class NonfinitePaddingValue(Rule):
     probes = ("nan-trace",)
     data_check = "nan-inf"
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         index = ctx.index
         for call in index.calls:
             qualified = index.qualify(call.func)

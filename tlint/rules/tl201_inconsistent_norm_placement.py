@@ -3,10 +3,15 @@ or builds torch.nn transformer layers with different `norm_first`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.rules.base import Rule
 from tlint.views.model import norm_first_value
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _LAYERS_WITH_NORM_FIRST = frozenset(
     {"torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer", "torch.nn.Transformer"}
@@ -66,7 +71,7 @@ class InconsistentNormPlacement(Rule):
     summary = "Residual blocks of one model mix pre-norm and post-norm."
     probes = ("depth-growth",)
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view = ctx.models
         index = ctx.index
         for group in view.groups():

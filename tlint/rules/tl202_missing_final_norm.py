@@ -3,11 +3,16 @@ final norm."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import get_arg, last_name, walk
 from tlint.rules.base import Rule
 from tlint.views.model import norm_first_value, norm_like_name
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _STACKS = {"torch.nn.TransformerEncoder": "torch.nn.TransformerEncoderLayer",
            "torch.nn.TransformerDecoder": "torch.nn.TransformerDecoderLayer"}
@@ -52,7 +57,7 @@ class MissingFinalNorm(Rule):
     summary = "A pre-norm stack has no final norm before the output head."
     probes = ("depth-growth",)
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view = ctx.models
         index = ctx.index
         for call in index.calls:

@@ -3,7 +3,12 @@ sub-layer's output instead of adding it."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tlint.rules.base import Rule
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _KIND_TEXT = {"attention": "attention", "mlp": "MLP"}
 
@@ -17,7 +22,7 @@ class MissingResidual(Rule):
     summary = "A transformer block overwrites the residual stream with a sub-layer's output."
     probes = ("depth-growth", "grad-flow")
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         for module_class in ctx.models.classes.values():
             stream = module_class.stream()
             if not stream.is_transformer_block():

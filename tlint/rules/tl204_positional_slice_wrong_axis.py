@@ -3,11 +3,16 @@ batch-first input (`self.pe[:x.size(0)]` when x is `(B, T, C)`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.vocabulary import is_positional_name
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _BATCH_FIRST_LAYERS = frozenset({"torch.nn.MultiheadAttention", "torch.nn.TransformerEncoderLayer",
                                  "torch.nn.TransformerDecoderLayer", "torch.nn.Transformer"})
@@ -70,7 +75,7 @@ class PositionalSliceWrongAxis(Rule):
     summary = "A positional table is sliced by the batch size of a batch-first input."
     probes = ("batch-coupling", "position-blind", "padding-equivalence")
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view = ctx.models
         index = ctx.index
         batch_first_groups = set()

@@ -3,12 +3,17 @@ used, or a token-embedding + attention model with no positional information at a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import dotted_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.model import TORCH_ATTENTION
 from tlint.views.vocabulary import POSITIONAL_PARTS, is_positional_name
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _POSITION_WORDS = POSITIONAL_PARTS | {"rotary", "alibi", "relative", "rel", "sinusoidal", "sincos", "rotate", "freqs",
                                       "cis", "xpos", "bucket", "buckets"}
@@ -178,7 +183,7 @@ class PositionalEncodingUnused(Rule):
     summary = "A positional table is never used, or a token model has no positional information."
     probes = ("position-blind", "grad-flow")
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view = ctx.models
         through_parameters: set[str] | None = None
         through_owners: set[str] | None = None

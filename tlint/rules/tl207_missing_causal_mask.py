@@ -3,6 +3,8 @@ without a causal mask."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import (
@@ -15,6 +17,9 @@ from tlint.cst import (
 )
 from tlint.rules.base import Rule
 from tlint.views.model import causal_evidence
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 # torch module -> (mask keywords, positional index of the self-attention mask)
 _MASK_ARGS = {
@@ -77,7 +82,7 @@ class MissingCausalMask(Rule):
     summary = "A causal (decoder-only) model's self-attention has no causal mask."
     probes = ("causal-leak",)
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         evidence = causal_evidence(ctx)
         if not evidence:
             return

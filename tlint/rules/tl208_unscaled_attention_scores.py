@@ -3,7 +3,12 @@ the softmax without the 1/sqrt(d) scaling."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tlint.rules.base import Rule
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class UnscaledAttentionScores(Rule):
@@ -14,7 +19,7 @@ class UnscaledAttentionScores(Rule):
     summary = "Hand-written attention scores reach the softmax without 1/sqrt(d) scaling."
     probes = ("attention-entropy",)
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         for site in ctx.models.attention.sites:
             if site.is_scaled():
                 continue

@@ -3,12 +3,17 @@ softmax whose `dim` is left implicit."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint import fixes
 from tlint.cst import get_arg, literal_value, walk
 from tlint.rules.base import Rule
 from tlint.views.attention import SOFTMAX_FUNCTIONS
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _IMPLICIT = ("torch.nn.functional.softmax", "torch.softmax", "torch.nn.Softmax")
 
@@ -46,7 +51,7 @@ class SoftmaxWrongDim(Rule):
     summary = "Attention softmax over the wrong axis, or a softmax with an implicit dim."
     probes = ("attention-entropy",)
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         index = ctx.index
         attention = ctx.models.attention
         for call in index.calls:

@@ -4,6 +4,7 @@ a fully padded row becomes NaN after the softmax."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -11,6 +12,9 @@ from tlint import fixes
 from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.vocabulary import is_padding_mask_name
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _INF_NAMES = frozenset({"math.inf", "numpy.inf", "torch.inf", "numpy.Inf", "numpy.NINF"})
 
@@ -49,7 +53,7 @@ class NegInfMaskFill(Rule):
     summary = "Attention scores masked with -inf from a padding mask (fully padded rows give NaN)."
     probes = ("nan-trace",)
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         index = ctx.index
         seen = set()
         for site in ctx.models.attention.sites:

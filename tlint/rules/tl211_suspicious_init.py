@@ -4,6 +4,7 @@ or drawn with std >= 1 for a Linear/projection weight."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -23,6 +24,9 @@ from tlint.views.init import (
     strip_data,
     under_option,
 )
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 # The last layer of a residual branch or the model (zero-init there is a known scheme:
 # Fixup, ReZero-style output projections, GPT-2/muP readouts, timm's zero head).
@@ -149,7 +153,7 @@ class SuspiciousInit(Rule):
     summary = "A Linear/attention/embedding weight is initialised to a constant, or a matmul weight with std >= 1."
     probes = ("init-stats",)
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
         inits = find_init_calls(ctx.index)

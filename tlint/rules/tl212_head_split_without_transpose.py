@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tlint.rules.base import Rule
 from tlint.views.attention import head_splits_before_time
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class HeadSplitWithoutTranspose(Rule):
@@ -15,7 +20,7 @@ class HeadSplitWithoutTranspose(Rule):
     summary = "Heads split by viewing (B, T, C) as (B, heads, T, d) without a transpose."
     probes = ("causal-leak", "batch-coupling")
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         for call in head_splits_before_time(ctx.models.attention):
             ctx.report(call, "heads split with the head axis before the time axis directly from a (B, T, C) "
                              "tensor: `view` keeps memory order, so each \"head\" row mixes features of several "

@@ -8,7 +8,7 @@ without `gradient_clip_val` in a project that trains a transformer.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import libcst as cst
 
@@ -26,6 +26,9 @@ from tlint.views.training import (
     TrainingView,
     name_matches,
 )
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 def _no_clip_value(value) -> bool:
@@ -47,7 +50,7 @@ class MissingGradClipping(Rule):
     # Extra functions (qualified, e.g. "mylib.train.clip_gradients") that clip gradients.
     options = {"clip-functions": []}
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
         configs, unresolved = view.deepspeed_configs(ctx.path.parent)
         # DeepSpeed clips from its config; when the config is not visible, assume it does.

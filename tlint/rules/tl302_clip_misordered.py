@@ -9,12 +9,16 @@ and none after it (the update is done unclipped). A call that only measures the 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from tlint.cst import get_arg
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, CLIP, OPTIMIZER_STEP, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class ClipMisordered(Rule):
@@ -24,7 +28,7 @@ class ClipMisordered(Rule):
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "Gradients are clipped before backward() or after optimizer.step()."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
         reported: set[int] = set()
         for loop in view.loops:

@@ -9,12 +9,17 @@ Lightning's `self.clip_gradients`) are not judged.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint import fixes
 from tlint.cst import dotted_name, last_name
 from tlint.rules.base import Rule
 from tlint.views.training import CLIP, CLIP_FUNCTIONS, OPTIMIZER_STEP, SCALE, UNSCALE, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _SELF_UNSCALING = frozenset({"accelerator", "fabric"})
 
@@ -26,7 +31,7 @@ class ClipWithoutUnscale(Rule):
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "AMP-scaled gradients are clipped without scaler.unscale_(optimizer) first."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
         reported: set[int] = set()
         for loop in view.loops:

@@ -7,9 +7,14 @@ warmup (the `warmup` fact, see `tlint.views.training.warmup_sites`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tlint.cst import get_arg
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.training import NO_WARMUP, TrainingView, is_adam_name, name_matches
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _NO_WARMUP_ANYWHERE = ProjectCondition(any_of=("transformer",), none_of=("warmup",), scope="imports")
 
@@ -35,7 +40,7 @@ class MissingWarmup(Rule):
         names = {str(name).rsplit(".", 1)[-1] for name in self.options["optimizers"]}
         return None if "" in names else self.tokens | names
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:  # unit tests of optimisers and models are not training runs
             return
         view: TrainingView = ctx.training

@@ -11,9 +11,14 @@ schedulers built from a class of this file, which may be written to step first.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tlint import fixes
 from tlint.rules.base import Rule
 from tlint.views.training import OPTIMIZER_STEP, SCHEDULER_STEP, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class SchedulerBeforeOptimizer(Rule):
@@ -23,7 +28,7 @@ class SchedulerBeforeOptimizer(Rule):
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "scheduler.step() is called before optimizer.step() in the same iteration."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:  # tests of schedulers step them in whatever order they probe
             return
         view: TrainingView = ctx.training

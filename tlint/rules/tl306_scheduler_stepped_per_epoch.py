@@ -10,11 +10,16 @@ training loop rather than in the training loop itself; or returned by a Lightnin
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import get_arg, last_name, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.training import SCHEDULER_STEP, SchedulerSite, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 # (keyword, position) of the arguments that size a schedule, by constructor name.
 _SIZE_ARGUMENTS = {
@@ -37,7 +42,7 @@ class SchedulerSteppedPerEpoch(Rule):
     tokens = frozenset({"sched", "warmup", "swalr"})
     summary = "A schedule sized in optimiser steps is stepped once per epoch."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
         sized = [site for site in view.schedulers if self._sized_in_steps(view, site)]
         if not sized:

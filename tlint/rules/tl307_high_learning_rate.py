@@ -11,11 +11,16 @@ whose lambda carries the scale itself (Noam: `d_model ** -0.5 * ...`) makes the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import get_arg, walk
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.training import TrainingView, is_adam_name
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _TRANSFORMER = ProjectCondition(any_of=("transformer",), scope="imports")
 
@@ -31,7 +36,7 @@ class HighLearningRate(Rule):
     verify_site = "training"
     options = {"max-lr-scratch": 1e-3, "max-lr-pretrained": 1e-4, "max-lr-adapter": 5e-3}
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
         view: TrainingView = ctx.training

@@ -10,11 +10,16 @@ upcast to fp32) are not judged.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import get_arg, last_name, literal_value, snake_parts
 from tlint.rules.base import Rule
 from tlint.views.training import UNKNOWN, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _FP16 = frozenset({"torch.float16", "torch.half"})
 _DEFAULT_EPS = 1e-8
@@ -28,7 +33,7 @@ class AdamEpsUnderflow(Rule):
     tokens = frozenset({"adam"})  # pre-filter: Adam-family optimisers
     summary = "Adam's eps (1e-8 by default) rounds to zero over fp16 parameters."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
         casts = [call for call in ctx.index.calls if self._casts_model_to_fp16(view, call)]
         # DeepSpeed and apex keep fp32 master weights; peft upcasts the trainable adapters to fp32.

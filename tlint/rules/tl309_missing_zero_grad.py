@@ -7,8 +7,13 @@ under a condition, which counts.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class MissingZeroGrad(Rule):
@@ -18,7 +23,7 @@ class MissingZeroGrad(Rule):
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "A training loop runs backward() and step() but never resets the gradients."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:  # unit tests step a toy loss a few times
             return
         view: TrainingView = ctx.training

@@ -9,10 +9,15 @@ different branch, not a wipe; a reset of another optimiser (GANs) is not one eit
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tlint import fixes
 from tlint.cst import dotted_name
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class ZeroGradMisplaced(Rule):
@@ -22,7 +27,7 @@ class ZeroGradMisplaced(Rule):
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "zero_grad() between backward() and step() wipes the gradients before they are used."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
         reported: set[int] = set()
         for loop in view.loops:

@@ -10,11 +10,16 @@ the loop or the helpers it runs — the update is k times too large. `accelerate
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import last_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, OPTIMIZER_STEP, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class AccumulationLossUnscaled(Rule):
@@ -24,7 +29,7 @@ class AccumulationLossUnscaled(Rule):
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "The optimiser steps every k iterations but the loss is not divided by k."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
         for loop in view.loops:
             if self._framework_accumulates(view, loop):

@@ -10,11 +10,16 @@ epoch) and never back to `train()`: dropout stays off for the rest of training.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import last_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, EVAL, FORWARD, LOSS, OPTIMIZER_STEP, TRAIN, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _EVAL_WORDS = ("eval", "valid", "test")
 _NOT_EVALUATION = frozenset({"generate", "generation", "sample", "sampling", "ema", "update", "decode", "infer",
@@ -35,7 +40,7 @@ class MissingEvalMode(Rule):
     patterns = (r"def[\s\\]+_*(?:eval|valid)",)  # a function whose name starts so (any case)
     summary = "Evaluation runs without model.eval(), or training never returns to model.train()."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
         view: TrainingView = ctx.training

@@ -7,12 +7,17 @@ switch someone turns on deliberately (`if args.debug:`), and is not reported.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint import fixes
 from tlint.cst import dotted_name
 from tlint.rules.base import Rule
 from tlint.views.training import TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _SET = ("torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly")
 _CONTEXT = ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly")
@@ -25,7 +30,7 @@ class AnomalyDetectionLeftOn(Rule):
     tokens = frozenset({"anomaly"})  # pre-filter: `set_detect_anomaly`/`detect_anomaly`
     summary = "Autograd anomaly detection is left on in training code (several times slower)."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
         view: TrainingView = ctx.training

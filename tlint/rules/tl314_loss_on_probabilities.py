@@ -9,11 +9,16 @@ target (soft labels for distillation) is not judged.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import get_arg
 from tlint.rules.base import Rule
 from tlint.views.training import TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _LOSSES = {
     "torch.nn.functional.cross_entropy": "cross_entropy",
@@ -36,7 +41,7 @@ class LossOnProbabilities(Rule):
     tokens = frozenset({"cross_entropy", "nll_loss", "crossentropyloss", "nllloss"})
     summary = "cross_entropy/nll_loss is given softmax probabilities instead of logits/log-probabilities."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
         for call in ctx.index.calls:
             loss = _LOSSES.get(ctx.index.qualify(call.func) or view.origin(call.func) or "")

@@ -7,11 +7,16 @@ matrices. Explicit parameter groups are not judged.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import get_arg, last_name
 from tlint.rules.base import Rule
 from tlint.views.training import TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 _WRAPPERS = frozenset({"filter", "list", "tuple"})
 
@@ -24,7 +29,7 @@ class WeightDecayOnNormAndBias(Rule):
     default_enabled = False
     summary = "AdamW applies weight decay to biases, norms and embeddings (no parameter groups)."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
         for site in view.optimizers:
             if "adamw" not in site.name.rsplit(".", 1)[-1].lower():

@@ -8,11 +8,16 @@ Lightning log it themselves and have no hand-written loop to judge.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from tlint.cst import last_name, snake_parts
 from tlint.rules.base import Rule
 from tlint.views.training import CLIP, OPTIMIZER_STEP, TrainingView
+
+if TYPE_CHECKING:
+    from tlint.context import FileContext
 
 
 class GradNormNotMonitored(Rule):
@@ -23,7 +28,7 @@ class GradNormNotMonitored(Rule):
     default_enabled = False
     summary = "A training loop never logs its gradient norm."
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
         view: TrainingView = ctx.training
