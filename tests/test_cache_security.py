@@ -332,3 +332,16 @@ def test_the_key_file_is_private(tmp_path, monkeypatch):
         assert signed.secret() == key
     finally:
         signed._load_key.cache_clear()
+
+
+def test_no_key_can_be_made_then_nothing_is_cached(demo, tmp_path, capsys, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # the key's folder cannot be created
+    signed._load_key.cache_clear()
+    try:
+        assert signed.secret() is None
+        assert lint(demo, capsys, monkeypatch)[0] == lint(demo, capsys, monkeypatch, "--no-cache")[0]
+        assert not list((demo / CACHE_DIR_NAME).rglob("*.json"))
+    finally:
+        signed._load_key.cache_clear()

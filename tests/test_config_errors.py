@@ -71,3 +71,18 @@ def test_config_flag_with_errors_names_its_line(tmp_path, capsys, monkeypatch):
     make_project(tmp_path, {"a.py": "x = 1\n", "ci/lint.toml": '\n\nignore = ["nope"]\n'})
     proc = main_in(tmp_path, "check", "--config", "ci/lint.toml", ".", capsys=capsys, monkeypatch=monkeypatch)
     assert_config_error(proc, "lint.toml:3", "`nope`")
+
+
+def test_a_forced_config_ignores_a_broken_pyproject_on_the_way(tmp_path, capsys, monkeypatch):
+    """`--config` decides the settings and the root: a broken `pyproject.toml` in the linted
+    folder is not read (not even to find the paths' project)."""
+    from tests.cliutil import main_in
+
+    (tmp_path / "pyproject.toml").write_text("[tool.tlint\nbroken", encoding="utf-8")
+    (tmp_path / "good.toml").write_text('select = ["TL1"]\n', encoding="utf-8")
+    (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
+    proc = main_in(tmp_path, "check", "--no-cache", "--config", "good.toml", "a.py", ".", capsys=capsys,
+                   monkeypatch=monkeypatch)
+    assert proc.returncode == 0, proc.stderr
+    proc = main_in(tmp_path, "clean", "--config", "good.toml", ".", capsys=capsys, monkeypatch=monkeypatch)
+    assert proc.returncode == 0, proc.stderr

@@ -301,7 +301,8 @@ class Linter:
         `self.notices` for the CLI to print)."""
         key = tuple(paths)
         if self._roots is None or self._roots[0] != key:
-            roots, notices = named_roots(paths)
+            # `--config` decides every file's settings and root: no project is looked for
+            roots, notices = named_roots(paths) if self.resolver.forced is None else ({}, [])
             self._roots = (key, roots)
             self.notices = notices
         return self._roots[1]
