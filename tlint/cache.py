@@ -131,10 +131,12 @@ def read_input(path: Path, limit: int = _INPUT_LIMIT) -> bytes | None:
         os.close(fd)
 
 
-def input_digest(path: Path) -> str | None:
-    """What an input file is now: its content digest, a marker for a file that is not
-    read (not regular, too large), or None when it is absent."""
-    data = read_input(path)
+def input_digest(path: Path, data: bytes | None = None) -> str | None:
+    """What an input file is: the digest of its content (`data` when the caller already
+    read it with `read_input`), a marker for a file that is not read (not regular, too
+    large), or None when it is absent."""
+    if data is None:
+        data = read_input(path)
     if data is not None:
         return digest_bytes(data)
     try:
@@ -226,7 +228,7 @@ class FileCache:
         cached = self._settings_keys.get(id(settings))
         if cached is None or cached[0] is not settings:
             cached = self._settings_keys[id(settings)] = (settings, settings_fingerprint(settings))
-        content = hashlib.blake2b(data, digest_size=16).hexdigest()
+        content = digest_bytes(data)
         return "\0".join((code_fingerprint(), cached[1], str(path), display, content, str(self.prefilter)))
 
     def _entry(self, path: Path, settings: Settings) -> Path:

@@ -464,7 +464,7 @@ def _clean(args: argparse.Namespace) -> int:
     try:
         resolver = ConfigResolver(forced=args.config)
         paths = args.paths or [Path(".")]
-        roots, _ = named_roots(paths) if resolver.forced is None else ({}, [])
+        roots, _ = named_roots(paths, resolver.find_config) if resolver.forced is None else ({}, [])
         for path in paths:
             if not path.exists():
                 raise UsageError(f"{path}: no such file or folder")

@@ -427,6 +427,7 @@ class ConfigResolver:
 
     def __init__(self, forced: Path | None = None, fallback_root: Path | None = None) -> None:
         self._cache: dict[tuple[Path, Path | None], Settings] = {}
+        self._found: dict[Path, tuple[Path | None, Path | None]] = {}
         self._by_config: dict[Path, Settings] = {}
         self.fallback_root = (fallback_root or Path.cwd()).resolve()
         self.forced = None
@@ -449,7 +450,7 @@ class ConfigResolver:
         cached = self._cache.get(memo_key)
         if cached is not None:
             return cached
-        config, git_root = find_config(folder)
+        config, git_root = self.find_config(folder)
         if config is not None:
             config = config.resolve()
             settings = self._by_config.get(config)
@@ -464,6 +465,14 @@ class ConfigResolver:
                 self._by_config[root] = settings
         self._cache[memo_key] = settings
         return settings
+
+    def find_config(self, folder: Path) -> tuple[Path | None, Path | None]:
+        """`find_config` of a resolved folder, once per folder (discovery, the project
+        phase and `named_roots` ask for the same folders under different roots)."""
+        found = self._found.get(folder)
+        if found is None:
+            found = self._found[folder] = find_config(folder)
+        return found
 
     def all_settings(self) -> list[Settings]:
         seen = list(self._by_config.values())
@@ -484,7 +493,7 @@ def _too_wide(folder: Path) -> bool:
     return home == folder or folder in home.parents
 
 
-def named_roots(paths: list[Path]) -> tuple[dict[Path, Path], list[str]]:
+def named_roots(paths: list[Path], find=find_config) -> tuple[dict[Path, Path], list[str]]:
     """The root each named path gets when nothing else decides its project, and notices.
 
     A path inside a project (a tlint config or a git root above it) is decided by that.
@@ -494,6 +503,7 @@ def named_roots(paths: list[Path]) -> tuple[dict[Path, Path], list[str]]:
     are the same run). When that common folder is too wide to be a project (`_too_wide`),
     each path is its own root instead (a path inside another named folder takes that
     folder), with a notice. {path as given: root}; a path that does not exist is absent.
+    `find`: how a folder's config and git root are found (`ConfigResolver.find_config`).
     """
     folders: dict[Path, Path] = {}
     for given in paths:
@@ -503,7 +513,7 @@ def named_roots(paths: list[Path]) -> tuple[dict[Path, Path], list[str]]:
             folder = (given if given.is_dir() else given.parent).resolve()
         except (OSError, RuntimeError):
             continue
-        config, git_root = find_config(folder)
+        config, git_root = find(folder)
         if config is None and git_root is None:
             folders[given] = folder
     if not folders:

@@ -171,10 +171,10 @@ class FileContext:
         """The bytes of another file the analysis depends on (a regular file under 2 MB;
         None when it is absent, not regular or larger), recorded so that a cached result
         of this file holds only while that file is unchanged."""
-        from tlint.cache import digest_bytes, input_digest, note_input, read_input
+        from tlint.cache import input_digest, note_input, read_input
 
         data = read_input(path)
-        self.inputs[path] = digest_bytes(data) if data is not None else input_digest(path)
+        self.inputs[path] = input_digest(path, data)
         note_input(path)
         return data
 

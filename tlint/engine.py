@@ -143,7 +143,10 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
             ctx._rule = rule
             before = len(ctx.reports)
             try:
-                _timed(timer, f"rule: {rule.code} {rule.name}", rule.check, ctx)
+                if timer is None:
+                    rule.check(ctx)
+                else:
+                    timer(f"rule: {rule.code} {rule.name}", rule.check, ctx)
             except ViewError as exc:  # reported once per view, below
                 del ctx.reports[before:]
                 skipped.setdefault(exc.view, []).append(rule.code)
@@ -189,20 +192,19 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
 
 
 def analyse_cached(cache: FileCache | None, path: Path, display: str, settings: Settings, *,
-                   facts_only: bool = False, options: TaskOptions = TaskOptions(),
-                   timer: Timer | None = None) -> FileResult:
+                   facts_only: bool = False, prefilter: bool = True, timer: Timer | None = None) -> FileResult:
     """`analyse_file` of a file on disk through the cache (when there is one): the stored
     result if the file, its settings and tlint are unchanged, else a fresh one, stored.
     The key and the analysis come from one read of the file. For the project phase's
     unnamed files (`facts_only`): a full entry answers too."""
     data = read_source(path, display)
     if cache is None or isinstance(data, Diagnostic):
-        return analyse_file(path, display, settings, data=data, facts_only=facts_only, prefilter=options.prefilter,
+        return analyse_file(path, display, settings, data=data, facts_only=facts_only, prefilter=prefilter,
                             timer=timer)
     key = cache.key(path, display, settings, data)
     result = cache.load(path, key, settings, facts_only=facts_only)
     if result is None:
-        result = analyse_file(path, display, settings, data=data, facts_only=facts_only, prefilter=options.prefilter,
+        result = analyse_file(path, display, settings, data=data, facts_only=facts_only, prefilter=prefilter,
                               timer=timer)
         cache.store(path, key, settings, result, facts_only=facts_only)
     return result
@@ -302,7 +304,8 @@ class Linter:
         key = tuple(paths)
         if self._roots is None or self._roots[0] != key:
             # `--config` decides every file's settings and root: no project is looked for
-            roots, notices = named_roots(paths) if self.resolver.forced is None else ({}, [])
+            roots, notices = named_roots(paths, self.resolver.find_config) if self.resolver.forced is None \
+                else ({}, [])
             self._roots = (key, roots)
             self.notices = notices
         return self._roots[1]
@@ -340,7 +343,7 @@ class Linter:
                                         prefilter=self.prefilter, timer=timer)
                 # as a named file is read (decoded like Python does), through the cache
                 return analyse_cached(cache, path, display_path(path), settings, facts_only=True,
-                                      options=self.options, timer=timer)
+                                      prefilter=self.prefilter, timer=timer)
 
             _timed(timer, "phase: cross-file (project graph, conditions)", resolve_projects, results,
                    {t[0]: t[2] for t in tasks}, self.settings_for, overrides, cache, analyse_facts, timer)
