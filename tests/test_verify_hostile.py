@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.cliutil import make_project, run_tlint
-from tlint.verify import command
-from tlint.verify.command import VerifyError, _ChildRun, run_worker
+from tlint.verify import child
+from tlint.verify.child import ChildRun
+from tlint.verify.command import VerifyError, run_worker
 from tlint.verify.options import VerifyOptions
 
 # --- the parent's bookkeeping, with a scripted child (no torch, no process) -------------------
@@ -35,7 +36,7 @@ def _template(name: str) -> dict:
 LOADED = {"model": {"class": "M"}, "classes": []}
 
 
-def _scripted(monkeypatch, runs: list[_ChildRun]) -> list[list[str]]:
+def _scripted(monkeypatch, runs: list[ChildRun]) -> list[list[str]]:
     """Replace the child process by `runs`, one per start; returns the probes each start got."""
     asked: list[list[str]] = []
 
@@ -43,7 +44,7 @@ def _scripted(monkeypatch, runs: list[_ChildRun]) -> list[list[str]]:
         asked.append(list(options.probes))
         return runs.pop(0)
 
-    monkeypatch.setattr(command, "_run_child", fake)
+    monkeypatch.setattr(child, "run_probes", fake)
     return asked
 
 
@@ -53,9 +54,9 @@ def _options(**kw) -> VerifyOptions:
 
 def test_a_probe_past_its_limit_is_skipped_and_the_rest_run_in_a_fresh_child(monkeypatch):
     asked = _scripted(monkeypatch, [
-        _ChildRun(loaded=LOADED, done=[_entry("mask-leak")], running="causal-leak",
+        ChildRun(loaded=LOADED, done=[_entry("mask-leak")], running="causal-leak",
                   template=_template("causal-leak"), stopped="probe-timeout", elapsed=5.0),
-        _ChildRun(loaded=LOADED, done=[_entry("nan-trace", "fail")], ended=True),
+        ChildRun(loaded=LOADED, done=[_entry("nan-trace", "fail")], ended=True),
     ])
     result = run_worker(_options(probe_timeout=5))
     assert asked == [["mask-leak", "causal-leak", "nan-trace"], ["nan-trace"]]
@@ -68,9 +69,9 @@ def test_a_probe_past_its_limit_is_skipped_and_the_rest_run_in_a_fresh_child(mon
 
 def test_a_probe_that_crashes_the_child_is_skipped_with_how(monkeypatch):
     _scripted(monkeypatch, [
-        _ChildRun(loaded=LOADED, running="mask-leak", template=_template("mask-leak"), how="was killed by signal 11",
+        ChildRun(loaded=LOADED, running="mask-leak", template=_template("mask-leak"), how="was killed by signal 11",
                   last_words="Segmentation fault"),
-        _ChildRun(loaded=LOADED, done=[_entry("causal-leak"), _entry("nan-trace")], ended=True),
+        ChildRun(loaded=LOADED, done=[_entry("causal-leak"), _entry("nan-trace")], ended=True),
     ])
     probes = run_worker(_options())["probes"]
     assert probes[0]["status"] == "skip"
@@ -80,7 +81,7 @@ def test_a_probe_that_crashes_the_child_is_skipped_with_how(monkeypatch):
 
 def test_the_whole_run_timeout_skips_what_is_left(monkeypatch):
     _scripted(monkeypatch, [
-        _ChildRun(loaded=LOADED, done=[_entry("mask-leak")], running="causal-leak", template=_template("causal-leak"),
+        ChildRun(loaded=LOADED, done=[_entry("mask-leak")], running="causal-leak", template=_template("causal-leak"),
                   stopped="timeout"),
     ])
     probes = run_worker(_options(timeout=30))["probes"]
@@ -90,10 +91,10 @@ def test_the_whole_run_timeout_skips_what_is_left(monkeypatch):
 
 
 @pytest.mark.parametrize("run, kind, words", [
-    (_ChildRun(stopped="probe-timeout"), "timeout", "did not finish within 7 s (`probe-timeout`)"),
-    (_ChildRun(stopped="timeout"), "timeout", "did not finish the probes within 600 s"),
-    (_ChildRun(how="exited with code 3", last_words="boom"), "crash", "exited with code 3 before reporting"),
-    (_ChildRun(error=("factory", "it raised")), "factory", "it raised"),
+    (ChildRun(stopped="probe-timeout"), "timeout", "did not finish within 7 s (`probe-timeout`)"),
+    (ChildRun(stopped="timeout"), "timeout", "did not finish the probes within 600 s"),
+    (ChildRun(how="exited with code 3", last_words="boom"), "crash", "exited with code 3 before reporting"),
+    (ChildRun(error=("factory", "it raised")), "factory", "it raised"),
 ])
 def test_loading_that_fails_is_an_error(monkeypatch, run, kind, words):
     _scripted(monkeypatch, [run])

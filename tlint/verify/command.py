@@ -4,16 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tlint.verify import child
 from tlint.verify.options import (
     PROBES,
     TRAINING_PROBES,
@@ -24,9 +21,7 @@ from tlint.verify.options import (
     resolve,
     select_probes,
 )
-from tlint.verify.progress import ProgressBar
 
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 # command-line flag (argparse dest) -> config key
 FLAG_KEYS = {
     "model": "model", "seq_len": "seq-len", "batch_size": "batch-size", "vocab_size": "vocab-size",
@@ -143,7 +138,7 @@ def run_worker(options: VerifyOptions, verbose: bool = False, deadline: float | 
     done: dict[str, dict[str, Any]] = {}
     loaded: dict[str, Any] | None = None
     while True:
-        run = _run_child(replace(options, probes=pending), deadline, verbose)
+        run = child.run_probes(replace(options, probes=pending), deadline, verbose)
         loaded = loaded or run.loaded
         for entry in run.done:
             done[entry["probe"]] = entry
@@ -192,7 +187,7 @@ def _skipped(template: dict[str, Any] | None, reason: str, seconds: float) -> di
             "seconds": round(seconds, 3)}
 
 
-def _loading_failure(run: _ChildRun, options: VerifyOptions) -> tuple[str, str]:
+def _loading_failure(run: child.ChildRun, options: VerifyOptions) -> tuple[str, str]:
     what = f"loading the model `{options.model}` (importing it and building it)"
     if run.stopped == "timeout":
         return "timeout", (f"the model did not finish the probes within {options.timeout:g} s (`timeout`, the whole "
@@ -206,119 +201,6 @@ def _loading_failure(run: _ChildRun, options: VerifyOptions) -> tuple[str, str]:
                            "sizes in `model-kwargs`")
     return "crash", (f"the process running the model {run.how} before reporting"
                      + (f"; its last words:\n{run.last_words}" if run.last_words else ""))
-
-
-@dataclass
-class _ChildRun:
-    loaded: dict[str, Any] | None = None     # the "loaded" event: model info and classes
-    done: list[dict[str, Any]] = field(default_factory=list)
-    running: str | None = None               # the probe started and not finished
-    template: dict[str, Any] | None = None   # its skip entry (tolerance, unit)
-    ended: bool = False
-    error: tuple[str, str] | None = None
-    stopped: str | None = None               # "timeout" | "probe-timeout" when this process killed the child
-    how: str = ""                            # how the child ended, when it crashed
-    last_words: str = ""
-    elapsed: float = 0.0                     # seconds since the last event
-
-
-_POLL_S = 0.05
-_EXIT_GRACE_S = 5.0
-
-
-def _run_child(options: VerifyOptions, deadline: float, verbose: bool) -> _ChildRun:
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
-    run = _ChildRun()
-    with tempfile.TemporaryDirectory(prefix="tlint-verify-") as tmp:
-        request, progress, output = Path(tmp) / "request.json", Path(tmp) / "progress.jsonl", Path(tmp) / "output.txt"
-        request.write_text(options.to_json(), encoding="utf-8")
-        progress.touch()
-        command = [sys.executable, "-m", "tlint.verify.worker", str(request), str(progress)]
-        with open(output, "wb") as sink:
-            proc = subprocess.Popen(command, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=sink,
-                                    stderr=subprocess.STDOUT, start_new_session=os.name == "posix")
-        bar = ProgressBar()
-        try:
-            _watch(proc, progress, run, options, deadline, bar)
-        finally:
-            bar.close()
-            if proc.poll() is None:
-                _kill(proc)
-        text = output.read_text(encoding="utf-8", errors="replace")
-        if verbose and text:
-            sys.stderr.write(text)
-        run.last_words = "\n".join(text.strip().splitlines()[-6:])
-        code = proc.returncode
-        run.how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-    return run
-
-
-def _watch(proc: subprocess.Popen, progress: Path, run: _ChildRun, options: VerifyOptions, deadline: float,
-           bar: ProgressBar | None = None) -> None:
-    """Follow the child's events until it ends, crashes or runs past a limit (then kill it)."""
-    offset, last_event, ready = 0, time.monotonic(), False
-    bar = bar or ProgressBar()
-    while True:
-        exited = proc.poll() is not None
-        with open(progress, "rb") as stream:
-            stream.seek(offset)
-            data = stream.read()
-        complete = data[: data.rfind(b"\n") + 1]
-        offset += len(complete)
-        for line in complete.decode("utf-8").splitlines():
-            event = json.loads(line)
-            if event["event"] == "progress":  # a long probe's steps: a bar, not a new stage
-                bar.update(event)
-                continue
-            _apply(event, run)
-            last_event, ready = time.monotonic(), True
-        now = time.monotonic()
-        run.elapsed = now - last_event
-        if run.ended or run.error is not None:
-            try:
-                proc.wait(timeout=_EXIT_GRACE_S)  # e.g. a user thread that keeps the child alive
-            except subprocess.TimeoutExpired:
-                _kill(proc)
-            return
-        if exited:
-            return
-        if now >= deadline:
-            run.stopped = "timeout"
-        elif ready and now - last_event >= options.probe_timeout:  # torch's own import is not the user's
-            run.stopped = "probe-timeout"
-        if run.stopped:
-            _kill(proc)
-            return
-        time.sleep(_POLL_S)
-
-
-def _apply(event: dict[str, Any], run: _ChildRun) -> None:
-    kind = event["event"]
-    if kind == "loaded":
-        run.loaded = {"model": event["model"], "classes": event["classes"]}
-    elif kind == "start":
-        run.running, run.template = event["probe"], event["template"]
-    elif kind == "done":
-        run.done.append(event["entry"])
-        run.running = run.template = None
-    elif kind == "end":
-        run.ended = True
-    elif kind == "error":
-        run.error = (event["kind"], event["message"])
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """Kill the child and whatever it started (its own session on POSIX)."""
-    try:
-        if os.name == "posix":
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            proc.kill()
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
 
 
 def match_findings(result: dict[str, Any], options: VerifyOptions) -> list[dict[str, Any]]:

@@ -14,10 +14,7 @@ import argparse
 import functools
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -297,47 +294,18 @@ def histogram_text(bins: list[list[int]], width: int = 40) -> str:
                      for name, (_, _, n) in zip(names, bins))
 
 
-_POLL_S = 0.05
-
-
 def _run_child(options: DataOptions, verbose: bool) -> dict[str, Any]:
-    from tlint.verify.command import _PACKAGE_ROOT, _kill
+    from tlint.verify.child import run_scan
 
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
-    with tempfile.TemporaryDirectory(prefix="tlint-scan-") as tmp:
-        request, result_path, output = Path(tmp) / "request.json", Path(tmp) / "result.json", Path(tmp) / "output.txt"
-        request.write_text(options.to_json(), encoding="utf-8")
-        command = [sys.executable, "-m", "tlint.verify.data", str(request), str(result_path)]
-        deadline = time.monotonic() + options.timeout
-        with open(output, "wb") as sink:
-            proc = subprocess.Popen(command, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=sink,
-                                    stderr=subprocess.STDOUT, start_new_session=os.name == "posix")
-        timed_out = False
-        try:
-            while proc.poll() is None:
-                if time.monotonic() >= deadline:
-                    timed_out = True
-                    break
-                time.sleep(_POLL_S)
-        finally:
-            if proc.poll() is None:
-                _kill(proc)
-        text = output.read_text(encoding="utf-8", errors="replace")
-        if verbose and text:
-            sys.stderr.write(text)
-        if timed_out:
-            raise DataError("timeout", f"the data scan did not finish within {options.timeout:g} s (`timeout`) and "
-                            "was stopped: a loader that hangs (e.g. worker processes, a network read), or batches "
-                            "too slow to produce; lower --batches or raise `timeout`")
-        if not result_path.is_file():
-            last = "\n".join(text.strip().splitlines()[-6:])
-            code = proc.returncode
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            raise DataError("crash", f"the process running the data loader {how} before reporting"
-                            + (f"; its last words:\n{last}" if last else ""))
-        result = json.loads(result_path.read_text(encoding="utf-8"))
+    run = run_scan(options, verbose)
+    if run.timed_out:
+        raise DataError("timeout", f"the data scan did not finish within {options.timeout:g} s (`timeout`) and "
+                        "was stopped: a loader that hangs (e.g. worker processes, a network read), or batches "
+                        "too slow to produce; lower --batches or raise `timeout`")
+    if run.result is None:
+        raise DataError("crash", f"the process running the data loader {run.how} before reporting"
+                        + (f"; its last words:\n{run.last_words}" if run.last_words else ""))
+    result = run.result
     if "error" in result:
         raise DataError(result["error"]["kind"], result["error"]["message"])
     return result
