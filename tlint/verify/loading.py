@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import os
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
-from tlint.verify.options import ADAPTER_NOTE, CALL_STYLES, VerifyOptions
+from tlint.verify.options import ADAPTER_NOTE, ADAPTER_NOTE_NO_MASK, CALL_STYLES, VerifyOptions
 
 _TLINT_DIR = Path(__file__).resolve().parent.parent
 
@@ -137,7 +139,7 @@ def check_memory(factory: Any, options: VerifyOptions) -> None:
     parameters and buffers, times MEMORY_FACTOR, exceed the memory limit. A factory that
     cannot build on `meta` (it loads weights, calls .item(), ...) is built for real unchecked."""
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), _SkipInitialisers():
             shadow = factory(**options.model_kwargs)
     except BaseException:  # noqa: BLE001  (the real build reports the user's error, if any)
         return
@@ -155,6 +157,22 @@ def check_memory(factory: Any, options: VerifyOptions) -> None:
                             f"a deeper copy) exceed the memory limit of {_mib(limit)}. Nothing was allocated. Lower "
                             "the sizes in `model-kwargs` (layers, width, vocabulary): the probes need only a small "
                             "model, or raise `memory-limit` (MiB) in [tool.tlint.verify] / --memory-limit")
+
+
+class _SkipInitialisers(TorchFunctionMode):
+    """On the meta device an initialiser (`nn.init.normal_`, `Tensor.uniform_`, ...) has no
+    numbers to fill, but running it goes through torch's reference implementations, which
+    import `torch._dynamo` (about 1.5 s). Only the shapes count here: every in-place call on
+    a meta tensor returns that tensor untouched."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name.endswith("_") and not name.endswith("__"):
+            target = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        return func(*args, **kwargs)
 
 
 def _mib(value: float) -> str:
@@ -191,37 +209,122 @@ def first_tensor(output: Any) -> torch.Tensor | None:
     return None
 
 
+# Names whose mask means "True / 1 = pad (ignore)" contain one of these; other mask names
+# (`attention_mask`, `mask`, `input_mask`) mean "1 = keep".
+_PAD_WORDS = ("pad", "ignore")
+# Mask parameters that are not the padding mask (causal or per-head masks, whatever their dtype).
+_NOT_PADDING = ("causal", "head", "attn_mask", "src_mask", "tgt_mask", "memory_mask", "token_type", "labels",
+                "position", "decoder_")
+
+
+def mask_is_padding_flag(name: str) -> bool:
+    """The mask's polarity from its parameter name: True when it is a bool, True = pad."""
+    return any(word in name.lower() for word in _PAD_WORDS)
+
+
+def _mask_parameter(names: list[str], taken: set[str]) -> str | None:
+    """The padding mask among forward's named parameters (by name), or None."""
+    for name in names[1:]:
+        low = name.lower()
+        if name in taken or not ("mask" in low or "pad" in low) or any(word in low for word in _NOT_PADDING):
+            continue
+        return name
+    return None
+
+
 @dataclass
 class Caller:
-    """How to call forward: `style` is a built-in call style or an adapter's dotted path."""
+    """How to call forward: `style` is a built-in call style, an `ids,NAME` style that passes
+    the padding mask by its parameter name (its polarity and dtype from the name), or an
+    adapter's dotted path. `seq_first`: the model takes (seq, batch) ids (and returns (seq,
+    batch, ...)); the probes still see (batch, seq)."""
 
     style: str
     adapter: Callable | None = None
+    adapter_mask: bool = True       # an adapter's signature: (model, ids, mask) or (model, ids)
+    seq_first: bool = False
+    vocab_size: int = 2             # encoder-decoder styles: the fixed source's token range
+    pad_token_id: int = 0
 
     @property
     def has_mask(self) -> bool:
-        return self.style != "ids"
+        return self.style != "ids" and (self.adapter is None or self.adapter_mask)
+
+    @property
+    def mask_name(self) -> str | None:
+        """The keyword of an `ids,NAME` style."""
+        head, _, name = self.style.partition(",")
+        return name if head == "ids" and name and name != "mask" else None
 
     @property
     def convention(self) -> str:
-        return CALL_STYLES.get(self.style, ADAPTER_NOTE)
+        if self.adapter is not None:
+            return ADAPTER_NOTE if self.adapter_mask else ADAPTER_NOTE_NO_MASK
+        name = self.mask_name
+        if name is not None:
+            how = "bool True = pad (ignore)" if mask_is_padding_flag(name) else "long 1 = keep, 0 = pad"
+            text = f"model(ids, {name}=mask), mask {how} (bound by its parameter name)"
+        else:
+            text = CALL_STYLES.get(self.style, "")
+        return text + ("; sequence-first: ids fed as (seq, batch)" if self.seq_first else "")
+
+    def source(self, keep: torch.Tensor) -> torch.Tensor:
+        """The encoder-decoder's fixed source sentence: real tokens where `keep` is True,
+        counted from each sample's first real token (so they do not depend on the batch or
+        the padding side), the pad id elsewhere."""
+        rank = (keep.long().cumsum(dim=1) - 1).clamp_min(0)
+        tokens = (rank * 37 + 11) % max(self.vocab_size - 1, 1)
+        tokens = tokens + (tokens >= self.pad_token_id).long()
+        return torch.where(keep.bool(), tokens, torch.full_like(tokens, self.pad_token_id))
 
     def raw(self, model: nn.Module, ids: torch.Tensor, keep: torch.Tensor | None) -> Any:
         """Call the model; `keep` is a bool (batch, seq) tensor, True at real tokens."""
+        if self.seq_first:
+            ids = ids.transpose(0, 1)  # (padding masks stay (batch, seq), as torch's modules take them)
         if self.adapter is not None:
-            return self.adapter(model, ids, keep.long())  # type: ignore[union-attr]  # (an adapter has_mask)
+            if not self.adapter_mask:
+                return self.adapter(model, ids)
+            full = keep if keep is not None else torch.ones(ids.shape, dtype=torch.bool, device=ids.device)
+            return self.adapter(model, ids, full.long())
+        if self.style == "input_ids,decoder_input_ids":
+            return self._encoder_decoder(model, ids, keep, ("input_ids", "decoder_input_ids"),
+                                         ("attention_mask", "decoder_attention_mask"))
+        if self.style == "src,tgt":
+            return self._encoder_decoder(model, ids, keep, ("src", "tgt"),
+                                         ("src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask"))
         if self.style == "ids" or keep is None:
             return model(ids)
         if self.style == "ids,mask":
             return model(ids, keep.long())
         if self.style == "input_ids,attention_mask":
             return model(input_ids=ids, attention_mask=keep.long())
+        name = self.mask_name
+        if name is not None:
+            return model(ids, **{name: ~keep if mask_is_padding_flag(name) else keep.long()})
         if _takes(model, "src_key_padding_mask"):
             return model(ids, src_key_padding_mask=~keep)
         return model(ids, ~keep)
 
+    def _encoder_decoder(self, model: nn.Module, ids: torch.Tensor, keep: torch.Tensor | None,
+                         inputs: tuple[str, str], masks: tuple[str, ...]) -> Any:
+        full = keep if keep is not None else torch.ones(ids.shape, dtype=torch.bool, device=ids.device)
+        source = self.source(full.transpose(0, 1) if self.seq_first else full)
+        kwargs: dict[str, Any] = {inputs[0]: source.transpose(0, 1) if self.seq_first else source, inputs[1]: ids}
+        if keep is not None:
+            names = _named_parameters(model) or []
+            for name in masks:
+                if name in names:
+                    kwargs[name] = ~keep if mask_is_padding_flag(name) else keep.long()
+        return model(**kwargs)
+
+    def output(self, raw: Any) -> torch.Tensor | None:
+        tensor = first_tensor(raw)
+        if tensor is not None and self.seq_first and tensor.dim() >= 2:
+            tensor = tensor.transpose(0, 1)
+        return tensor
+
     def __call__(self, model: nn.Module, ids: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-        tensor = first_tensor(self.raw(model, ids, keep))
+        tensor = self.output(self.raw(model, ids, keep))
         if tensor is None:
             raise UserCodeError("output", f"forward (call style \"{self.style}\") returned no tensor: expected a "
                                 "tensor, a tuple/list holding one, or a dict/object with `logits` or "
@@ -229,63 +332,142 @@ class Caller:
         return tensor
 
 
-def _parameters(model: nn.Module) -> dict[str, inspect.Parameter] | None:
-    """forward's named parameters, or None when it takes *args/**kwargs or has no signature."""
+def _signature(callable_: Any) -> dict[str, inspect.Parameter] | None:
     try:
-        params = inspect.signature(model.forward).parameters
+        return dict(inspect.signature(callable_).parameters)
     except (TypeError, ValueError):
         return None
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()):
+
+
+def _named_parameters(model: nn.Module) -> list[str] | None:
+    """forward's parameters that have a name (whatever *args/**kwargs it also takes), or
+    None when it has no signature."""
+    params = _signature(model.forward)
+    if params is None:
         return None
-    return dict(params)
+    return [name for name, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def _parameters(model: nn.Module) -> dict[str, inspect.Parameter] | None:
+    """forward's named parameters, or None when it takes *args/**kwargs or has no signature."""
+    params = _signature(model.forward)
+    if params is None or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()):
+        return None
+    return params
 
 
 def _takes(model: nn.Module, name: str) -> bool:
-    params = _parameters(model)
-    return params is not None and name in params
+    return name in (_named_parameters(model) or [])
 
 
 def candidate_styles(model: nn.Module) -> list[str]:
-    """The built-in styles worth trying, the one forward's signature suggests first."""
-    params = _parameters(model)
-    if params is None:
-        return list(CALL_STYLES)
-    names = list(params)
+    """The styles worth trying, bound by forward's parameter names whenever it names them
+    (whatever *args/**kwargs it also takes); every built-in style when it names none."""
+    names = _named_parameters(model)
+    if not names:
+        return [s for s in CALL_STYLES if s not in ("input_ids,decoder_input_ids", "src,tgt")]
     styles = []
+    if "input_ids" in names and "decoder_input_ids" in names:
+        styles.append("input_ids,decoder_input_ids")
+    if "src" in names and "tgt" in names:
+        styles.append("src,tgt")
     if "input_ids" in names and "attention_mask" in names:
         styles.append("input_ids,attention_mask")
     if "src_key_padding_mask" in names:
         styles.append("src,src_key_padding_mask")
-    if len(names) >= 2 and any(part in names[1].lower() for part in ("mask", "pad")):
-        styles.append("ids,mask")
+    mask = _mask_parameter(names, {"attention_mask", "src_key_padding_mask"})
+    if mask is not None:
+        positional_second = names.index(mask) == 1 and mask == "mask"
+        styles.append("ids,mask" if positional_second else f"ids,{mask}")
     styles.append("ids")
-    return styles
+    return list(dict.fromkeys(styles))
+
+
+def adapter_takes_mask(adapter: Callable) -> bool:
+    """An adapter declares whether it passes a mask by its signature: (model, ids, mask) or
+    (model, ids); a `takes_mask` attribute, when set, wins."""
+    declared = getattr(adapter, "takes_mask", None)
+    if isinstance(declared, bool):
+        return declared
+    params = _signature(adapter)
+    if params is None:
+        return True
+    if any(p.kind is p.VAR_POSITIONAL for p in params.values()):
+        return True
+    positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3
+
+
+_SEQ_FIRST_MODULES = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.Transformer)
+
+
+def sequence_first_modules(model: nn.Module) -> list[str]:
+    """The model's torch attention modules built with batch_first=False."""
+    return [name or "(model)" for name, m in model.named_modules()
+            if isinstance(m, _SEQ_FIRST_MODULES) and not getattr(m, "batch_first", True)]
+
+
+def _couples_batch(caller: Caller, model: nn.Module, ids: torch.Tensor, keep: torch.Tensor) -> float:
+    """How much sample 1's output moves when only sample 0's tokens change (relative)."""
+    changed = ids.clone()
+    changed[0] = torch.roll(ids[0], 1)
+    if torch.equal(changed[0], ids[0]):
+        changed[0] = (ids[0] + 1) % max(int(ids.max()) + 1, 2)
+    with torch.no_grad():
+        a, b = caller(model, ids, keep).float(), caller(model, changed, keep).float()
+    if a.shape != b.shape or a.dim() == 0 or a.shape[0] != ids.shape[0]:
+        return math.inf
+    scale = a[1:].pow(2).mean().sqrt().clamp_min(1e-6)
+    return float(((a[1:] - b[1:]).abs().max() / scale).nan_to_num(nan=math.inf))
+
+
+def detect_sequence_first(caller: Caller, model: nn.Module, ids: torch.Tensor, keep: torch.Tensor) -> bool:
+    """A model whose torch attention modules are `batch_first=False` is fed (seq, batch) when
+    that orientation keeps the samples of a batch independent and (batch, seq) does not."""
+    if not sequence_first_modules(model) or ids.shape[0] < 2 or ids.shape[0] == ids.shape[1]:
+        return False
+    as_is = _couples_batch(caller, model, ids, keep)
+    if as_is <= 1e-4:
+        return False
+    try:
+        flipped = _couples_batch(replace(caller, seq_first=True), model, ids, keep)
+    except Exception:
+        return False
+    return flipped <= 1e-4
 
 
 def choose_caller(model: nn.Module, options: VerifyOptions, roots: list[Path], ids: torch.Tensor,
-                  keep: torch.Tensor) -> Caller:
-    """The configured call style (or adapter), else the first style forward accepts."""
+                  keep: torch.Tensor, vocab_size: int = 2) -> Caller:
+    """The configured call style (or adapter), else the first style forward accepts; a
+    model with batch_first=False attention is fed sequence-first when that is the layout
+    that keeps samples apart."""
+    base = {"vocab_size": vocab_size, "pad_token_id": options.pad_token_id}
     if options.call and options.call not in CALL_STYLES:
         adapter = import_object(options.call, "call", roots)
-        caller = Caller(options.call, adapter)
+        caller = Caller(options.call, adapter, adapter_takes_mask(adapter), **base)  # type: ignore[arg-type]
         _try(caller, model, ids, keep, roots, tried=None)
         return caller
     styles = [options.call] if options.call else candidate_styles(model)
     failures: list[str] = []
     for style in styles:
-        caller = Caller(style)
+        caller = Caller(style, **base)  # type: ignore[arg-type]
         try:
             _try(caller, model, ids, keep, roots, tried=failures)
-            return caller
         except _StyleFailed:
             continue
+        try:
+            if detect_sequence_first(caller, model, ids, keep):
+                caller = replace(caller, seq_first=True)
+        except Exception:  # noqa: BLE001  (the probes report what the model cannot run)
+            pass
+        return caller
     tried = "; ".join(failures)
     raise UserCodeError("call", f"forward rejected every call style tried with (batch {ids.shape[0]}, seq "
                         f"{ids.shape[1]}) token ids: {tried}. If the error is about sizes, lower `seq-len`; "
                         "else set `call` in "
                         "[tool.tlint.verify] (or --call) to one of " + ", ".join(f'"{s}"' for s in CALL_STYLES)
                         + ", or to an adapter \"pkg.mod:call\", a callable(model, ids, mask) returning the "
-                        "output tensor (mask: long, 1 = keep)")
+                        "output tensor (mask: long, 1 = keep), or callable(model, ids) when it passes no mask")
 
 
 class _StyleFailed(Exception):

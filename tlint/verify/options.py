@@ -39,8 +39,13 @@ CALL_STYLES = {
     "input_ids,attention_mask": "model(input_ids=ids, attention_mask=mask), mask long 1 = keep, 0 = pad",
     "src,src_key_padding_mask": "model(src, src_key_padding_mask=mask), mask bool True = pad (ignore)",
     "ids": "model(ids), no mask",
+    # encoder-decoders: a fixed source sentence (padded where the ids are), the ids as the decoder's input
+    "input_ids,decoder_input_ids": "model(input_ids=source, attention_mask=mask, decoder_input_ids=ids, "
+                                   "decoder_attention_mask=mask), a fixed source; masks long 1 = keep, 0 = pad",
+    "src,tgt": "model(src=source, tgt=ids, *_key_padding_mask=mask), a fixed source; masks bool True = pad",
 }
 ADAPTER_NOTE = "adapter(model, ids, mask), mask long 1 = keep, 0 = pad"
+ADAPTER_NOTE_NO_MASK = "adapter(model, ids): the adapter takes no mask (padding is not checkable)"
 FORMATS = ("text", "json", "sarif", "lsp")
 _DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 

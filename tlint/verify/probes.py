@@ -235,8 +235,8 @@ class MaskLeakProbe(Probe):
         return self.result("fail", figure, module, f"changing only pad-token ids moves real positions{where}",
                            **extra)
 
-    def leak(self, ctx: ProbeContext, caller: Caller, ids: torch.Tensor, keep: torch.Tensor):
-        mask = None if not caller.has_mask else keep
+    def leak(self, ctx: ProbeContext, caller: Caller, ids: torch.Tensor, keep: torch.Tensor, use_mask: bool = True):
+        mask = None if not (caller.has_mask and use_mask) else keep
         base = ctx.forward(ids, mask, caller)
         where = ctx.selection(base, ids, keep)
         figure, worst = 0.0, ids
@@ -297,7 +297,7 @@ class MaskLeakProbe(Probe):
         """The same test with ids alone (no mask), as a call site that forgets the mask does
         (TL101); None when forward cannot be called without a mask."""
         try:
-            return self.leak(ctx, Caller("ids"), ids, keep)[0]
+            return self.leak(ctx, ctx.caller, ids, keep, use_mask=False)[0]
         except Exception:
             return None
 

@@ -193,7 +193,7 @@ def verify(options: VerifyOptions, emit=None) -> dict:
                        batch_size=options.batch_size, causal=causal, padding_side=options.padding_side,
                        device=options.device, seed=options.seed)
     ids, keep = ctx.padded_batch(ctx.generator(0))
-    ctx.caller = choose_caller(model, options, roots, ids.to(options.device), keep.to(options.device))
+    ctx.caller = choose_caller(model, options, roots, ids.to(options.device), keep.to(options.device), vocab)
     ctx.rebuild_deeper = lambda depth: _rebuild_deeper(model, options, roots, depth)
     ctx.artifacts = options.artifacts  # where attention-maps may write PNG files (None: nowhere)
     if any(name in TRAINING_PROBE_CLASSES for name in options.probes):
