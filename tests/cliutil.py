@@ -39,7 +39,7 @@ def make_project(root: Path, files: dict[str, str]) -> Path:
 
 
 def tlint_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TLINT_OUTPUT_FORMAT")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["PYTHONIOENCODING"] = "utf-8"
     env.update(extra)

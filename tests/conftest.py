@@ -17,3 +17,4 @@ os.environ["XDG_CACHE_HOME"] = _USER_CACHE.name
 @pytest.fixture(autouse=True)
 def _no_tlint_cache(monkeypatch):
     monkeypatch.setenv(NO_CACHE_ENV, "1")
+    monkeypatch.delenv("TLINT_OUTPUT_FORMAT", raising=False)  # the user's default format is not the tests

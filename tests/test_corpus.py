@@ -14,9 +14,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 import corpus_run
 
+from tests.torchutil import import_torch
+
 
 @pytest.mark.parametrize("corpus", ["stdlib", "torch", "transformers"])
 def test_sampled_corpus_has_no_internal_error(corpus):
+    if corpus == "torch":
+        import_torch()  # a failure, not a skip, under TLINT_REQUIRE_TORCH=1
     if corpus != "stdlib" and importlib.util.find_spec(corpus) is None:
         pytest.skip(f"{corpus} is not installed")
     report = corpus_run.run_corpus(corpus, sample=15, seed=2026)

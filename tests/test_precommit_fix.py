@@ -1,10 +1,11 @@
-"""The `tlint-fix` and `tlint` pre-commit hooks, run as users install them.
+"""The one pre-commit hook, run as users install it, in a real git repository.
 
-A project's `.pre-commit-config.yaml` lists both hooks of the tlint repository, the fix
-hook first; one `pre-commit run` builds tlint in a fresh environment (without torch) and
-runs the hooks in order on a training file with a safe-fixable finding and one that has no
-fix. The fix hook rewrites the file and fails the commit; the check hook, run on the
-rewritten file, reports only what is left.
+A project's `.pre-commit-config.yaml` lists the tlint repository's `tlint` hook with
+`args: [--fix]` and, on another file, its alias id `tlint-fix`; one `pre-commit run`
+builds tlint in a fresh environment (without torch) and runs both. Each rewrites its file
+(the safe fix of TL305), fails the commit, and reports once, one concise line, what has
+no fix (TL304); a file the project's config excludes is skipped although pre-commit names
+it (`--force-exclude` in the hook's entry).
 
 The tlint repository is a snapshot of the working tree (tracked and untracked, not
 ignored, files) committed in a temporary repository: `pre-commit try-repo` on the working
@@ -74,9 +75,10 @@ def _snapshot(dest: Path) -> Path:
 
 
 def _config(repo: Path) -> str:
-    rev = _git(repo, "rev-parse", "HEAD").strip()
+    rev = _git(repo, "rev-parse", "HEAD").strip()  # a commit SHA, as the README's snippet pins
     return (f"repos:\n-   repo: {repo}\n    rev: {rev}\n    hooks:\n"
-            "    -   id: tlint-fix\n    -   id: tlint\n")
+            "    -   id: tlint\n        args: [--fix]\n        files: ^(train\\.py|legacy/.*)$\n"
+            "    -   id: tlint-fix\n        files: ^alias\\.py$\n")
 
 
 def _hook_outputs(output: str) -> dict[str, str]:
@@ -88,33 +90,42 @@ def _hook_outputs(output: str) -> dict[str, str]:
     return out
 
 
+FIXED = source(TRAIN).replace("        scheduler.step()\n            optimizer.step()\n",
+                              "        optimizer.step()\n            scheduler.step()\n")
+LEFT = ("{name}:8:17: TL304 AdamW trains a transformer with no learning-rate warmup; ramp the rate up over the first "
+        "steps (e.g. get_linear_schedule_with_warmup, or LinearLR(start_factor=0.01))")
+
+
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
                     reason="pre-commit needs git and the tlint repository")
-def test_pre_commit_fix_hook_rewrites_then_check_hook_reports_what_is_left(tmp_path):
+def test_one_hook_fixes_and_reports_once(tmp_path):
     repo = _snapshot(tmp_path / "tlint-src")
     project = tmp_path / "project"
     project.mkdir()
     _git(project, "init", "-q")
-    (project / "train.py").write_text(source(TRAIN), encoding="utf-8")
+    for name in ("train.py", "alias.py", "legacy/old.py"):
+        (project / name).parent.mkdir(exist_ok=True)
+        (project / name).write_text(source(TRAIN), encoding="utf-8")
+    (project / "tlint.toml").write_text('extend-exclude = ["legacy"]\n', encoding="utf-8")
     (project / ".pre-commit-config.yaml").write_text(_config(repo), encoding="utf-8")
-    _git(project, "add", "train.py", ".pre-commit-config.yaml")
+    _git(project, "add", "-A")
     _git(project, "commit", "-q", "-m", "train")
     env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"))
-    proc = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--files", "train.py"],
+    env.pop("TLINT_OUTPUT_FORMAT", None)
+    proc = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"],
                           cwd=project, capture_output=True, text=True, env=env, timeout=600)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output
     hooks = _hook_outputs(output)
-    assert set(hooks) == {"tlint-fix", "tlint"}, output
-
-    # tlint-fix applied the safe fix (TL305: scheduler after the optimiser) and failed
-    assert "files were modified by this hook" in hooks["tlint-fix"], output
-    fixed = (project / "train.py").read_text(encoding="utf-8")
-    assert fixed == source(TRAIN).replace(
-        "        scheduler.step()\n            optimizer.step()\n",
-        "        optimizer.step()\n            scheduler.step()\n"), fixed
-    assert fixed != source(TRAIN)
-
-    # tlint (check), run next on the rewritten file, reports only what has no fix (TL304)
-    assert "TL304" in hooks["tlint"] and "TL305" not in hooks["tlint"], output
-    assert "files were modified by this hook" not in hooks["tlint"], output
+    assert set(hooks) == {"tlint", "tlint-fix"}, output
+    for hook, name in (("tlint", "train.py"), ("tlint-fix", "alias.py")):
+        # the safe fix (TL305: the scheduler after the optimiser) is applied, and the commit fails
+        assert "files were modified by this hook" in hooks[hook], output
+        assert (project / name).read_text(encoding="utf-8") == FIXED != source(TRAIN)
+        # what has no fix is reported once, on one line; what was fixed is not reported
+        lines = [line for line in hooks[hook].splitlines() if ": TL" in line]
+        assert lines == [LEFT.format(name=name)], output
+        assert "tlint: fixed 1 finding in 1 file, 1 left" in hooks[hook], output
+    # legacy/ is excluded by the config: named by pre-commit, skipped (force-exclude)
+    assert (project / "legacy" / "old.py").read_text(encoding="utf-8") == source(TRAIN)
+    assert "legacy" not in output, output

@@ -160,14 +160,14 @@ def test_text_frame_of_a_multi_line_range_and_wide_characters():
     source = 'x = f("😀",\n      2,\n      3)\n'
     report = OutputReport([diag(start=(1, 9), end=(3, 8))], ["a.py"], 0, SourceLines({"a.py": source}))
     lines = rendered("text", report, color=False).splitlines()
-    assert lines[1:8] == [
+    assert lines[1:8] == [  # a multi-line span: two caret lines, its first and its last
         "  |",
         '1 | x = f("😀",',
         "  |          ^^",  # after the emoji, which takes two cells
         "2 |       2,",
-        "  |       ^^",
         "3 |       3)",
         "  |       ^",
+        "  = hint: tlint rule TL101",
     ]
 
 

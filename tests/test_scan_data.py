@@ -11,8 +11,9 @@ from collections import UserDict
 import pytest
 
 from tests.cliutil import REPO, make_project, run_tlint
+from tests.torchutil import import_torch
 
-torch = pytest.importorskip("torch")
+torch = import_torch()
 
 from tlint.verify.data import CHECKS, DataOptions
 from tlint.verify.scan_data import Drawn, _checks, _normalise, _tokenizer_agreement

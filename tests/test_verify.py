@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.torchutil import import_torch
+
+torch = import_torch()
 nn = torch.nn
 
 from tlint.verify.loading import (

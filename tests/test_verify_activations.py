@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests.cliutil import REPO, make_project, run_tlint
+from tests.torchutil import import_torch
 from tlint.verify.activations_report import PLOT_HINT
 from tlint.verify.options import resolve
 
-torch = pytest.importorskip("torch")
+torch = import_torch()
 
 from tests.test_verify import ZOO, probes_of, run_in_process
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.cliutil import REPO, make_project, run_tlint
+from tests.torchutil import import_torch
 from tlint.verify.options import PROBES
 
-pytest.importorskip("torch")
+import_torch()
 
 # A token tagger: nn.MultiheadAttention called without its key padding mask (TL102, a real
 # leak) and a feed-forward that takes the padding mask and never reads it (TL103, harmless:

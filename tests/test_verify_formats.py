@@ -11,8 +11,9 @@ import pytest
 from tests.cliutil import make_project, run_tlint
 from tests.sarifcheck import check_sarif
 from tests.test_verify_cli import CONFIG, TAGGER
+from tests.torchutil import import_torch
 
-pytest.importorskip("torch")
+import_torch()
 
 # The TL102 line gets an emoji before the flagged call: 2 UTF-16 units, 1 code point.
 EMOJI_TAGGER = TAGGER.replace("        x = x + self.attn(h, h, h, need_weights=False)[0]",

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cliutil import make_project, run_tlint
+from tests.torchutil import import_torch
 from tlint.verify import child
 from tlint.verify.child import ChildRun
 from tlint.verify.command import VerifyError, run_worker
@@ -105,7 +106,7 @@ def test_loading_that_fails_is_an_error(monkeypatch, run, kind, words):
 
 # --- real child processes ------------------------------------------------------------------
 
-pytest.importorskip("torch")
+import_torch()
 
 # A correct tiny tagger whose forward misbehaves on a batch of one sample (batch-coupling
 # runs sample i alone), so loading and the other probes are fine. The factory also writes a

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cliutil import make_project, run_tlint
+from tests.torchutil import import_torch
 from tlint.verify.instantiate import _enclosing_class, _module_name, _owner
 
 # --- which class, which module (no torch) ------------------------------------------------
@@ -59,7 +60,7 @@ def test_owner_reasons(tmp_path):
 
 # --- end to end ----------------------------------------------------------------------------
 
-pytest.importorskip("torch")
+import_torch()
 
 # Tagger needs no argument (built and probed); SizedTagger needs its sizes; Mixer needs none
 # but takes hidden states, not token ids. Each has a mask it ignores (TL103) and the first

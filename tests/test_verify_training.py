@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.torchutil import import_torch
+
+torch = import_torch()
 nn = torch.nn
 
 from tlint.verify.loading import Caller

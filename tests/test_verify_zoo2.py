@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("torch")
+from tests.torchutil import import_torch
+
+import_torch()
 
 from tests.test_verify import probes_of, run_in_process
 from tlint.verify.options import PROBES

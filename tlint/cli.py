@@ -18,7 +18,13 @@ from typing import Any
 from tlint import __version__
 
 SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean")
-CHECK_FORMATS = ("text", "json", "github", "lsp", "sarif", "junit")
+CHECK_FORMATS = ("text", "concise", "json", "github", "lsp", "sarif", "junit")  # tlint.reporters.FORMATS
+RULE_FORMATS = ("text", "json")
+VERIFY_FORMATS = ("text", "json", "sarif", "lsp")
+SCAN_DATA_FORMATS = ("text", "json")
+COMMAND_FORMATS = {"check": CHECK_FORMATS, "rule": RULE_FORMATS, "verify": VERIFY_FORMATS,
+                   "scan-data": SCAN_DATA_FORMATS}
+FORMAT_ENV = "TLINT_OUTPUT_FORMAT"
 STDIN_NAME = "-"
 
 
@@ -58,6 +64,26 @@ def _jobs(value: str) -> int:
     return jobs
 
 
+def _add_format(parser: argparse.ArgumentParser, choices: tuple[str, ...]) -> None:
+    """`--output-format` (Ruff's name; `--format` is the same option). Its default is
+    TLINT_OUTPUT_FORMAT, else `text`, whatever the terminal (`_default_format`)."""
+    parser.add_argument("--output-format", "--format", dest="format", choices=choices, default=None,
+                        help=f"output format (default: ${FORMAT_ENV}, else text)")
+
+
+def _default_format(args: argparse.Namespace) -> None:
+    """Set `args.format` where no flag gave it: TLINT_OUTPUT_FORMAT when the subcommand has
+    that format (for `check`, which has them all, any other value is a usage error), else text."""
+    if getattr(args, "format", "") is not None:
+        return
+    value = os.environ.get(FORMAT_ENV, "").strip()
+    choices = COMMAND_FORMATS.get(args.command, ("text",))
+    if value and value not in choices and args.command == "check":
+        raise UsageError(f"{FORMAT_ENV}={value!r} is not an output format of tlint check "
+                         f"(one of: {', '.join(choices)})")
+    args.format = value if value in choices else "text"
+
+
 def build_parser() -> _Parser:
     parser = _Parser(prog="tlint", description="A linter for PyTorch transformer training code.")
     parser.add_argument("--version", action="version", version=f"tlint {__version__}")
@@ -69,7 +95,24 @@ def build_parser() -> _Parser:
                        ("--extend-select", "enable these too")):
         check.add_argument(flag, action="append", type=_selectors, default=[], metavar="CODES",
                            help=f"{what}: comma-separated codes, prefixes (TL3), names or ALL")
-    check.add_argument("--format", choices=CHECK_FORMATS, default="text")
+    _add_format(check, CHECK_FORMATS)
+    check.add_argument("-o", "--output-file", type=Path, metavar="FILE", help="write the report to FILE, not stdout")
+    check.add_argument("-q", "--quiet", action="store_true", help="print the findings and nothing else")
+    check.add_argument("-s", "--silent", action="store_true",
+                       help="print nothing but errors (the exit code still tells)")
+    check.add_argument("--exclude", action="append", type=_selectors, default=None, metavar="PATTERNS",
+                       help="comma-separated globs never linted when walking folders, relative to each project "
+                       "root; replaces the configured exclude and extend-exclude")
+    check.add_argument("--extend-exclude", action="append", type=_selectors, default=[], metavar="PATTERNS",
+                       help="more such globs, on top of the configured ones")
+    check.add_argument("--force-exclude", action=argparse.BooleanOptionalAction, default=None,
+                       help="skip excluded files even when named on the command line (pre-commit names every "
+                       "staged file; default: the config's force-exclude, else off)")
+    check.add_argument("--show-settings", action="store_true",
+                       help="print the settings the first path is linted with, and exit")
+    check.add_argument("--show-files", action="store_true", help="print the files that would be linted, and exit")
+    check.add_argument("--show-fixes", action="store_true",
+                       help="list the fixes applied (with --fix) or that --fix would apply, per file and code")
     check.add_argument("--stdin-filename", metavar="NAME", help="read the source from stdin, linted as NAME")
     check.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     check.add_argument("--jobs", type=_jobs, default=None, metavar="N", help="worker processes (default: one per CPU)")
@@ -84,6 +127,10 @@ def build_parser() -> _Parser:
                        help="print the seconds per rule, view, fact extractor and phase to stderr")
     check.add_argument("--no-prefilter", action="store_true", help=argparse.SUPPRESS)  # parse every file
     check.add_argument("--fix", action="store_true", help="apply the safe fixes, then report what is left")
+    check.add_argument("--fix-only", action="store_true",
+                       help="apply the safe fixes and report nothing else (exit 0 whatever is left)")
+    check.add_argument("--exit-non-zero-on-fix", action="store_true",
+                       help="exit 1 when a fix was applied, even if nothing is left")
     check.add_argument("--unsafe-fixes", action="store_true",
                        help="apply the unsafe fixes too (implies --fix unless --diff)")
     check.add_argument("--add-suppressions", nargs="?", const="", default=None, metavar="REASON",
@@ -95,8 +142,10 @@ def build_parser() -> _Parser:
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("selector", nargs="?", metavar="CODE|NAME")
-    rule.add_argument("--all", action="store_true", help="every rule")
-    rule.add_argument("--format", choices=("text", "json"), default="text")
+    rule.add_argument("--all", action="store_true", help="every rule's document")
+    rule.add_argument("--list", action="store_true", help="every rule, one line each: code, name, severity, "
+                      "on or off by default, summary")
+    _add_format(rule, RULE_FORMATS)
     rule.set_defaults(handler=_rule)
 
     _add_verify_parser(sub)
@@ -112,7 +161,7 @@ def build_parser() -> _Parser:
     scan = sub.add_parser("scan-data", help="scan a data loader's first batches: NaN/Inf, padding, labels")
     add_arguments(scan)
     scan.set_defaults(handler=_scan_data)
-    lsp = sub.add_parser("lsp", help="serve diagnostics and fixes to an editor over stdio (needs tlint[lsp])")
+    lsp = sub.add_parser("lsp", help="serve diagnostics and fixes to an editor over stdio (needs the lsp extra)")
     lsp.add_argument("--stdio", action="store_true", help="accepted for clients that pass it (stdio is the transport)")
     lsp.set_defaults(handler=_lsp)
     return parser
@@ -147,7 +196,7 @@ def _add_verify_parser(sub) -> None:
                         help="folder for the files verify writes (attention-map PNGs); none are written without it")
     verify.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                         help="with no model configured: files or folders whose flagged classes are built directly")
-    verify.add_argument("--format", choices=("text", "json", "sarif", "lsp"), default="text")
+    _add_format(verify, VERIFY_FORMATS)
     verify.add_argument("--probe", action="append", metavar="NAME",
                         help="run only this probe (repeatable); the training probes run only when named "
                         "(`--probe training`: all three)")
@@ -161,7 +210,30 @@ def _add_verify_parser(sub) -> None:
     verify.set_defaults(handler=_verify)
 
 
+DISTRIBUTION = "tlint-pytorch"  # the name on the Python Package Index (the command and the import stay `tlint`)
+
+
+def _torch_missing(command: str, fmt: str) -> int | None:
+    """Exit 2 with one line saying how to install torch, when `command` needs it and it is
+    not installed; None when it is (found without importing it: the parent side never does)."""
+    from importlib.util import find_spec
+
+    try:
+        if find_spec("torch") is not None:
+            return None
+    except (ImportError, ValueError):
+        pass
+    from tlint.verify.command import _fail
+
+    what = "runs the model" if command == "verify" else "loads batches of tensors"
+    return _fail(fmt, "no-torch", f"tlint {command} {what} and needs PyTorch, which is not installed: "
+                 f"pip install torch (or pip install '{DISTRIBUTION}[verify]')")
+
+
 def _scan_data(args: argparse.Namespace) -> int:
+    missing = _torch_missing("scan-data", args.format)
+    if missing is not None:
+        return missing
     from tlint.verify.data import run_command
 
     return run_command(args)
@@ -172,13 +244,17 @@ def _lsp(args: argparse.Namespace) -> int:
         import lsprotocol.types  # noqa: F401
         import pygls.lsp.server  # noqa: F401  (pygls 2.x)
     except ImportError:
-        return _error("tlint lsp needs pygls 2.x: pip install 'tlint[lsp]'")
+        return _error(f"tlint lsp needs pygls 2.x: pip install '{DISTRIBUTION}[lsp]'")
     from tlint.lsp_server import serve
 
     return serve()
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if not args.list_probes:
+        missing = _torch_missing("verify", args.format)
+        if missing is not None:
+            return missing
     from tlint.verify.command import run
 
     return run(args)
@@ -195,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_usage(sys.stderr)
             return _error("give a command or a path, e.g. `tlint check src/` (see tlint --help)")
+        _default_format(args)
         return args.handler(args)
     except UsageError as exc:
         return _error(str(exc))
@@ -226,8 +303,13 @@ def _check(args: argparse.Namespace) -> int:
     from tlint.reporters import STATISTICS_FORMATS
 
     if args.statistics and args.format not in STATISTICS_FORMATS:
-        raise UsageError(f"--statistics works with --format {' or '.join(STATISTICS_FORMATS)}")
-    memo_args = None if args.profile or args.no_prefilter else _memo_args(args)
+        raise UsageError(f"--statistics works with --output-format {', '.join(STATISTICS_FORMATS)}")
+    if args.fix_only and (args.diff or args.add_suppressions is not None):
+        raise UsageError("--fix-only cannot be combined with --diff or --add-suppressions")
+    if args.show_settings and args.show_files:
+        raise UsageError("give --show-settings or --show-files, not both")
+    args.quiet = args.quiet or args.silent
+    memo_args = None if args.profile or args.no_prefilter or _shows(args) else _memo_args(args)
     if memo_args is not None:  # a warm run with nothing changed: no LibCST, no rules (tlint/memo.py)
         from tlint import memo
 
@@ -246,19 +328,23 @@ def _check(args: argparse.Namespace) -> int:
     if args.add_suppressions and Path(args.add_suppressions).exists():  # `--add-suppressions src/`: a path
         args.paths, args.add_suppressions = [*args.paths, args.add_suppressions], ""
     paths, stdin = _inputs(args)
-    if args.add_suppressions is not None and (stdin is not None or args.fix or args.unsafe_fixes or args.diff):
+    if args.add_suppressions is not None and (stdin is not None or _fixing(args) or args.diff):
         raise UsageError("--add-suppressions works on files, without --fix, --unsafe-fixes or --diff")
 
     from tlint.engine import Linter
 
     started = time.perf_counter()
     try:
-        linter = Linter(ConfigResolver(forced=args.config), jobs=args.jobs,
+        resolver = ConfigResolver(forced=args.config, exclude=_flattened(args.exclude),
+                                  extend_exclude=_flattened(args.extend_exclude), force_exclude=args.force_exclude)
+        linter = Linter(resolver, jobs=args.jobs,
                         select=selections["select"] if args.select else None,
                         extend_select=selections["extend_select"], ignore=selections["ignore"],
                         cache=not args.no_cache, profile=args.profile,
                         prefilter=not args.no_prefilter and os.environ.get("TLINT_NO_PREFILTER", "") in ("", "0"))
-        if args.fix or args.unsafe_fixes or args.diff:
+        if args.show_settings or args.show_files:
+            return _show(args, linter, paths, stdin)
+        if _fixing(args) or args.diff:
             return _fix(args, linter, paths, stdin)
         if args.add_suppressions is not None:
             from tlint.baseline import run_command
@@ -273,11 +359,123 @@ def _check(args: argparse.Namespace) -> int:
             result = linter.run(paths, stdin=stdin)
     except ConfigError as exc:
         return _error(str(exc))
-    for notice in linter.notices:
-        sys.stderr.write(f"tlint: note: {notice}\n")
+    _notices(args, linter)
     if linter.profile is not None:
         _print_profile(linter, len(result.files), time.perf_counter() - started)
     return _report_result(args, result, stdin, time.perf_counter() - started, linter.jobs)
+
+
+def _fixing(args: argparse.Namespace) -> bool:
+    return bool(args.fix or args.fix_only or args.unsafe_fixes)
+
+
+def _shows(args: argparse.Namespace) -> bool:
+    return bool(args.show_settings or args.show_files or args.show_fixes)
+
+
+def _flattened(groups: list[list[str]] | None) -> list[str] | None:
+    return None if groups is None else [item for group in groups for item in group]
+
+
+def _notices(args: argparse.Namespace, linter) -> None:
+    if not args.quiet:
+        for notice in linter.notices:
+            sys.stderr.write(f"tlint: note: {notice}\n")
+
+
+class _Output:
+    """Where the report goes: stdout, `-o FILE`, or nowhere (--silent; -o still writes its
+    file). A file that cannot be written is a usage error (exit 2)."""
+
+    def __init__(self, args: argparse.Namespace, default=None) -> None:
+        self.path = args.output_file
+        self.file = None
+        self.stream: Any
+        if self.path is not None:
+            try:
+                self.file = open(self.path, "w", encoding="utf-8", newline="")  # noqa: SIM115
+            except OSError as exc:
+                raise UsageError(f"cannot write {self.path} (--output-file): {exc.strerror or exc}") from None
+            self.stream = self.file
+        elif args.silent:
+            self.stream = _Discard()
+        else:
+            self.stream = default or sys.stdout
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc_info) -> None:
+        if self.file is not None:
+            self.file.close()
+        else:
+            self.stream.flush()
+
+
+class _Discard:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _show(args: argparse.Namespace, linter, paths, stdin) -> int:
+    """--show-files: the files a run would lint, one a line (after exclude, .gitignore and
+    force-exclude). --show-settings: the settings of the first path's project."""
+    if stdin is not None:
+        raise UsageError("--show-settings and --show-files work on paths, not standard input")
+    from tlint.discovery import discover
+    from tlint.engine import display_path
+
+    if args.show_files:
+        files, errors = discover(paths, linter.settings_for, linter.named_roots(paths))
+        with _Output(args) as out:
+            for file, _ in files:
+                out.write(display_path(file) + "\n")
+        for message in errors:
+            sys.stderr.write(f"tlint: error: {message}\n")
+        return 2 if errors else 0
+    first = paths[0] if paths else Path(".")
+    if not first.exists():
+        raise UsageError(f"{first}: no such file or folder")
+    folder = first if first.is_dir() else first.parent
+    settings = linter.settings_for(folder, linter.named_roots(list(paths)).get(first, folder))
+    with _Output(args) as out:
+        out.write(_settings_text(first, settings))
+    return 0
+
+
+def _settings_text(first: Path, settings) -> str:
+    """The settings a path is linted with, as `key = value` lines (values in JSON)."""
+    import json
+
+    from tlint.cache import cache_dir_for
+
+    ruleset = settings.ruleset()
+    config = settings.config_path
+    rows = [
+        ("path", first.as_posix()),
+        ("config", None if config is None else Path(config).as_posix()),
+        ("root", settings.root.as_posix()),
+        ("rules", [rule.code for rule in ruleset.rules]),
+        ("select", settings.select), ("extend-select", settings.extend_select), ("ignore", settings.ignore),
+        ("per-file-ignores", settings.per_file_ignores),
+        ("severity", settings.severity),
+        ("exclude", settings.exclude),
+        ("force-exclude", settings.force_exclude),
+        ("causal-names", list(settings.causal_names)),
+        ("cache-dir", cache_dir_for(settings).as_posix()),
+    ]
+    for rule in ruleset.rules:
+        if rule.options:
+            rows.append((f"rules.{rule.name}", {**rule.options, **settings.rule_options.get(rule.name, {})}))
+    if settings.verify:
+        rows.append(("verify", settings.verify))
+    return "".join(f"{key} = {json.dumps(value, ensure_ascii=False, default=str)}\n" for key, value in rows)
 
 
 def _print_profile(linter, files: int, elapsed: float) -> None:
@@ -303,7 +501,7 @@ def _print_profile(linter, files: int, elapsed: float) -> None:
 def _memo_args(args: argparse.Namespace):
     """(paths, options) that key this invocation's run memo, or None when the run cannot
     use one (no cache, fixes, standard input)."""
-    if args.no_cache or args.fix or args.unsafe_fixes or args.diff or args.stdin_filename is not None \
+    if args.no_cache or _fixing(args) or args.diff or args.stdin_filename is not None \
             or STDIN_NAME in args.paths or args.add_suppressions is not None:
         return None
     from tlint.cache import cache_disabled_by_env
@@ -314,6 +512,8 @@ def _memo_args(args: argparse.Namespace):
                for flag in ("select", "ignore", "extend_select")}
     options["select_given"] = bool(args.select)
     options["config"] = os.path.abspath(args.config) if args.config else None
+    if args.exclude is not None or args.extend_exclude or args.force_exclude is not None:
+        options["exclude"] = [_flattened(args.exclude), _flattened(args.extend_exclude), args.force_exclude]
     return list(args.paths), options
 
 
@@ -361,8 +561,10 @@ def _report_result(args: argparse.Namespace, result, stdin, elapsed: float | Non
     report = OutputReport(shown, result.files, result.parse_errors,
                     SourceLines({stdin[0].as_posix(): stdin[1]} if stdin else None),
                     hidden_suppressed=len(result.diagnostics) - len(shown))
-    render(args.format, report, sys.stdout, statistics=args.statistics)
-    sys.stdout.flush()
+    with _Output(args) as out:
+        render(args.format, report, out, statistics=args.statistics, quiet=args.quiet)
+        if args.show_fixes:
+            _write_fixes("Would fix", _fixable_by_file(result.diagnostics, args.unsafe_fixes), out)
     for message in result.errors:
         sys.stderr.write(f"tlint: error: {message}\n")
     if args.verbose:
@@ -377,35 +579,84 @@ def _report_result(args: argparse.Namespace, result, stdin, elapsed: float | Non
     return _exit_code(result, args)
 
 
+def _fixable_by_file(diagnostics, unsafe: bool) -> dict[str, dict[tuple[str, str], int]]:
+    """{path: {(code, name): findings with a fix --fix would apply}}."""
+    from tlint.fixes import wanted
+
+    out: dict[str, dict[tuple[str, str], int]] = {}
+    for diag in diagnostics:
+        if wanted(diag, unsafe):
+            counts = out.setdefault(diag.path, {})
+            counts[(diag.code, diag.name)] = counts.get((diag.code, diag.name), 0) + 1
+    return out
+
+
+def _fixed_by_file(first, last, unsafe: bool) -> dict[str, dict[tuple[str, str], int]]:
+    """{path: {(code, name): findings fixed}}: per file and code, the findings with a wanted
+    fix in the first pass that the last pass no longer has."""
+    before = _fixable_by_file(first.diagnostics, unsafe)
+    left: dict[tuple[str, str, str], int] = {}
+    for diag in last.diagnostics:
+        key = (diag.path, diag.code, diag.name)
+        left[key] = left.get(key, 0) + 1
+    out: dict[str, dict[tuple[str, str], int]] = {}
+    for path, counts in before.items():
+        for (code, name), count in counts.items():
+            all_before = sum(1 for d in first.diagnostics if d.path == path and d.code == code)
+            fixed = min(count, all_before - left.get((path, code, name), 0))
+            if fixed > 0:
+                out.setdefault(path, {})[(code, name)] = fixed
+    return out
+
+
+def _write_fixes(title: str, by_file: dict[str, dict[tuple[str, str], int]], out) -> None:
+    """--show-fixes: "Fixed 2 findings:" (or "Would fix"), then `- path:` and
+    `    1 × TL305 (scheduler-before-optimizer)` lines."""
+    from tlint.reporters import plural
+
+    total = sum(sum(counts.values()) for counts in by_file.values())
+    if not total:
+        out.write(f"{title}: nothing.\n" if title == "Would fix" else "No fixes applied.\n")
+        return
+    out.write(f"{title} {plural(total, 'finding')}:\n")
+    for path in sorted(by_file):
+        out.write(f"- {path}:\n")
+        for (code, name), count in sorted(by_file[path].items()):
+            out.write(f"    {count} \u00d7 {code} ({name})\n")
+
+
 def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
-    """--fix / --unsafe-fixes / --diff: apply fixes until stable (tlint/fixes.py), then
-    write the changed files (or print the diff, or the fixed standard input) and report
-    what is left. The exit code reflects what is left (with --diff: 1 if anything would change)."""
+    """--fix / --fix-only / --unsafe-fixes / --diff: apply fixes until stable
+    (tlint/fixes.py), then write the changed files (or print the diff, or the fixed standard
+    input) and report what is left (nothing with --fix-only). The exit code reflects what is
+    left (with --diff: 1 if anything would change; with --fix-only: 0; with
+    --exit-non-zero-on-fix: at least 1 when a fix was applied)."""
     from tlint.fixes import fix_run, unified_diff, write_atomic
-    from tlint.reporters import OutputReport, SourceLines, render
+    from tlint.reporters import OutputReport, SourceLines, plural, render
 
     outcome = fix_run(linter, paths, unsafe=args.unsafe_fixes, stdin=stdin)
+    _notices(args, linter)
     result = outcome.result
     assert result is not None  # (set by fix_run)
     displays = {path: display for display, path in result.paths.items()}
     total, changed = outcome.total, outcome.changed
-    plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
     if args.diff:
-        for path in changed:
-            sys.stdout.write(unified_diff(displays.get(path, path.as_posix()), outcome.originals[path],
-                                          outcome.texts[path]))
-        sys.stdout.flush()
-        sys.stderr.write(f"tlint: would fix {plural(total, 'finding')} in {plural(len(changed), 'file')}\n")
+        with _Output(args) as out:
+            for path in changed:
+                out.write(unified_diff(displays.get(path, path.as_posix()), outcome.originals[path],
+                                       outcome.texts[path]))
+        if not args.quiet:
+            sys.stderr.write(f"tlint: would fix {plural(total, 'finding')} in {plural(len(changed), 'file')}\n")
         for message in result.errors:
             sys.stderr.write(f"tlint: error: {message}\n")
         if result.internal_errors or result.errors:
             return 2
         return 1 if changed else 0
-    if stdin is not None:  # editors: the fixed source on stdout, what is left on stderr
+    if stdin is not None:  # editors: the fixed source on stdout, what is left on stderr (or -o)
         stdin_path = stdin[0].absolute()
         sys.stdout.write(outcome.texts.get(stdin_path, stdin[1]))
         sys.stdout.flush()
-        out, sources = sys.stderr, {stdin[0].as_posix(): outcome.texts.get(stdin_path, stdin[1])}
+        default, sources = sys.stderr, {stdin[0].as_posix(): outcome.texts.get(stdin_path, stdin[1])}
     else:
         failed = []
         for path in changed:
@@ -414,18 +665,27 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
             except OSError as exc:
                 failed.append(f"cannot write the fixes to {displays.get(path, path)}: {exc.strerror or exc}")
         result.errors.extend(failed)
-        out, sources = sys.stdout, None
+        default, sources = sys.stdout, None
     shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
     report = OutputReport(shown, result.files, result.parse_errors, SourceLines(sources),
                     hidden_suppressed=len(result.diagnostics) - len(shown))
-    render(args.format, report, out, statistics=args.statistics)
-    out.flush()
+    with _Output(args, default) as out:
+        if not args.fix_only:
+            render(args.format, report, out, statistics=args.statistics, quiet=args.quiet)
+        if args.show_fixes and outcome.first is not None:
+            _write_fixes("Fixed", _fixed_by_file(outcome.first, result, args.unsafe_fixes), out)
     left = sum(1 for d in result.diagnostics if not d.suppressed)
-    sys.stderr.write(f"tlint: fixed {plural(total, 'finding')} in {plural(len(outcome.applied), 'file')}"
-                     f", {left} left\n")
+    if not args.quiet:
+        fixed = f"tlint: fixed {plural(total, 'finding')} in {plural(len(outcome.applied), 'file')}"
+        sys.stderr.write(fixed + ("\n" if args.fix_only else f", {left} left\n"))
     for message in result.errors:
         sys.stderr.write(f"tlint: error: {message}\n")
-    return _exit_code(result, args)
+    from tlint.results import exit_code
+
+    code = exit_code(result, fail_on=args.fail_on, exit_zero=args.exit_zero or args.fix_only)
+    if code == 0 and total and args.exit_non_zero_on_fix:
+        return 1
+    return code
 
 
 def _inputs(args: argparse.Namespace):
@@ -490,34 +750,36 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 def _rule(args: argparse.Namespace) -> int:
+    """`tlint rule CODE` (its document), `--all` (every document), `--list` (one line a
+    rule). The documents are printed as the Markdown they are, on a terminal too."""
     from tlint.docs import rule_doc
     from tlint.rules import ALL_RULES, lookup
 
-    if args.all == bool(args.selector):
-        raise UsageError("give one rule code or name (tlint rule TL101), or --all")
-    if args.all:
+    if sum((args.all, args.list, bool(args.selector))) != 1:
+        raise UsageError("give one rule code or name (tlint rule TL101), --all or --list")
+    if args.all or args.list:
         rules = list(ALL_RULES)
     else:
         found = lookup(args.selector)
         if found is None:
-            raise UsageError(f"unknown rule `{args.selector}` (tlint rule --all lists them)")
+            raise UsageError(f"unknown rule `{args.selector}` (tlint rule --list lists them)")
         rules = [found]
     if args.format == "json":
         import json
 
         entries = [{"code": r.code, "name": r.name, "severity": r.severity, "default_enabled": r.default_enabled,
-                    "summary": r.summary, "doc": rule_doc(r.code)} for r in rules]
-        sys.stdout.write(json.dumps(entries if args.all else entries[0], indent=2, ensure_ascii=False) + "\n")
+                    "summary": r.summary, **({} if args.list else {"doc": rule_doc(r.code)})} for r in rules]
+        sys.stdout.write(json.dumps(entries if args.all or args.list else entries[0], indent=2,
+                                    ensure_ascii=False) + "\n")
+        return 0
+    if args.list:
+        width = max(len(r.name) for r in rules)
+        for r in rules:
+            state = "on " if r.default_enabled else "off"
+            sys.stdout.write(f"{r.code}  {r.name:<{width}}  {r.severity:<7}  {state}  {r.summary}\n")
         return 0
     texts = [rule_doc(r.code) or _undocumented(r) for r in rules]
-    markdown = "\n\n".join(text.rstrip("\n") for text in texts) + "\n"
-    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
-        from rich.console import Console
-        from rich.markdown import Markdown
-
-        Console().print(Markdown(markdown))
-    else:
-        sys.stdout.write(markdown)
+    sys.stdout.write("\n\n".join(text.rstrip("\n") for text in texts) + "\n")
     return 0
 
 

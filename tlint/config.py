@@ -29,7 +29,7 @@ from tlint.rules.base import Rule, RuleSet
 
 TOP_KEYS = {
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
-    "severity", "rules", "verify", "causal-names", "cache-dir",
+    "severity", "rules", "verify", "causal-names", "cache-dir", "force-exclude",
 }
 VERIFY_KEYS = {
     "model", "model-kwargs", "vocab-size", "pad-token-id", "eos-token-id", "seq-len",
@@ -61,6 +61,7 @@ class Settings:
     extend_select: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=list)
+    force_exclude: bool = False  # skip excluded files even when named on the command line
     severity: dict[str, str] = field(default_factory=dict)
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     verify: dict[str, Any] = field(default_factory=dict)
@@ -326,6 +327,9 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
     settings.ignore = list(table.get("ignore", []))
     settings.extend_select = list(table.get("extend-select", []))
     settings.exclude = list(table.get("exclude", DEFAULT_EXCLUDE)) + list(table.get("extend-exclude", []))
+    if "force-exclude" in table:
+        _expect(isinstance(table["force-exclude"], bool), path, text, "force-exclude", "true or false")
+        settings.force_exclude = table["force-exclude"]
     if "causal-names" in table:
         settings.causal_names = tuple(table["causal-names"])
     if "cache-dir" in table:
@@ -423,9 +427,14 @@ def default_settings(root: Path) -> Settings:
 
 
 class ConfigResolver:
-    """Finds (and caches) the Settings for each folder; `--config` forces one file."""
+    """Finds (and caches) the Settings for each folder; `--config` forces one file.
+    `exclude` (replacing the configured exclude and extend-exclude), `extend_exclude` and
+    `force_exclude` are the command line's, applied to every project's settings."""
 
-    def __init__(self, forced: Path | None = None, fallback_root: Path | None = None) -> None:
+    def __init__(self, forced: Path | None = None, fallback_root: Path | None = None, *,
+                 exclude: list[str] | None = None, extend_exclude: list[str] | None = None,
+                 force_exclude: bool | None = None) -> None:
+        self._overrides = (exclude, list(extend_exclude or []), force_exclude)
         self._cache: dict[tuple[Path, Path | None], Settings] = {}
         self._found: dict[Path, tuple[Path | None, Path | None]] = {}
         self._by_config: dict[Path, Settings] = {}
@@ -437,7 +446,16 @@ class ConfigResolver:
             if not forced.is_file():
                 raise ConfigError(f"{forced}: config file not found (--config)")
             seen_file(forced.resolve())
-            self.forced = load_settings(forced, self.fallback_root)
+            self.forced = self._overridden(load_settings(forced, self.fallback_root))
+
+    def _overridden(self, settings: Settings) -> Settings:
+        exclude, extend_exclude, force_exclude = self._overrides
+        if exclude is not None:
+            settings.exclude = list(exclude)
+        settings.exclude += extend_exclude
+        if force_exclude is not None:
+            settings.force_exclude = force_exclude
+        return settings
 
     def for_folder(self, folder: Path, cli_root: Path | None = None) -> Settings:
         """Settings for files in `folder`; `cli_root` is the root the run gives the paths
@@ -455,13 +473,13 @@ class ConfigResolver:
             config = config.resolve()
             settings = self._by_config.get(config)
             if settings is None:
-                settings = load_settings(config, self.fallback_root)
+                settings = self._overridden(load_settings(config, self.fallback_root))
                 self._by_config[config] = settings
         else:
             root = git_root or (cli_root.resolve() if cli_root else self.fallback_root)
             settings = self._by_config.get(root)
             if settings is None:
-                settings = default_settings(root)
+                settings = self._overridden(default_settings(root))
                 self._by_config[root] = settings
         self._cache[memo_key] = settings
         return settings

@@ -131,7 +131,8 @@ class GitIgnore:
 def discover(paths: list[Path], settings_for,
              roots: dict[Path, Path] | None = None) -> tuple[list[tuple[Path, Path]], list[str]]:
     """[(file, cli_root)] to lint, sorted and de-duplicated, plus messages for paths that
-    do not exist or folders that cannot be read. `settings_for(folder, cli_root)` gives the
+    do not exist or folders that cannot be read. A named file is linted even when excluded,
+    unless its settings say `force-exclude`. `settings_for(folder, cli_root)` gives the
     Settings for a folder; `roots` the root of each named path that no project marker
     decides (`config.named_roots`; else the path's own folder). A `.py` symlink that leads
     nowhere (broken, or a loop) is kept, so that the engine reports it as unreadable
@@ -141,8 +142,11 @@ def discover(paths: list[Path], settings_for,
     missing: list[str] = []
     for given in paths:
         if given.is_file() or (given.suffix in (".py", ".pyi") and given.is_symlink()):
-            found.setdefault(given.resolve() if given.exists() else given.absolute(),
-                             (roots or {}).get(given, given.parent))
+            root = (roots or {}).get(given, given.parent)
+            settings = settings_for(given.parent, root)
+            if settings.force_exclude and _excluded(given, settings):
+                continue
+            found.setdefault(given.resolve() if given.exists() else given.absolute(), root)
             seen_file(given.resolve() if given.exists() else given.absolute())
             continue
         if not given.is_dir():

@@ -492,6 +492,7 @@ class FixOutcome:
     originals: dict[Path, str] = field(default_factory=dict)
     applied: dict[Path, int] = field(default_factory=dict)
     result: RunResult | None = None  # set by `fix_run`
+    first: RunResult | None = None  # the first pass's result, before any fix (--show-fixes)
     passes: int = 0
 
     @property
@@ -519,6 +520,8 @@ def fix_run(linter, paths: list[Path], *, unsafe: bool, stdin: tuple[Path, str] 
         else:
             result = linter.run(paths, overrides=dict(outcome.texts))
         outcome.result, outcome.passes = result, number
+        if number == 0:
+            outcome.first = result
         if number == MAX_PASSES:
             break
         by_file: dict[Path, list[Fix]] = {}

@@ -1,7 +1,8 @@
 """Reporters: one module per output format, each a `render(report, stream)`.
 
-They are imported lazily (the JSON and GitHub formats never load rich). The formats:
-text, json, github, lsp, sarif, junit (`tlint check --format`; each is `tlint.reporters.<name>`)."""
+They are imported lazily (the JSON, concise and GitHub formats never load rich). The formats:
+text, concise, json, github, lsp, sarif, junit (`tlint check --output-format`; each is
+`tlint.reporters.<name>`, listed in `FORMATS`)."""
 
 from __future__ import annotations
 
@@ -67,10 +68,26 @@ def statistics_rows(diagnostics: list[Diagnostic]) -> list[tuple[str, str, str, 
                   key=lambda row: (-row[3], row[0], -SEVERITY_RANK[row[2]]))
 
 
-STATISTICS_FORMATS = ("text", "json")
+def fixable_counts(diagnostics: list[Diagnostic]) -> dict[str, int]:
+    """Per code, how many of the (unsuppressed) findings have a safe fix: the fixable column
+    of --statistics."""
+    return dict(Counter(d.code for d in diagnostics
+                        if d.fix is not None and not d.suppressed and d.fix.applicability == "safe"))
 
 
-def render(fmt: str, report: OutputReport, stream: TextIO, *, statistics: bool = False) -> None:
-    """Write `report` in format `fmt`; with `statistics`, counts per code instead."""
-    module = importlib.import_module(f"tlint.reporters.{fmt}")
-    (module.render_statistics if statistics else module.render)(report, stream)
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """"1 fix", "2 fixes": `many` is the plural where it is not `word` + "s"."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+FORMATS = ("text", "concise", "json", "github", "lsp", "sarif", "junit")
+STATISTICS_FORMATS = ("text", "concise", "json")
+_QUIET_FORMATS = ("text", "concise")  # the formats that print a summary, which --quiet drops
+
+
+def render(fmt: str, report: OutputReport, stream: TextIO, *, statistics: bool = False, quiet: bool = False) -> None:
+    """Write `report` in format `fmt`; with `statistics`, counts per code instead; with
+    `quiet`, the findings without the summary."""
+    module = importlib.import_module(f"tlint.reporters.{'text' if statistics and fmt == 'concise' else fmt}")
+    kwargs = {"quiet": True} if quiet and fmt in _QUIET_FORMATS else {}
+    (module.render_statistics if statistics else module.render)(report, stream, **kwargs)

@@ -6,7 +6,7 @@ import json
 from typing import TextIO
 
 from tlint import __version__
-from tlint.reporters import OutputReport, statistics_rows
+from tlint.reporters import OutputReport, fixable_counts, statistics_rows
 
 
 def document(report: OutputReport) -> dict:
@@ -34,6 +34,7 @@ def render(report: OutputReport, stream: TextIO) -> None:
 
 
 def render_statistics(report: OutputReport, stream: TextIO) -> None:
-    rows = [{"code": code, "name": name, "severity": sev, "count": n}
+    fixable = fixable_counts(report.diagnostics)
+    rows = [{"code": code, "name": name, "severity": sev, "count": n, "fixable": fixable.get(code, 0)}
             for code, name, sev, n in statistics_rows(report.diagnostics)]
     stream.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")

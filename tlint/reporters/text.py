@@ -11,8 +11,8 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from tlint.diagnostics import Diagnostic
-from tlint.reporters import OutputReport, statistics_rows
+from tlint.diagnostics import SEVERITY_RANK, Diagnostic
+from tlint.reporters import OutputReport, fixable_counts, plural, statistics_rows
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 _FRAME_LINES = 4  # at most this many lines of a multi-line finding are shown
@@ -26,20 +26,34 @@ def _console(stream: TextIO, color: bool | None) -> Console:
                    soft_wrap=True, emoji=False, markup=False)
 
 
-def render(report: OutputReport, stream: TextIO, *, color: bool | None = None) -> None:
+def render(report: OutputReport, stream: TextIO, *, color: bool | None = None, quiet: bool = False) -> None:
+    """Each finding's headline, then its code frame (findings on one span share a frame);
+    then, unless `quiet`, the summary, the counts per code and what --fix would do."""
     console = _console(stream, color)
-    for diag in report.diagnostics:
-        console.print(_headline(diag))
-        frame = _frame(diag, report)
+    for group in _same_span(report.diagnostics):
+        for diag in group:
+            console.print(_headline(diag))
+        frame = _frame(group, report)
         if frame is not None:
             console.print(frame)
         console.print()
+    if quiet:
+        return
     console.print(_summary(report))
     if report.diagnostics:
         console.print(_table(statistics_rows(report.diagnostics), header=False))
         fixable = _fixable(report.diagnostics)
         if fixable:
             console.print(Text(fixable, style="cyan"))
+
+
+def _same_span(diagnostics: list[Diagnostic]) -> list[list[Diagnostic]]:
+    """The findings grouped by (path, range), in the order of each group's first finding:
+    two findings on one span are printed with one code frame."""
+    groups: dict[tuple, list[Diagnostic]] = {}
+    for diag in diagnostics:
+        groups.setdefault((diag.path, diag.range), []).append(diag)
+    return list(groups.values())
 
 
 def _fixable(diagnostics) -> str:
@@ -49,14 +63,14 @@ def _fixable(diagnostics) -> str:
     if not safe and not unsafe:
         return ""
     if not safe:
-        return f"{_plural(unsafe, 'fix')} available with `tlint check --fix --unsafe-fixes`."
+        return f"{plural(unsafe, 'fix', 'fixes')} available with `tlint check --fix --unsafe-fixes`."
     more = f" ({unsafe} more with --unsafe-fixes)" if unsafe else ""
     return f"[*] {safe} fixable with `tlint check --fix`{more}."
 
 
-def render_statistics(report: OutputReport, stream: TextIO, *, color: bool | None = None) -> None:
+def render_statistics(report: OutputReport, stream: TextIO, *, color: bool | None = None, quiet: bool = False) -> None:
     console = _console(stream, color)
-    console.print(_table(statistics_rows(report.diagnostics), header=True))
+    console.print(_table(statistics_rows(report.diagnostics), header=True, fixable=fixable_counts(report.diagnostics)))
 
 
 def _headline(diag: Diagnostic) -> Text:
@@ -75,54 +89,76 @@ def _headline(diag: Diagnostic) -> Text:
     return text
 
 
-def _frame(diag: Diagnostic, report: OutputReport) -> Text | None:
-    """The flagged lines, each underlined where the finding's range covers it."""
+def _frame(group: list[Diagnostic], report: OutputReport) -> Text | None:
+    """The flagged lines of one span, underlined: a span on one line gets one caret line; a
+    multi-line span gets two, from its start to the end of its first line and from the
+    indentation of its last line to its end (the lines between are shown without carets,
+    at most `_FRAME_LINES` - 2 of them, else `...`)."""
+    diag = group[0]
     start, end = diag.range.start, diag.range.end
-    last = min(end.line, start.line + _FRAME_LINES - 1)
-    numbered = [(n, report.sources.line(diag.path, n)) for n in range(start.line, last + 1)]
-    lines = [(n, line) for n, line in numbered if line is not None]
-    if not lines:
+    last_line, end_column = end.line, end.column
+    if last_line > start.line and end_column <= 1:  # the span ends where a line starts: the line before
+        previous = report.sources.line(diag.path, last_line - 1)
+        if previous is not None:
+            last_line, end_column = last_line - 1, len(previous.rstrip()) + 1
+    first_text = report.sources.line(diag.path, start.line)
+    if first_text is None:
         return None
-    gutter = len(str(lines[-1][0]))
+    style = _SEVERITY_STYLE[max((d.severity for d in group), key=lambda sev: SEVERITY_RANK[sev])]
+    rows: list[tuple[int | None, str | None, tuple[int, int] | None]] = []  # (line number, text, caret span)
+    if last_line == start.line:
+        rows.append((start.line, first_text, (start.column - 1, end_column - 1)))
+    else:
+        rows.append((start.line, first_text, (start.column - 1, len(first_text.rstrip()))))
+        middle = range(start.line + 1, last_line)
+        if len(middle) <= _FRAME_LINES - 2:
+            rows += [(n, text, None) for n in middle if (text := report.sources.line(diag.path, n)) is not None]
+        else:
+            rows.append((None, None, None))
+        last_text = report.sources.line(diag.path, last_line)
+        if last_text is not None:
+            indent = len(last_text) - len(last_text.lstrip())
+            rows.append((last_line, last_text, (indent, end_column - 1)))
+    gutter = len(str(max(n for n, _, _ in rows if n is not None)))
     frame = Text()
     frame.append(f"{'':>{gutter}} |\n", style="blue")
-    for lineno, line in lines:
-        first = start.column - 1 if lineno == start.line else len(line) - len(line.lstrip())
-        stop = end.column - 1 if lineno == end.line else len(line.rstrip())
+    for lineno, line, caret in rows:
+        if lineno is None or line is None:
+            frame.append(f"{'':>{gutter}} | ...\n", style="blue")
+            continue
         frame.append(f"{lineno:>{gutter}} | ", style="blue")
         frame.append(line.replace("\t", _TAB) + "\n")
-        pad = cell_len(line[:first].replace("\t", _TAB))
-        width = max(1, cell_len(line[first:stop].replace("\t", _TAB)))
-        frame.append(f"{'':>{gutter}} | ", style="blue")
-        frame.append(" " * pad + "^" * width + "\n", style=_SEVERITY_STYLE[diag.severity])
-    if end.line > last:
-        frame.append(f"{'':>{gutter}} | ...\n", style="blue")
-    frame.append(f"{'':>{gutter}} = hint: tlint rule {diag.code}", style="dim")
+        if caret is not None:
+            first, stop = caret
+            pad = cell_len(line[:first].replace("\t", _TAB))
+            width = max(1, cell_len(line[first:stop].replace("\t", _TAB)))
+            frame.append(f"{'':>{gutter}} | ", style="blue")
+            frame.append(" " * pad + "^" * width + "\n", style=style)
+    hints = "; ".join(f"tlint rule {code}" for code in dict.fromkeys(d.code for d in group))
+    frame.append(f"{'':>{gutter}} = hint: {hints}", style="dim")
     return frame
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 def _summary(report: OutputReport) -> Text:
-    checked = _plural(len(report.files), "file")
+    checked = plural(len(report.files), "file")
     hidden = report.hidden_suppressed
     note = f" ({hidden} suppressed, --show-suppressed shows them)" if hidden else ""
     if not report.diagnostics:
         return Text(f"No findings in {checked}{note}.", style="bold green")
     files = len({d.path for d in report.diagnostics})
-    return Text(f"Found {_plural(len(report.diagnostics), 'finding')} in {files} of {checked}{note}:", style="bold")
+    return Text(f"Found {plural(len(report.diagnostics), 'finding')} in {files} of {checked}{note}:", style="bold")
 
 
-def _table(rows: list[tuple[str, str, str, int]], *, header: bool) -> Text:
-    all_rows = [("count", "code", "name", "severity")] if header else []
-    all_rows += [(str(n), code, name, sev) for code, name, sev, n in rows]
+def _table(rows: list[tuple[str, str, str, int]], *, header: bool, fixable: dict[str, int] | None = None) -> Text:
+    """Counts per code; with `fixable` (--statistics), a column of how many have a safe fix."""
+    all_rows = [("count", "fixable", "code", "name", "severity")] if header else []
+    all_rows += [(str(n), str(fixable.get(code, 0)) if fixable is not None else "", code, name, sev)
+                 for code, name, sev, n in rows]
     if not all_rows:
         return Text("No findings.")
-    widths = [max(len(row[i]) for row in all_rows) for i in range(4)]
-    lines = [
-        f"  {count:>{widths[0]}}  {code:<{widths[1]}}  {name:<{widths[2]}}  {sev}"
-        for count, code, name, sev in all_rows
-    ]
+    widths = [max(len(row[i]) for row in all_rows) for i in range(5)]
+    lines = []
+    for count, fixes, code, name, sev in all_rows:
+        fixes_column = f"  {fixes:>{widths[1]}}" if fixable is not None else ""
+        lines.append(f"  {count:>{widths[0]}}{fixes_column}  {code:<{widths[2]}}  {name:<{widths[3]}}  {sev}")
     return Text("\n".join(lines))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-PLOT_HINT = "PNG maps need matplotlib: pip install 'tlint[plot]' (or pip install matplotlib)"
+PLOT_HINT = "PNG maps need matplotlib: pip install 'tlint-pytorch[plot]' (or pip install matplotlib)"
 # extra key of a probe's result -> the field of its JSON entry
 JSON_FIELDS = {"activations": "activations", "attention_layers": "layers", "artifacts": "artifacts"}
 

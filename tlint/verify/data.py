@@ -156,7 +156,8 @@ def add_arguments(parser, verify: bool = False) -> None:
                         help="the model is a causal LM (label-alignment is skipped with --no-causal)")
     parser.add_argument("--padding-side", choices=("right", "left"), help="the expected padding side")
     parser.add_argument("--timeout", type=float, metavar="SECONDS", help="limit for the whole scan (default 600)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--output-format", "--format", dest="format", choices=("text", "json"), default=None,
+                        help="output format (default: $TLINT_OUTPUT_FORMAT when text or json, else text)")
     parser.add_argument("--config", type=Path, metavar="FILE", help="use this config file")
     parser.add_argument("--verbose", "-v", action="store_true", help="show the loader process's output")
 
@@ -281,8 +282,11 @@ def render_text(report: dict[str, Any], stream) -> None:
                           f["reason"])
         console.print(table)
     document = report_json(report)
-    console.print(f"{document['summary']['checks']} checks, {document['summary']['failed']} failed; "
-                  f"{len(findings)} static findings, {sum(f['verdict'] == 'confirmed' for f in findings)} confirmed")
+    from tlint.reporters import plural
+
+    console.print(f"{plural(document['summary']['checks'], 'check')}, {document['summary']['failed']} failed; "
+                  f"{plural(len(findings), 'static finding')}, "
+                  f"{sum(f['verdict'] == 'confirmed' for f in findings)} confirmed")
 
 
 def histogram_text(bins: list[list[int]], width: int = 40) -> str:

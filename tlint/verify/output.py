@@ -78,8 +78,10 @@ def render_text(model: dict, probes: list[dict], findings: list[dict], stream: T
                           f["probe"] or "", f["reason"])
         console.print(table)
     counts = summary(probes, findings)
-    console.print(f"{counts['probes']} probes, {counts['failed']} failed; {len(findings)} static findings, "
-                  f"{counts['confirmed']} confirmed")
+    from tlint.reporters import plural
+
+    console.print(f"{plural(counts['probes'], 'probe')}, {counts['failed']} failed; "
+                  f"{plural(len(findings), 'static finding')}, {counts['confirmed']} confirmed")
 
 
 # --- SARIF and LSP: the static findings, which have a source location ---------------------

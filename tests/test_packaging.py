@@ -1,0 +1,90 @@
+"""What a newcomer meets first: the distribution's name (`tlint` on the Package Index is
+someone else's), install instructions that work before a release, a test command that runs
+every test (torch's tests fail instead of skipping under TLINT_REQUIRE_TORCH=1), and
+`verify`/`scan-data` without torch."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.cliutil import REPO, tlint_env
+from tlint import cli
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+NAME = "tlint-pytorch"
+
+
+def test_the_distribution_name_is_the_free_one_everywhere():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["name"] == NAME == cli.DISTRIBUTION
+    assert project["scripts"] == {"tlint": "tlint.cli:main"}  # the command stays `tlint`
+    warning = "`pip install tlint` installs someone else's code"  # the README's one mention, a warning
+    assert warning in README
+    installs = re.findall(r"pip install ([^\n`]*)", README.replace(warning, ""))
+    assert installs
+    for command in installs:  # never the other project's `tlint`, never an extra of it
+        assert not re.match(r"""['"]?tlint(\[|['"]|\s|$)""", command), command
+    assert f'pip install "{NAME} @ git+https://github.com/tlint/tlint@COMMIT"' in README
+    assert "pip install ./tlint" in README  # from a clone
+    for path in REPO.joinpath("tlint").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "'tlint[" not in text and '"tlint[' not in text, path  # extras are named with the distribution
+
+
+def test_pre_commit_snippet_pins_a_commit_or_says_how_to_tag():
+    snippet = README.split("## pre-commit", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    rev = re.search(r"rev: (\S+)", snippet)
+    assert rev is not None and rev.group(1) == "COMMIT" and "full commit SHA" in snippet
+    assert "git tag -a v" in README and "pre-commit autoupdate" in README
+
+
+def test_quick_start_says_the_demo_exits_1_on_purpose():
+    quick_start = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "exits 1 on\npurpose" in quick_start or "exits 1 on purpose" in quick_start
+    proc = subprocess.run([sys.executable, "-m", "tlint", "check", "fixtures/demo"], cwd=REPO,
+                          capture_output=True, text=True, env=tlint_env(), timeout=120)
+    assert proc.returncode == 1, proc.stderr
+
+
+BLOCK_TORCH = "import sys; sys.modules['torch'] = None; "
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("command", ["verify", "scan-data"])
+def test_verify_and_scan_data_without_torch_say_how_to_install_it(command, fmt, tmp_path):
+    code = BLOCK_TORCH + f"from tlint.cli import main; sys.exit(main([{command!r}, '--output-format', {fmt!r}]))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=tlint_env(), timeout=120)
+    assert proc.returncode == 2
+    line = proc.stderr if fmt == "text" else proc.stdout
+    assert line.count("\n") == 1 and "needs PyTorch, which is not installed: pip install torch" in line, line
+    assert f"pip install '{NAME}[verify]'" in line
+    assert "Traceback" not in proc.stderr
+    listed = subprocess.run([sys.executable, "-c", BLOCK_TORCH + "from tlint.cli import main; "
+                             "sys.exit(main(['verify', '--list-probes']))"], cwd=tmp_path, capture_output=True,
+                            text=True, env=tlint_env(), timeout=120)
+    assert listed.returncode == 0 and "mask-leak" in listed.stdout  # listing the probes needs no torch
+
+
+@pytest.mark.parametrize("required", [True, False])
+def test_torch_tests_fail_instead_of_skipping_when_required(required, tmp_path):
+    """tests/test_verify_formats.py without torch: skipped, or, under TLINT_REQUIRE_TORCH=1, failed."""
+    env = tlint_env(TLINT_REQUIRE_TORCH="1" if required else "0")
+    code = (BLOCK_TORCH + "import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', "
+            "'tests/test_verify_formats.py']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+    output = proc.stdout + proc.stderr
+    if required:
+        assert proc.returncode not in (0, 5), output
+        assert "TLINT_REQUIRE_TORCH=1 but torch cannot be imported" in output, output
+    else:
+        assert proc.returncode in (0, 5) and "1 skipped" in output and "failed" not in output, output  # 5: none ran

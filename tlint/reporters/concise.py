@@ -1,0 +1,43 @@
+"""`--output-format concise`: one line a finding, `path:line:col: CODE message` (Ruff's
+concise format; what editors' problem matchers and pre-commit read), then one summary line.
+
+No code frame, no colour, no rich: the same bytes on a terminal and in a pipe."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from tlint.reporters import OutputReport, plural
+
+
+def line(diag) -> str:
+    """`path:line:col: CODE message`, with ` [*]` for a safe fix (as in the text format) and
+    ` [suppressed]` for a finding shown by --show-suppressed. A message is one line: a line
+    break in it is written as a space."""
+    start = diag.range.start
+    message = " ".join(diag.message.split("\n")) if "\n" in diag.message else diag.message
+    marks = ""
+    if diag.fix is not None and not diag.suppressed and diag.fix.applicability == "safe":
+        marks += " [*]"
+    if diag.suppressed:
+        marks += " [suppressed]"
+    return f"{diag.path}:{start.line}:{start.column}: {diag.code} {message}{marks}\n"
+
+
+def render(report: OutputReport, stream: TextIO, *, quiet: bool = False) -> None:
+    for diag in report.diagnostics:
+        stream.write(line(diag))
+    if not quiet:
+        stream.write(summary(report) + "\n")
+
+
+def summary(report: OutputReport) -> str:
+    checked = plural(len(report.files), "file")
+    hidden = f" ({report.hidden_suppressed} suppressed)" if report.hidden_suppressed else ""
+    if not report.diagnostics:
+        return f"No findings in {checked}{hidden}."
+    fixable = sum(1 for d in report.diagnostics
+                  if d.fix is not None and not d.suppressed and d.fix.applicability == "safe")
+    fixes = f"; {fixable} fixable with --fix" if fixable else ""
+    files = len({d.path for d in report.diagnostics})
+    return f"Found {plural(len(report.diagnostics), 'finding')} in {files} of {checked}{hidden}{fixes}."
