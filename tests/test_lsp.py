@@ -309,7 +309,7 @@ def test_lsp_without_pygls_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=tlint_env(), capture_output=True,
                           text=True, timeout=TIMEOUT, check=False)
     assert proc.returncode == 2
-    assert "pip install 'tlint[lsp]'" in proc.stderr
+    assert "pip install 'tlint-pytorch[lsp]'" in proc.stderr
 
 
 def test_lsp_rejects_unknown_arguments(tmp_path):

@@ -153,7 +153,7 @@ def test_without_matplotlib_the_probe_runs_and_says_how_to_get_the_maps(tmp_path
         sys.modules.pop("pad_attention", None)
     probe = probes_of(result)["attention-maps"]
     assert probe["status"] == "pass" and probe["extra"]["artifacts"] == []
-    assert PLOT_HINT in probe["detail"] and "tlint[plot]" in PLOT_HINT
+    assert PLOT_HINT in probe["detail"] and "tlint-pytorch[plot]" in PLOT_HINT
     assert not (tmp_path / "maps").exists()
 
 
