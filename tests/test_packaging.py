@@ -88,3 +88,12 @@ def test_torch_tests_fail_instead_of_skipping_when_required(required, tmp_path):
         assert "TLINT_REQUIRE_TORCH=1 but torch cannot be imported" in output, output
     else:
         assert proc.returncode in (0, 5) and "1 skipped" in output and "failed" not in output, output  # 5: none ran
+
+
+def test_torch_tests_use_the_helper_that_honours_tlint_require_torch():
+    """A test module that needs torch imports it through tests/torchutil.py: a bare
+    `pytest.importorskip("torch")` would skip silently where TLINT_REQUIRE_TORCH=1 asks for a failure."""
+    bare = [path.name for path in (REPO / "tests").rglob("*.py")
+            if path.name != "torchutil.py" and re.search(r"^\s*(\w+\s*=\s*)?pytest\.importorskip\(\s*['\"]torch['\"]",
+                                                           path.read_text(encoding="utf-8"), re.MULTILINE)]
+    assert bare == [], f"use `from tests.torchutil import import_torch; torch = import_torch()` in {bare}"

@@ -12,7 +12,9 @@ import textwrap
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.torchutil import import_torch
+
+torch = import_torch()
 nn = torch.nn
 
 from tlint.verify.loading import (  # noqa: E402
