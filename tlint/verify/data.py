@@ -1,8 +1,9 @@
 """The data scan: `tlint scan-data` and `tlint verify --data` (README "tlint verify", the data scan).
 
 Parent side (no torch): settings from `[tool.tlint.verify]` and flags, a child process
-(`python -m tlint.verify.data REQUEST PROGRESS`, working directory a temporary folder,
-bytecode writing off, killed at `timeout`) that imports the loader factories and scans their
+(`python -m tlint.verify.data REQUEST REPORT_FD ...`, run by tlint/verify/child.py like
+verify's: a temporary working folder, bytecode writing off, a memory limit, killed at `timeout`
+with every process it started) that imports the loader factories and scans their
 first N batches, then `tlint check` on the user files the loaders imported: each static
 finding of a data rule gets the verdict of the check that tests it. Child side (torch):
 normalise each batch (a mapping such as a dict or a BatchEncoding, a tuple `(x, y)` or
@@ -73,6 +74,7 @@ class DataOptions:
     batches: int = DEFAULT_BATCHES
     seed: int = 0
     timeout: float = 600.0
+    memory_limit: float | None = None   # MiB (None: half the machine's): the child's limit, plus headroom
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -95,7 +97,7 @@ def resolve_data(config: dict[str, Any], config_path: Path | None, root: Path,
 
     where = f"{config_path}: " if config_path else ""
     shared = {k: v for k, v in flags.items() if k in ("pad-token-id", "vocab-size", "causal", "padding-side",
-                                                        "timeout", "seed")}
+                                                        "timeout", "seed", "memory-limit")}
     base = resolve(config, config_path, root, shared, require_model=False)
     values: dict[str, Any] = {}
     for key in ("dataloader", "eval-dataloader"):
@@ -127,14 +129,14 @@ def resolve_data(config: dict[str, Any], config_path: Path | None, root: Path,
                        vocab_size=base.vocab_size, causal=base.causal,
                        padding_side=flags.get("padding-side") or config.get("padding-side"),
                        fields=dict(fields_), batches=batches or DEFAULT_BATCHES, seed=base.seed,
-                       timeout=base.timeout, **values)
+                       timeout=base.timeout, memory_limit=base.memory_limit, **values)
 
 
 def load_data_options(args) -> DataOptions:
     settings, config_path = load_config(args)
     flags = {key: getattr(args, key.replace("-", "_"), None)
              for key in ("dataloader", "eval-dataloader", "pad-token-id", "eos-token-id", "vocab-size", "causal",
-                         "padding-side", "timeout", "seed", "batches")}
+                         "padding-side", "timeout", "seed", "batches", "memory-limit")}
     return resolve_data(settings.verify, config_path, config_root(config_path), flags)
 
 
@@ -302,6 +304,8 @@ def _run_child(options: DataOptions, verbose: bool) -> dict[str, Any]:
     from tlint.verify.child import run_scan
 
     run = run_scan(options, verbose)
+    if run.error is not None:
+        raise DataError(*run.error)
     if run.timed_out:
         raise DataError("timeout", f"the data scan did not finish within {options.timeout:g} s (`timeout`) and "
                         "was stopped: a loader that hangs (e.g. worker processes, a network read), or batches "
@@ -355,14 +359,15 @@ def match_findings(result: dict[str, Any], options: DataOptions) -> list[dict[st
 # --- child -----------------------------------------------------------------------------
 
 def main(argv: list[str]) -> int:
-    """`REQUEST RESULT`: options in, `{"scan", "checks", "files"}` or `{"error"}` out."""
-    request, result_path = Path(argv[0]), Path(argv[1])
-    sys.dont_write_bytecode = True
+    """`REQUEST REPORT_FD PARENT_PID LIMIT_MIB` (tlint/verify/child.py): options in, one
+    `{"event": "result", "result": {"scan", "checks", "files"} or {"error"}}` out on the report pipe."""
+    from tlint.verify.child import start_child
+
+    request, reporter = start_child(argv)
     options = DataOptions(**json.loads(request.read_text(encoding="utf-8")))
     from tlint.verify.scan_data import run_scan
 
-    result = run_scan(options)
-    result_path.write_text(json.dumps(result), encoding="utf-8")
+    reporter.emit({"event": "result", "result": run_scan(options)})
     return 0
 
 

@@ -95,6 +95,12 @@ def build_model(options: VerifyOptions, roots: list[Path]) -> nn.Module:
     try:
         model = factory(**options.model_kwargs)
     except BaseException as exc:
+        if out_of_memory(exc):
+            limit = options.memory_limit or default_memory_limit(options.device)
+            raise UserCodeError("memory", f"building the model with `{options.model}` ran out of memory: the "
+                                f"process running it may hold {_mib(limit)} (`memory-limit`) plus 1 GiB, whatever "
+                                "the factory does. Lower the sizes in `model-kwargs`, or raise `memory-limit` "
+                                "(MiB)") from None
         kwargs = f" with model-kwargs {options.model_kwargs}" if options.model_kwargs else ""
         raise UserCodeError("factory", f"building the model with `{options.model}`{kwargs} raised "
                             f"{_describe(exc, roots)}. Fix the factory or its `model-kwargs`.") from None
@@ -102,6 +108,13 @@ def build_model(options: VerifyOptions, roots: list[Path]) -> nn.Module:
         raise UserCodeError("factory", f"`{options.model}` returned a {type(model).__name__}, "
                             "not a torch.nn.Module")
     return model
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """An allocation refused (the child's memory limit, or the machine's): Python's
+    MemoryError, torch's OutOfMemoryError, or the CPU allocator's RuntimeError."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" \
+        or isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
 
 
 def _check_no_arguments(cls: Any, spec: str) -> None:

@@ -163,7 +163,27 @@ def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags:
     values["python_path"] = [str((root / p).resolve()) for p in values.get("python_path", [])]
     if values.get("artifacts"):  # the config's is relative to its folder; the flag's arrives absolute
         values["artifacts"] = str((root / values["artifacts"]).resolve())
+        if flags.get("artifacts") is None and config_path is not None:
+            _inside_config_folder("artifacts", values["artifacts"], config["artifacts"], config_path, root)
     return VerifyOptions(root=str(root.resolve()), causal_names=list(causal_names), **values)
+
+
+def _inside_config_folder(key: str, resolved: str, given: str, config_path: Path, root: Path) -> None:
+    """An output path set in a config must resolve, after symlinks, inside the config's folder
+    (a config cloned with a repository must not make tlint write elsewhere)."""
+    folder = root.resolve()
+    path = Path(resolved)
+    if path == folder or folder in path.parents:
+        return
+    from tlint.config import _where
+
+    try:
+        text = config_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    raise OptionsError(f"{_where(config_path, text, key)}: `{key} = {given!r}` in [tool.tlint.verify] resolves "
+                       f"to {path}, outside the config's folder {folder} (after symlinks): an output path set in a "
+                       f"config must stay inside its folder; give a folder elsewhere with --{key} instead")
 
 
 def select_probes(names: list[str] | None, optimizer: bool = False) -> list[str]:

@@ -1,13 +1,13 @@
-"""The child process of `tlint verify`: `python -m tlint.verify.worker REQUEST RESULT`.
+"""The child process of `tlint verify`: `python -m tlint.verify.worker REQUEST REPORT_FD ...`
+(started by tlint/verify/child.py, which sets its limits first).
 
 It reads the options (JSON) from REQUEST, imports the user's model, runs the probes and
-writes JSON to RESULT: `{"model", "probes", "classes"}` or `{"error": {"kind", "message"}}`.
-The parent reads only RESULT, so whatever user code prints does not matter."""
+reports each stage as a JSON line on the inherited report pipe (`verify`'s events). The
+parent checks each event; what user code prints goes to another pipe, of which it keeps the end."""
 
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 import time
 from pathlib import Path
@@ -227,16 +227,16 @@ def verify(options: VerifyOptions, emit=None) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """`REQUEST PROGRESS`: options in, one JSON event per line out (see `verify`), ending
-    with `{"event": "end"}` or `{"event": "error", "kind", "message"}`."""
-    request, progress_path = Path(argv[0]), Path(argv[1])
-    sys.dont_write_bytecode = True
+    """`REQUEST REPORT_FD PARENT_PID LIMIT_MIB` (tlint/verify/child.py): options in, one JSON
+    event per line out on the report pipe (see `verify`), ending with `{"event": "end"}` or
+    `{"event": "error", "kind", "message"}`."""
+    from tlint.verify.child import start_child
+
+    request, reporter = start_child(argv)
     options = VerifyOptions.from_json(request.read_text(encoding="utf-8"))
     from tlint.verify.loading import UserCodeError
 
-    def emit(event: dict) -> None:
-        with open(progress_path, "a", encoding="utf-8") as progress:
-            progress.write(json.dumps(event) + "\n")
+    emit = reporter.emit
 
     try:
         verify(options, emit)
