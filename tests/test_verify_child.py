@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cliutil import make_project, run_tlint, tlint_env
+from tests.cliutil import main_in, make_project, run_tlint, tlint_env
 from tlint.verify import child
 from tlint.verify.command import VerifyError, run_worker
 from tlint.verify.options import VerifyOptions
@@ -69,7 +69,8 @@ def complete_run(status="pass"):
     template = {"probe": "mask-leak", "status": "skip", "figure": None, "tolerance": 0.0, "unit": "", "module": None,
                 "detail": ""}
     emit({"event": "ready"})
-    emit({"event": "loaded", "model": {"class": "M"}, "classes": []})
+    emit({"event": "loaded", "model": {"factory": "m:build", "class": "M", "parameters": 1, "call": "ids"},
+          "classes": []})
     emit({"event": "start", "probe": "mask-leak", "template": template})
     emit({"event": "done", "probe": "mask-leak", "entry": {**template, "status": status, "figure": 0.0,
                                                           "extra": {}, "seconds": 0.0}})
@@ -171,16 +172,20 @@ def test_sigterm_or_sigint_to_tlint_leaves_nothing_running(tmp_path, fake_child,
 # --- the report channel --------------------------------------------------------------------------
 
 FORGED = {"event": "done", "probe": "mask-leak",
-          "entry": {"probe": "mask-leak", "status": "pass", "figure": 0.0, "detail": "", "extra": {}}}
+          "entry": {"probe": "mask-leak", "status": "pass", "figure": 0.0, "tolerance": 0.0, "unit": "", "detail": "",
+                    "extra": {}}}
+MODEL = {"factory": "m:build", "class": "M", "parameters": 1, "call": "ids"}
 
 
 @pytest.mark.parametrize("action, words", [
     ("os.write(reporter.fd, b'not json\\n')", "a line that is not JSON"),
     ("emit({'event': 'pwned'})", "an unknown event 'pwned'"),
     ("os.write(reporter.fd, b'[1, 2]\\n')", "a line that is not an event"),
-    (f"emit({{'event': 'loaded', 'model': {{}}, 'classes': []}})\nemit({FORGED!r})", "a `done` event out of place"),
-    ("emit({'event': 'loaded', 'model': {}, 'classes': []})\nemit({'event': 'end'})", "missing: mask-leak"),
-    ("emit({'event': 'loaded', 'model': {}, 'classes': [{'name': 1}]})", "a `loaded` event out of place"),
+    (f"emit({{'event': 'loaded', 'model': {MODEL!r}, 'classes': []}})\nemit({FORGED!r})",
+     "a `done` event out of place"),
+    (f"emit({{'event': 'loaded', 'model': {MODEL!r}, 'classes': []}})\nemit({{'event': 'end'}})", "missing: mask-leak"),
+    (f"emit({{'event': 'loaded', 'model': {MODEL!r}, 'classes': [{{'name': 1}}]}})", "a `loaded` event out of place"),
+    ("emit({'event': 'loaded', 'model': {}, 'classes': []})", "a `loaded` event out of place"),
     ("emit({'event': 'error', 'kind': 3})", "an `error` event without its kind"),
 ])
 def test_an_invalid_report_is_a_report_error_not_a_crash_of_tlint(tmp_path, fake_child, action, words):
@@ -323,6 +328,16 @@ def test_config_output_paths_stay_inside_the_config_folder(tmp_path, setting, li
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith(f"tlint: error: {root / 'tlint.toml'}:3: `artifacts = ")
     assert "outside the config's folder" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("setting", ['"../elsewhere"', '"/tmp/tlint-cache-elsewhere"', '"link/cache"'])
+def test_config_cache_dir_stays_inside_the_config_folder(tmp_path, capsys, monkeypatch, setting):
+    root = make_project(tmp_path / "p", {"train.py": "import torch\n", "tlint.toml": f"\ncache-dir = {setting}\n"})
+    (root / "link").symlink_to(tmp_path)
+    proc = main_in(root, "check", ".", capsys=capsys, monkeypatch=monkeypatch)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"tlint: error: {root / 'tlint.toml'}:2: `cache-dir = ")
+    assert "outside the config's folder" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"] and not Path("/tmp/tlint-cache-elsewhere").exists()
 
 
 # --- the real worker on hostile factories (torch) ---------------------------------------------------

@@ -299,6 +299,17 @@ def _expect(cond: bool, path: Path, text: str, key: str, what: str) -> None:
         raise ConfigError(f"{_where(path, text, key)}: `{key}` must be {what}")
 
 
+def _inside_folder(path: Path, text: str, key: str, value: str) -> None:
+    """An output path set in a config resolves, after symlinks, inside the config's folder:
+    a cloned repository's config cannot make tlint write elsewhere."""
+    folder = path.parent.resolve()
+    target = (folder / value).resolve()
+    if target != folder and folder not in target.parents:
+        raise ConfigError(f"{_where(path, text, key)}: `{key} = {value!r}` resolves to {target}, outside the "
+                          f"config's folder {folder} (after symlinks): an output path set in a config must stay "
+                          "inside its folder")
+
+
 def _str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
@@ -335,6 +346,7 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
     if "cache-dir" in table:
         _expect(isinstance(table["cache-dir"], str) and table["cache-dir"].strip() != "", path, text,
                 "cache-dir", "a folder name (relative to the config's folder)")
+        _inside_folder(path, text, "cache-dir", table["cache-dir"])
         settings.cache_dir = table["cache-dir"]
     pfi = table.get("per-file-ignores", {})
     _expect(isinstance(pfi, dict), path, text, "per-file-ignores", "a table of glob = [codes]")

@@ -201,6 +201,8 @@ class Child:
         assert self.proc is not None
         if self.proc.returncode is not None:
             return True
+        if not hasattr(os, "waitid"):  # (macOS: reaping it frees its group id; rare to be taken again)
+            return self.proc.poll() is not None
         try:
             info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
@@ -562,23 +564,25 @@ def apply(event: dict[str, Any], run: ChildRun, options: VerifyOptions) -> None:
         return
     if kind == "loaded":
         model, classes = event.get("model"), event.get("classes")
-        _expect(run.loaded is None and isinstance(model, dict) and isinstance(classes, list)
+        _expect(run.loaded is None and isinstance(model, dict) and isinstance(model.get("factory"), str)
+                and isinstance(model.get("class"), str) and _number(model.get("parameters"))
+                and isinstance(model.get("call"), str) and isinstance(classes, list)
                 and all(_class_entry(c) for c in classes), "a `loaded` event out of place or malformed")
         run.loaded = {"model": model, "classes": classes}
     elif kind == "start":
         name = event.get("probe")
         _expect(run.loaded is not None and run.running is None and name in options.probes
-                and name not in {e["probe"] for e in run.done} and isinstance(event.get("template"), dict),
+                and name not in {e["probe"] for e in run.done} and _entry(event.get("template"), name),
                 f"a `start` event out of place or malformed (probe {name!r})")
         run.running, run.template = name, event["template"]
     elif kind == "done":
         entry = event.get("entry")
-        _expect(run.running is not None and event.get("probe") == run.running and isinstance(entry, dict)
-                and entry.get("probe") == run.running and entry.get("status") in _STATUSES
-                and (entry.get("figure") is None or _number(entry.get("figure")))
-                and isinstance(entry.get("detail", ""), str) and isinstance(entry.get("extra", {}), dict),
+        _expect(run.running is not None and event.get("probe") == run.running and _entry(entry, run.running),
                 f"a `done` event out of place or malformed (probe {event.get('probe')!r})")
-        run.done.append(entry)  # type: ignore[arg-type]
+        assert isinstance(entry, dict)
+        _expect(isinstance(entry.get("extra", {}), dict) and _number(entry.get("seconds", 0)),
+                f"a `done` event with a malformed `extra` or `seconds` (probe {run.running!r})")
+        run.done.append(entry)
         run.running = run.template = None
     elif kind == "end":
         missing = [n for n in options.probes if n not in {e["probe"] for e in run.done}]
@@ -592,6 +596,14 @@ def apply(event: dict[str, Any], run: ChildRun, options: VerifyOptions) -> None:
         run.error = (event["kind"], event["message"])
     else:
         raise ReportError(f"an unknown event {kind[:40]!r}")
+
+
+def _entry(entry: Any, probe: str) -> bool:
+    """A probe's entry (or its skip template) with the fields the reports read."""
+    return (isinstance(entry, dict) and entry.get("probe") == probe and entry.get("status") in _STATUSES
+            and (entry.get("figure") is None or _number(entry.get("figure"))) and _number(entry.get("tolerance"))
+            and isinstance(entry.get("unit"), str) and isinstance(entry.get("detail"), str)
+            and (entry.get("module") is None or isinstance(entry.get("module"), str)))
 
 
 def _class_entry(entry: Any) -> bool:
