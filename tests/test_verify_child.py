@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.cliutil import main_in, make_project, run_tlint, tlint_env
+from tests.torchutil import import_torch
 from tlint.verify import child
 from tlint.verify.command import VerifyError, run_worker
 from tlint.verify.options import VerifyOptions
@@ -382,7 +383,7 @@ def build_huge():
 
 
 def test_real_worker_hostile_factory(tmp_path):
-    pytest.importorskip("torch")
+    import_torch()
     root = make_project(tmp_path / "p", {"usermodel.py": HOSTILE})
     pids_file = tmp_path / "pids.json"
     proc = run_tlint("verify", "--model", "usermodel:build", "--probe", "nan-trace", "--probe", "grad-flow",
@@ -395,7 +396,7 @@ def test_real_worker_hostile_factory(tmp_path):
 
 
 def test_real_worker_memory_limit_cannot_be_skipped(tmp_path):
-    pytest.importorskip("torch")
+    import_torch()
     root = make_project(tmp_path / "p", {"usermodel.py": HOSTILE})
     proc = run_tlint("verify", "--model", "usermodel:build_huge", "--format", "json", cwd=root)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -418,7 +419,7 @@ def train_loader():
 
 
 def test_real_scan_data_child_leaves_nothing_and_is_not_forged(tmp_path):
-    pytest.importorskip("torch")
+    import_torch()
     root = make_project(tmp_path / "p", {"loaders.py": LOADER})
     pids_file = tmp_path / "pids.json"
     proc = run_tlint("scan-data", "--dataloader", "loaders:train_loader", "--pad-token-id", "0", "--format", "json",
