@@ -190,14 +190,14 @@ def test_libcst_1_9_parses_the_new_syntax():
 
 def test_unreadable_file_is_tl001(tmp_path, monkeypatch):
     write_tree(tmp_path, {"secret.py": "x = 1\n", "model.py": MODEL})
-    real = Path.read_bytes
+    real = os.open
 
-    def read_bytes(self):
-        if self.name == "secret.py":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    def open_file(path, flags, *args):
+        if os.fspath(path).endswith("secret.py"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, flags, *args)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(os, "open", open_file)
     diags = lint_dir(tmp_path)
     assert found(diags, tmp_path) == {("secret.py", 1, "TL001"), MODEL_AT}
     assert "Permission denied" in tl001(diags, "secret.py")

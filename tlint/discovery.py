@@ -136,18 +136,22 @@ def discover(paths: list[Path], settings_for,
     Settings for a folder; `roots` the root of each named path that no project marker
     decides (`config.named_roots`; else the path's own folder). A `.py` symlink that leads
     nowhere (broken, or a loop) is kept, so that the engine reports it as unreadable
-    instead of skipping it silently."""
+    instead of skipping it silently. Links to folders are never followed by the walk
+    (a link to `/` or the home folder is not walked); a named folder link is walked."""
     gitignore = GitIgnore()
     found: dict[Path, Path] = {}
     missing: list[str] = []
     for given in paths:
-        if given.is_file() or (given.suffix in (".py", ".pyi") and given.is_symlink()):
+        if given.is_file() or (not given.is_dir() and os.path.lexists(given)):
+            # a named path that is not a folder is linted, whatever it is: one that is not a
+            # regular file (a FIFO, a device, a link to one or to nothing) is TL001
             root = (roots or {}).get(given, given.parent)
             settings = settings_for(given.parent, root)
             if settings.force_exclude and _excluded(given, settings):
                 continue
-            found.setdefault(given.resolve() if given.exists() else given.absolute(), root)
-            seen_file(given.resolve() if given.exists() else given.absolute())
+            file = given.resolve() if given.is_file() else given.absolute()
+            found.setdefault(file, root)
+            seen_file(file)
             continue
         if not given.is_dir():
             missing.append(f"{given}: no such file or folder")
@@ -164,9 +168,12 @@ def discover(paths: list[Path], settings_for,
                     continue
                 file = folder_path / name
                 if not file.is_file():
-                    if file.is_symlink() and not file.exists() and not _excluded(file, settings):
-                        found.setdefault(file.absolute(), cli_root)  # broken or looping
-                    continue  # otherwise something that is not a file (a folder named *.py)
+                    # a folder named *.py is skipped; anything else that is not a regular file
+                    # (a FIFO, a device, a link to one, a broken or looping link) is kept for
+                    # the engine to report as TL001, without opening it
+                    if not file.is_dir() and not _excluded(file, settings):
+                        found.setdefault(file.absolute(), cli_root)
+                    continue
                 real = file.resolve() if os.path.islink(file) else real_folder / name
                 if _excluded(file, settings, real) or gitignore.ignored(real, False):
                     continue

@@ -18,7 +18,10 @@ _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^
 
 
 def scan_imports(text: str) -> list[str]:
-    """Imported module names (`a.b`, `.sibling`, `..pkg.mod`); `from . import x` gives `.x`."""
+    """Imported module names (`a.b`, `.sibling`, `..pkg.mod`); `from . import x` gives `.x`.
+    Lines end at `\n`, `\r\n` or a lone `\r`, as Python reads them."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     out: list[str] = []
     for match in _IMPORT.finditer(text):
         for part in match.group(1).split(","):
