@@ -8,7 +8,6 @@ Nothing here runs a rule; every failure is a TL001 diagnostic, never an exceptio
 from __future__ import annotations
 
 import os
-import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ import libcst as cst
 
 from tlint.context import Timer
 from tlint.diagnostics import Diagnostic, Position, Range
-from tlint.encoding import decode_source
+from tlint.encoding import decode_source, printable
 from tlint.rules import ENGINE_CODES
 
 if TYPE_CHECKING:
@@ -42,7 +41,6 @@ _MAX_LIBCST_DEPTH = 3000
 # without inheriting it into worker processes, in binary mode.
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
                | getattr(os, "O_BINARY", 0))
-_SURROGATE = re.compile("[\udc80-\udcff]")
 
 # --- reading and parsing ----------------------------------------------------------------
 
@@ -241,14 +239,6 @@ def read_source(path: Path, display: str) -> bytes | Diagnostic:
     if len(data) > MAX_FILE_BYTES:  # it grew after the size check
         return _too_large(display, len(data))
     return data
-
-
-def printable(text: str) -> str:
-    """`text` (a file name, decoded as Python decodes them) with each byte that was not
-    valid UTF-8 written as `\\xNN`: what every reporter writes for an odd file name."""
-    if text.isascii():
-        return text
-    return os.fsencode(text).decode("utf-8", "backslashreplace") if _SURROGATE.search(text) else text
 
 
 def decode_data(data: bytes, display: str) -> str | Diagnostic:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from tlint.encoding import printable
 from tlint.reporters import OutputReport, plural
 
 
 def line(diag) -> str:
     """`path:line:col: CODE message`, with ` [*]` for a safe fix (as in the text format) and
     ` [suppressed]` for a finding shown by --show-suppressed. A message is one line: a line
-    break in it is written as a space."""
+    break in it is written as a space. A file name's bytes that are not UTF-8: `\\xNN`."""
     start = diag.range.start
     message = " ".join(diag.message.split("\n")) if "\n" in diag.message else diag.message
     marks = ""
@@ -21,7 +22,7 @@ def line(diag) -> str:
         marks += " [*]"
     if diag.suppressed:
         marks += " [suppressed]"
-    return f"{diag.path}:{start.line}:{start.column}: {diag.code} {message}{marks}\n"
+    return f"{printable(diag.path)}:{start.line}:{start.column}: {diag.code} {printable(message)}{marks}\n"
 
 
 def render(report: OutputReport, stream: TextIO, *, quiet: bool = False) -> None:

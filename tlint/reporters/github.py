@@ -1,12 +1,13 @@
 """`--format github`: GitHub Actions workflow commands, one annotation per finding.
 
 Escaping follows the Actions runner: `%`, CR and LF in the message; those and `:` and `,`
-in property values."""
+in property values. A file name's bytes that are not UTF-8 are written `\\xNN`."""
 
 from __future__ import annotations
 
 from typing import TextIO
 
+from tlint.encoding import printable
 from tlint.reporters import OutputReport
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
@@ -24,10 +25,10 @@ def render(report: OutputReport, stream: TextIO) -> None:
     for diag in report.diagnostics:
         start, end = diag.range.start, diag.range.end
         props = {
-            "file": diag.path,
+            "file": printable(diag.path),
             "line": start.line, "col": start.column,
             "endLine": end.line, "endColumn": end.column,
             "title": f"{diag.code} {diag.name}",
         }
         joined = ",".join(f"{key}={escape_property(str(value))}" for key, value in props.items())
-        stream.write(f"::{_LEVEL[diag.severity]} {joined}::{escape_data(diag.message)}\n")
+        stream.write(f"::{_LEVEL[diag.severity]} {joined}::{escape_data(printable(diag.message))}\n")

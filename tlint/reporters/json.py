@@ -6,6 +6,7 @@ import json
 from typing import TextIO
 
 from tlint import __version__
+from tlint.encoding import printable
 from tlint.reporters import OutputReport, fixable_counts, statistics_rows
 
 
@@ -13,6 +14,7 @@ def document(report: OutputReport) -> dict:
     diagnostics = []
     for diag in report.diagnostics:
         entry = diag.to_json()
+        entry["path"], entry["message"] = printable(diag.path), printable(diag.message)
         if diag.suppressed:  # only present with --show-suppressed
             entry["suppressed"] = True
         diagnostics.append(entry)

@@ -22,6 +22,7 @@ import re
 from typing import TextIO
 
 from tlint.diagnostics import Diagnostic
+from tlint.encoding import printable
 from tlint.reporters import OutputReport
 
 ERROR_CODES = frozenset({"TL001", "TL003"})
@@ -51,7 +52,8 @@ def _attributes(**values: object) -> str:
 
 def finding_text(diag: Diagnostic) -> str:
     start = diag.range.start
-    return f"{diag.path}:{start.line}:{start.column}: {diag.code} [{diag.severity}] {diag.message} ({diag.name})"
+    return (f"{printable(diag.path)}:{start.line}:{start.column}: {diag.code} [{diag.severity}] "
+            f"{printable(diag.message)} ({diag.name})")
 
 
 def render(report: OutputReport, stream: TextIO) -> None:
@@ -62,7 +64,7 @@ def render(report: OutputReport, stream: TextIO) -> None:
     counts = {"failure": 0, "error": 0, "skipped": 0}
     for path in sorted(by_path):
         findings = by_path[path]
-        opening = f"    <testcase{_attributes(classname=path, name='tlint', time='0')}"
+        opening = f"    <testcase{_attributes(classname=printable(path), name='tlint', time='0')}"
         if not findings:
             cases.append(f"{opening}/>\n")
             continue
@@ -76,7 +78,7 @@ def render(report: OutputReport, stream: TextIO) -> None:
         lines = [f"{opening}>\n"]
         for diag in shown:
             tag = "error" if diag.code in ERROR_CODES else "failure"
-            lines.append(f"      <{tag}{_attributes(type=diag.code, message=diag.message)}>"
+            lines.append(f"      <{tag}{_attributes(type=diag.code, message=printable(diag.message))}>"
                          f"{escape(finding_text(diag))}</{tag}>\n")
         listing = "\n".join(finding_text(d) + (" [suppressed]" if d.suppressed else "") for d in findings)
         lines.append(f"      <system-out>{escape(listing)}</system-out>\n    </testcase>\n")

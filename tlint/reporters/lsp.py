@@ -11,12 +11,14 @@ from typing import TextIO
 
 from tlint.diagnostics import Diagnostic, Position, Range
 from tlint.docs import rule_url
+from tlint.encoding import printable
 from tlint.reporters import OutputReport, SourceLines
 
 _SEVERITY = {"error": 1, "warning": 2, "info": 3}
 
 
 def file_uri(path: str) -> str:
+    """The file URI of `path`: its bytes percent-encoded (those that are not UTF-8 too)."""
     return Path(os.path.abspath(path)).as_uri()
 
 
@@ -52,7 +54,7 @@ def lsp_diagnostic(diag: Diagnostic, sources: SourceLines) -> dict:
         "code": diag.code,
         "codeDescription": {"href": rule_url(diag.code, diag.name)},
         "source": "tlint",
-        "message": diag.message,
+        "message": printable(diag.message),
         "data": {"fix": fix},
     }
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from tlint import __version__
 from tlint.diagnostics import Diagnostic, Range
+from tlint.encoding import printable, raw_name
 from tlint.reporters import OutputReport, SourceLines
 
 SARIF_VERSION = "2.1.0"
@@ -37,14 +38,15 @@ def utf16_column(line: str | None, column: int) -> int:
 
 def artifact_location(path: str) -> dict[str, str]:
     """A path relative to the working directory as a `%SRCROOT%`-relative URI; any other
-    absolute path as a file URI."""
+    absolute path as a file URI. The URI percent-encodes the name's bytes, those that are
+    not valid UTF-8 included (`bad%FF.py`)."""
     candidate = Path(path)
     if candidate.is_absolute():
         try:
             candidate = candidate.resolve().relative_to(Path.cwd().resolve())
         except (ValueError, OSError):
             return {"uri": candidate.as_uri()}
-    return {"uri": quote(candidate.as_posix()), "uriBaseId": SRCROOT}
+    return {"uri": quote(raw_name(candidate.as_posix())), "uriBaseId": SRCROOT}
 
 
 def region(sources: SourceLines, path: str, rng: Range) -> dict[str, int]:
@@ -165,7 +167,7 @@ def render(report: OutputReport, stream: TextIO) -> None:
             more["fixes"] = fix_list
         if diag.suppressed:  # only present with --show-suppressed
             more["suppressions"] = [{"kind": "inSource"}]
-        log.result(diag.code, diag.message, level=LEVELS[diag.severity],
+        log.result(diag.code, printable(diag.message), level=LEVELS[diag.severity],
                    locations=[location(report.sources, diag.path, diag.range)],
                    properties={"name": diag.name, "severity": diag.severity},
                    name=diag.name, severity=diag.severity, **more)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tlint.diagnostics import SEVERITY_RANK, Diagnostic
+from tlint.encoding import printable
 from tlint.reporters import OutputReport, fixable_counts, plural, statistics_rows
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -76,11 +77,11 @@ def render_statistics(report: OutputReport, stream: TextIO, *, color: bool | Non
 def _headline(diag: Diagnostic) -> Text:
     start = diag.range.start
     text = Text()
-    text.append(f"{diag.path}:{start.line}:{start.column}:", style="bold")
+    text.append(f"{printable(diag.path)}:{start.line}:{start.column}:", style="bold")
     text.append(" ")
     text.append(diag.code, style=_SEVERITY_STYLE[diag.severity])
     text.append(f" [{diag.severity}] ")
-    text.append(diag.message)
+    text.append(printable(diag.message))
     text.append(f" ({diag.name})", style="dim")
     if diag.fix is not None and not diag.suppressed:
         text.append(" [*]" if diag.fix.applicability == "safe" else " [unsafe fix]", style="cyan")
