@@ -32,6 +32,8 @@ from tlint.positions import node_ranges
 from tlint.project_phase import resolve_projects
 from tlint.reading import (  # noqa: F401 - some re-exported
     MAX_FILE_BYTES,
+    PARSE_TIME_LIMIT,
+    NeedsGuard,
     decode_data,
     decode_source,
     needed_tokens,
@@ -59,6 +61,7 @@ class TaskOptions:
 
     prefilter: bool = True  # `--no-prefilter`: False parses every file with LibCST
     profile: bool = False  # `--profile`: time the analysis (tlint/profile.py)
+    parse_time_limit: float = PARSE_TIME_LIMIT  # seconds for a guarded parse (tlint/guard.py)
 
 
 def _timed(hook: Timer | None, name: str, fn, /, *args, **kwargs):
@@ -68,14 +71,21 @@ def _timed(hook: Timer | None, name: str, fn, /, *args, **kwargs):
 
 def analyse_file(path: Path, display: str, settings: Settings, *, text: str | None = None,
                  data: bytes | Diagnostic | None = None, facts_only: bool = False, prefilter: bool = True,
-                 timer: Timer | None = None) -> FileResult:
+                 timer: Timer | None = None, time_limit: float | None = PARSE_TIME_LIMIT) -> FileResult:
     """Parse one file once, run the enabled rules over its views, extract its facts.
     `text` replaces the file's contents; `data` is what `read_source` already read of it
     (else it is read here). `prefilter`: spare LibCST a file no rule needs; `timer`: the
     profile's timing hook. Never raises: what fails inside tlint becomes a TL003 finding
-    for the file."""
+    for the file. A file LibCST might crash on or spend minutes on (`reading.NeedsGuard`)
+    is analysed in a child process under `time_limit` seconds (tlint/guard.py): a crash or
+    a timeout is TL001 for it; `time_limit=None` analyses it here (the guard's child)."""
     try:
-        result = _analyse_file(path, display, settings, text, data, facts_only, prefilter, timer)
+        result = _analyse_file(path, display, settings, text, data, facts_only, prefilter, timer,
+                               time_limit is not None)
+    except NeedsGuard:
+        clear_caches()
+        assert time_limit is not None  # (raised only with a guard)
+        result = _analyse_guarded(path, display, settings, text, data, facts_only, prefilter, time_limit)
     except Exception as exc:
         result = FileResult(path, display)
         result.diagnostics.append(internal_error("tlint", display, exc, " (the file was not checked)"))
@@ -84,9 +94,30 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
     return result
 
 
+def _analyse_guarded(path: Path, display: str, settings: Settings, text: str | None,
+                     data: bytes | Diagnostic | None, facts_only: bool, prefilter: bool,
+                     time_limit: float) -> FileResult:
+    """`analyse_file` in a child process under `time_limit` seconds: its result, or TL001
+    "parser crashed" / "parse took longer than N s" (never cached: `unreadable`)."""
+    from functools import partial
+
+    from tlint.guard import GuardFailed, run_guarded
+
+    call = partial(analyse_file, path, display, settings, text=text, data=data, facts_only=facts_only,
+                   prefilter=prefilter, time_limit=None)
+    try:
+        return run_guarded(call, (), time_limit)
+    except GuardFailed as failure:
+        result = FileResult(path, display, parse_error=True, unreadable=True)
+        message = (f"parser crashed on this file ({failure.detail}): the file was not checked" if failure.crashed
+                   else f"parse took longer than {time_limit:g} s: the file was not checked")
+        result.diagnostics.append(parse_error(display, message))
+        return result
+
+
 def _analyse_file(path: Path, display: str, settings: Settings, text: str | None,
                   data: bytes | Diagnostic | None, facts_only: bool, prefilter: bool,
-                  timer: Timer | None) -> FileResult:
+                  timer: Timer | None, guard: bool = False) -> FileResult:
     result = FileResult(path, display)
     if text is None:
         if data is None:
@@ -105,7 +136,7 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
     skip = prefilter and _timed(timer, "phase: pre-filter (token check)", prefilter_skips, text, settings, facts_only)
     statement_lines: list[int] = []
     module = _timed(timer, "phase: syntax check (Python compile)", parse_source, text, display, syntax_only=skip,
-                    statement_lines=statement_lines, timer=timer)
+                    statement_lines=statement_lines, timer=timer, guard=guard)
     if isinstance(module, Diagnostic):
         result.diagnostics.append(module)
         result.parse_error = True
@@ -120,7 +151,7 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
             return result
         # Python's tree shows a fact only LibCST's can place
         module = _timed(timer, "phase: syntax check (Python compile)", parse_source, text, display,
-                        statement_lines=statement_lines, timer=timer)
+                        statement_lines=statement_lines, timer=timer, guard=guard)
         if isinstance(module, Diagnostic):
             result.diagnostics.append(module)
             result.parse_error = True
@@ -192,7 +223,8 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
 
 
 def analyse_cached(cache: FileCache | None, path: Path, display: str, settings: Settings, *,
-                   facts_only: bool = False, prefilter: bool = True, timer: Timer | None = None) -> FileResult:
+                   facts_only: bool = False, prefilter: bool = True, timer: Timer | None = None,
+                   time_limit: float | None = PARSE_TIME_LIMIT) -> FileResult:
     """`analyse_file` of a file on disk through the cache (when there is one): the stored
     result if the file, its settings and tlint are unchanged, else a fresh one, stored.
     The key and the analysis come from one read of the file. For the project phase's
@@ -200,12 +232,12 @@ def analyse_cached(cache: FileCache | None, path: Path, display: str, settings: 
     data = read_source(path, display)
     if cache is None or isinstance(data, Diagnostic):
         return analyse_file(path, display, settings, data=data, facts_only=facts_only, prefilter=prefilter,
-                            timer=timer)
+                            timer=timer, time_limit=time_limit)
     key = cache.key(path, display, settings, data)
     result = cache.load(path, key, settings, facts_only=facts_only)
     if result is None:
         result = analyse_file(path, display, settings, data=data, facts_only=facts_only, prefilter=prefilter,
-                              timer=timer)
+                              timer=timer, time_limit=time_limit)
         cache.store(path, key, settings, result, facts_only=facts_only)
     return result
 
@@ -221,8 +253,10 @@ def analyse_task(task) -> FileResult:
 
         timer = active_timer()
     if type(source) is str:
-        return analyse_file(path, display, settings, text=source, prefilter=options.prefilter, timer=timer)
-    return analyse_file(path, display, settings, data=source, prefilter=options.prefilter, timer=timer)
+        return analyse_file(path, display, settings, text=source, prefilter=options.prefilter, timer=timer,
+                            time_limit=options.parse_time_limit)
+    return analyse_file(path, display, settings, data=source, prefilter=options.prefilter, timer=timer,
+                        time_limit=options.parse_time_limit)
 
 
 # --- the run ----------------------------------------------------------------------------
@@ -256,7 +290,7 @@ class Linter:
     def __init__(self, resolver: ConfigResolver, *, jobs: int | None = None,
                  select: list[str] | None = None, extend_select: list[str] | None = None,
                  ignore: list[str] | None = None, cache: bool = False, profile: bool = False,
-                 prefilter: bool = True) -> None:
+                 prefilter: bool = True, parse_time_limit: float = PARSE_TIME_LIMIT) -> None:
         self.resolver = resolver
         # `--profile`: seconds per rule/view/extractor/phase, summed over files and workers
         # (tlint/profile.py); `prefilter=False` parses every file (`--no-prefilter`).
@@ -266,7 +300,7 @@ class Linter:
 
             self.profile = Profile()
         self.prefilter = prefilter
-        self.options = TaskOptions(prefilter=prefilter, profile=profile)
+        self.options = TaskOptions(prefilter=prefilter, profile=profile, parse_time_limit=parse_time_limit)
         self.prefiltered = 0  # files of the last run(s) LibCST did not parse
         # The per-file result cache (`tlint check` turns it on unless --no-cache).
         self.cache = FileCache(prefilter) if cache and not cache_disabled_by_env() else None
@@ -340,10 +374,12 @@ class Linter:
             def analyse_facts(path: Path, settings: Settings, text: str | None) -> FileResult:
                 if text is not None:
                     return analyse_file(path, display_path(path), settings, text=text, facts_only=True,
-                                        prefilter=self.prefilter, timer=timer)
+                                        prefilter=self.prefilter, timer=timer,
+                                        time_limit=self.options.parse_time_limit)
                 # as a named file is read (decoded like Python does), through the cache
                 return analyse_cached(cache, path, display_path(path), settings, facts_only=True,
-                                      prefilter=self.prefilter, timer=timer)
+                                      prefilter=self.prefilter, timer=timer,
+                                      time_limit=self.options.parse_time_limit)
 
             _timed(timer, "phase: cross-file (project graph, conditions)", resolve_projects, results,
                    {t[0]: t[2] for t in tasks}, self.settings_for, overrides, cache, analyse_facts, timer)
@@ -424,14 +460,12 @@ class Linter:
 
     @staticmethod
     def _isolated(task) -> FileResult:
-        """Re-run one file in its own process: a native crash becomes TL001 for that file."""
-        try:
-            with ProcessPoolExecutor(max_workers=1) as pool:
-                return pool.submit(analyse_task, task).result()
-        except BrokenProcessPool:
-            result = FileResult(task[0], task[1], parse_error=True)
-            result.diagnostics.append(parse_error(task[1], "the parser crashed on this file"))
-            return result
+        """Re-run one file in its own process, under the time limit: a native crash becomes
+        TL001 for that file."""
+        path, display, settings, source, options = task
+        return _analyse_guarded(path, display, settings, source if type(source) is str else None,
+                                None if type(source) is str else source, False, options.prefilter,
+                                options.parse_time_limit)
 
     def _finish_file(self, result: FileResult, settings: Settings) -> list[Diagnostic]:
         try:

@@ -8,6 +8,7 @@ Nothing here runs a rule; every failure is a TL001 diagnostic, never an exceptio
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,9 +37,18 @@ MAX_FILE_BYTES = 2 * 2**20
 # (measured with LibCST 1.9: 4,000 chained subscripts crash it, 3,000 do not; 8,000
 # additions or attribute accesses crash it, 4,000 do not).
 _MAX_LIBCST_DEPTH = 3000
+# LibCST's parse time grows about fourfold per level of nested mapping or tuple patterns in
+# a `match` statement (measured with LibCST 1.9: depth 8 takes 0.13 s, 9 0.5 s, 12 about
+# 47 s); more than this many levels is parsed under the time limit.
+_MAX_PATTERN_NESTING = 5
+# Files over this size are parsed under the time limit too (about 2 s of parse per MiB).
+GUARD_BYTES = 2**20
+# The time limit of a guarded parse (and the analysis that follows it), in seconds.
+PARSE_TIME_LIMIT = 20.0
 
 # A source file is opened without blocking (a FIFO named `x.py` must not hang the run),
 # without inheriting it into worker processes, in binary mode.
+_CASE_LINE = re.compile(r"^[ \t]*case\b", re.MULTILINE)
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
                | getattr(os, "O_BINARY", 0))
 
@@ -133,8 +143,42 @@ def _deep_expression_risk(tree, text: str) -> bool:
     return False
 
 
+class NeedsGuard(Exception):
+    """Raised by `parse_source(..., guard=True)` before LibCST runs on a file it might crash
+    on or spend minutes on: the caller analyses the file in a child process under a time
+    limit (tlint/guard.py). `reason` says which risk it is."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _pattern_nesting_risk(text: str, tree) -> bool:
+    """True when a `match` statement nests mapping or sequence patterns deeper than
+    `_MAX_PATTERN_NESTING` (LibCST's parse time is exponential in that depth). Only files
+    with a line starting with `case` are walked."""
+    if "case" not in text or not _CASE_LINE.search(text):
+        return False
+    import ast
+
+    nested = (ast.MatchMapping, ast.MatchSequence)
+    for node in ast.walk(tree):
+        if type(node) is not ast.match_case:
+            continue
+        stack = [(node.pattern, 0)]
+        while stack:
+            pattern, depth = stack.pop()
+            if isinstance(pattern, nested):
+                depth += 1
+                if depth > _MAX_PATTERN_NESTING:
+                    return True
+            stack.extend((child, depth) for child in ast.iter_child_nodes(pattern) if isinstance(child, ast.pattern))
+    return False
+
+
 def parse_source(text: str, display: str, *, syntax_only: bool = False,
-                 statement_lines: list | None = None, timer: Timer | None = None) -> cst.Module | Diagnostic | Any:
+                 statement_lines: list | None = None, timer: Timer | None = None,
+                 guard: bool = False) -> cst.Module | Diagnostic | Any:
     """The LibCST module, or a TL001 diagnostic saying why the file cannot be parsed.
     With `syntax_only`, a file Python compiles gives Python's own `ast.Module` instead
     (LibCST is not run); one it refuses still goes to LibCST, as below. A `statement_lines`
@@ -145,7 +189,12 @@ def parse_source(text: str, display: str, *, syntax_only: bool = False,
     (nesting beyond its limits, NUL bytes) before LibCST spends minutes on it or crashes,
     and its messages and positions are the clearer. A file it calls a syntax error still
     goes to LibCST, which may know newer syntax than the running Python. `timer` (the
-    profile's hook) is charged for LibCST's parse separately."""
+    profile's hook) is charged for LibCST's parse separately.
+
+    With `guard`, a parse LibCST might crash on or spend minutes on raises `NeedsGuard`
+    instead of running here: a file Python refuses (the depth guards need Python's tree;
+    LibCST may still know its syntax), one over `GUARD_BYTES`, one with deeply nested
+    `match` patterns."""
     if len(text) > MAX_FILE_BYTES:
         return _too_large(display, len(text.encode("utf-8", "surrogatepass")))
     if "\x00" in text:  # CPython refuses them (a ValueError before 3.12); LibCST does not
@@ -169,6 +218,13 @@ def parse_source(text: str, display: str, *, syntax_only: bool = False,
         return parse_error(display, f"syntax error: {py_error.msg}", py_error.lineno or 1, py_error.offset or 1)
     if syntax_only and py_error is None:
         return tree  # pre-filtered (see `prefilter_skips`): Python's tree, LibCST not run
+    if guard:
+        if py_error is not None:
+            raise NeedsGuard("Python refuses it")
+        if len(text) > GUARD_BYTES:
+            raise NeedsGuard("large")
+        if _pattern_nesting_risk(text, tree):
+            raise NeedsGuard("nested match patterns")
     if statement_lines is not None and py_error is None:
         statement_lines.extend(min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
                                for stmt in tree.body)  # type: ignore[attr-defined]  # "exec": an ast.Module
