@@ -121,7 +121,7 @@ def test_line_ends_inside_strings_or_continuations_get_the_end_line_or_a_line_ab
     diags = [_diag("TL201", (2, 9), (4, 12)),   # start line ends in a string, end line is fine
              _diag("TL202", (3, 1), (3, 9)),    # only inside: the line above (2) ends in a string too
              _diag("TL203", (6, 1), (6, 4)),    # backslash line, the line above ends inside a string
-             _diag("TL204", (8, 5), (8, 40)),   # a line whose first suppression-like text is a string
+             _diag("TL204", (8, 5), (8, 40)),   # suppression-like text in a string is no comment
              _diag("TL206", (10, 9), (11, 4)),  # start and end unusable: merged into line 9's comment
              _diag("TL207", (5, 9), (6, 4))]    # start and end unusable: a new comment line above
     done = add_suppressions(source, diags, "why")
@@ -135,14 +135,13 @@ def test_line_ends_inside_strings_or_continuations_get_the_end_line_or_a_line_ab
                          '    y = k("""\n'
                          '""" + \\\n'
                          '  "")\n'
-                         '    # tlint: ignore[TL204] why\n'
-                         '    z = \'\'\'# tlint: ignore[TL101]\'\'\' + m()\n'
+                         '    z = \'\'\'# tlint: ignore[TL101]\'\'\' + m()  # tlint: ignore[TL204] why\n'
                          '    # tlint: ignore[TL205, TL206]\n'
                          '    w = n("""\n'
                          '""" \\\n'
                          '    )\n')
     moved = [_diag("TL201", (2, 9), (4, 12)), _diag("TL207", (6, 9), (7, 4)),
-             _diag("TL204", (10, 5), (10, 40)), _diag("TL206", (12, 9), (13, 4))]
+             _diag("TL204", (9, 5), (9, 40)), _diag("TL206", (11, 9), (12, 4))]
     assert _suppressed(done.text, moved)
     compile(done.text, "a.py", "exec")
 

@@ -12,8 +12,9 @@ of one line share one comment, and REASON follows the comment's bracket
 Parse errors (TL001), unused suppressions (TL002, reported after suppressions apply) and
 internal errors (TL003) are never suppressed.
 
-Files are rewritten atomically in their own encoding and line endings
-(`tlint.fixes.write_atomic`); a second run adds nothing."""
+Files are rewritten in their own encoding and line endings, as `--fix` writes
+(`tlint.fixes.write_fixed`: never outside the given paths, never a read-only file or one
+changed meanwhile); a second run adds nothing."""
 
 from __future__ import annotations
 
@@ -167,12 +168,14 @@ class BaselineOutcome:
     added: dict[Path, int] = field(default_factory=dict)
     left: list[Diagnostic] = field(default_factory=list)  # findings that stay unsuppressed
     errors: list[str] = field(default_factory=list)
+    read: dict[Path, bytes] = field(default_factory=dict)  # the bytes each new text was made from
 
 
 def baseline(result, reason: str = "") -> BaselineOutcome:
     """Suppressions for every unsuppressed finding of a lint `result` (engine.RunResult),
     file by file; nothing is written."""
-    from tlint.encoding import decode_source
+    from tlint.encoding import decode_source, printable
+    from tlint.reading import read_source
 
     outcome = BaselineOutcome()
     by_path: dict[str, list[Diagnostic]] = {}
@@ -185,10 +188,13 @@ def baseline(result, reason: str = "") -> BaselineOutcome:
         outcome.left.extend(d for d in diagnostics if d.code in NOT_SUPPRESSIBLE)
         if not suppressible:
             continue
+        data = read_source(path, display) if path is not None else None
         try:
-            text = decode_source(path.read_bytes()) if path is not None else None
+            if isinstance(data, Diagnostic):
+                raise OSError(data.message)
+            text = decode_source(data) if data is not None else None
         except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
-            outcome.errors.append(f"cannot read {display}: {exc}")
+            outcome.errors.append(f"cannot read {printable(display)}: {exc}")
             text = None
         if text is None:
             outcome.left.extend(suppressible)
@@ -196,6 +202,8 @@ def baseline(result, reason: str = "") -> BaselineOutcome:
         done = add_suppressions(text, suppressible, reason)
         outcome.left.extend(done.left)
         if done.added and done.text != text:
+            assert path is not None and isinstance(data, bytes)  # (a text was read)
+            outcome.read[path] = data
             outcome.texts[path] = done.text
             outcome.added[path] = done.added
     outcome.left.sort(key=Diagnostic.sort_key)
@@ -208,7 +216,8 @@ def run_command(args, linter, paths: list[Path]) -> int:
     what is left: 0 when everything was suppressed."""
     import sys
 
-    from tlint.fixes import write_atomic
+    from tlint.encoding import printable
+    from tlint.fixes import allowed_roots, write_fixed
     from tlint.results import exit_code
 
     reason = " ".join((args.add_suppressions or "").split())
@@ -216,11 +225,16 @@ def run_command(args, linter, paths: list[Path]) -> int:
     outcome = baseline(result, reason)
     errors = list(result.errors) + outcome.errors
     written, files = 0, 0
+    roots = allowed_roots(paths)  # never written: see tlint/fixes.py `write_fixed`
     for path, text in sorted(outcome.texts.items()):
         try:
-            write_atomic(path, text)
+            why = write_fixed(path, text, outcome.read[path], roots)
         except (OSError, UnicodeEncodeError) as exc:
-            errors.append(f"cannot write the suppressions to {path}: {getattr(exc, 'strerror', None) or exc}")
+            errors.append(f"cannot write the suppressions to {printable(str(path))}: "
+                          f"{getattr(exc, 'strerror', None) or exc}")
+            continue
+        if why is not None:
+            sys.stderr.write(f"tlint: warning: {printable(str(path))} not changed: {why}\n")
             continue
         written, files = written + outcome.added[path], files + 1
 

@@ -631,7 +631,7 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
     input) and report what is left (nothing with --fix-only). The exit code reflects what is
     left (with --diff: 1 if anything would change; with --fix-only: 0; with
     --exit-non-zero-on-fix: at least 1 when a fix was applied)."""
-    from tlint.fixes import fix_run, unified_diff, write_atomic
+    from tlint.fixes import fix_run, unified_diff, write_fixes
     from tlint.reporters import OutputReport, SourceLines, plural, render
 
     outcome = fix_run(linter, paths, unsafe=args.unsafe_fixes, stdin=stdin)
@@ -657,14 +657,14 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
         sys.stdout.write(outcome.texts.get(stdin_path, stdin[1]))
         sys.stdout.flush()
         default, sources = sys.stderr, {stdin[0].as_posix(): outcome.texts.get(stdin_path, stdin[1])}
-    else:
-        failed = []
-        for path in changed:
-            try:
-                write_atomic(path, outcome.texts[path])
-            except OSError as exc:
-                failed.append(f"cannot write the fixes to {displays.get(path, path)}: {exc.strerror or exc}")
+    else:  # what is never written, and why: tlint/fixes.py `write_fixed`
+        skipped, failed = write_fixes(outcome, paths, displays)
+        if skipped:  # those files keep their findings: lint what is on disk now
+            result = linter.run(paths)
+        for message in skipped:
+            sys.stderr.write(f"tlint: warning: {message}\n")
         result.errors.extend(failed)
+        total = outcome.total
         default, sources = sys.stdout, None
     shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
     report = OutputReport(shown, result.files, result.parse_errors, SourceLines(sources),

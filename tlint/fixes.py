@@ -23,7 +23,9 @@ from __future__ import annotations
 import codecs
 import difflib
 import io
+import os
 import re
+import stat
 import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.atomic import write_bytes_atomic
+from tlint.atomic import deferred_interrupts, write_bytes_atomic
 from tlint.diagnostics import Edit, Fix, Position, Range
 
 if TYPE_CHECKING:
@@ -435,11 +437,12 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 def apply_fixes(text: str, fixes: Iterable[Fix]) -> tuple[str, int]:
     """Apply the non-overlapping fixes (in source order); return (new text, fixes applied).
-    The text is returned unchanged when the result would not compile."""
+    The result must compile: when all of them together do not, they are taken one at a
+    time, in source order, each kept only if the text still compiles with it (one broken
+    fix does not block the others)."""
     lines = FileLines(text)
     taken: list[tuple[int, int]] = []
-    chosen: list[tuple[int, int, str]] = []
-    count = 0
+    chosen: list[list[tuple[int, int, str]]] = []
     ordered = sorted(fixes, key=lambda f: min((lines.offset(e.range.start) for e in f.edits), default=0))
     for one in ordered:
         spans = _spans(lines, one)
@@ -450,21 +453,30 @@ def apply_fixes(text: str, fixes: Iterable[Fix]) -> tuple[str, int]:
         if any(_overlaps(a[:2], b[:2]) for i, a in enumerate(spans) for b in spans[i + 1:]):
             continue
         taken.extend((s, e) for s, e, _ in spans)
-        chosen.extend(spans)
-        count += 1
-    if not count:
+        chosen.append(spans)
+    if not chosen:
         return text, 0
+    new = _edited(text, chosen)
+    if _compiles(new):
+        return new, len(chosen)
+    kept: list[list[tuple[int, int, str]]] = []
+    for spans in chosen:
+        candidate = _edited(text, [*kept, spans])
+        if _compiles(candidate):
+            kept.append(spans)
+            new = candidate
+    return (new, len(kept)) if kept else (text, 0)
+
+
+def _edited(text: str, fixes: list[list[tuple[int, int, str]]]) -> str:
     out = []
     cursor = 0
-    for start, end, content in sorted(chosen, key=lambda span: (span[0], span[1])):
+    for start, end, content in sorted((span for spans in fixes for span in spans), key=lambda span: span[:2]):
         out.append(text[cursor:start])
         out.append(content)
         cursor = end
     out.append(text[cursor:])
-    new = "".join(out)
-    if not _compiles(new):
-        return text, 0
-    return new, count
+    return "".join(out)
 
 
 def _compiles(text: str) -> bool:
@@ -490,6 +502,7 @@ class FixOutcome:
 
     texts: dict[Path, str] = field(default_factory=dict)
     originals: dict[Path, str] = field(default_factory=dict)
+    read: dict[Path, bytes] = field(default_factory=dict)  # the bytes the originals were decoded from
     applied: dict[Path, int] = field(default_factory=dict)
     result: RunResult | None = None  # set by `fix_run`
     first: RunResult | None = None  # the first pass's result, before any fix (--show-fixes)
@@ -533,9 +546,13 @@ def fix_run(linter, paths: list[Path], *, unsafe: bool, stdin: tuple[Path, str] 
         changed = False
         for path, fixes in by_file.items():
             if path not in outcome.texts:
-                original = stdin[1] if stdin is not None else _read(path)
-                if original is None:
-                    continue
+                if stdin is not None:
+                    original = stdin[1]
+                else:
+                    loaded = _read(path)
+                    if loaded is None:
+                        continue
+                    original, outcome.read[path] = loaded
                 outcome.originals[path] = original
                 outcome.texts[path] = original
             new, count = apply_fixes(outcome.texts[path], fixes)
@@ -548,12 +565,16 @@ def fix_run(linter, paths: list[Path], *, unsafe: bool, stdin: tuple[Path, str] 
     return outcome
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path) -> tuple[str, bytes] | None:
     from tlint.encoding import decode_source
+    from tlint.reading import read_source
 
+    data = read_source(path, "")
+    if not isinstance(data, bytes):
+        return None
     try:
-        return decode_source(path.read_bytes())
-    except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
+        return decode_source(data), data
+    except (UnicodeDecodeError, SyntaxError, LookupError):
         return None
 
 
@@ -563,15 +584,106 @@ def unified_diff(path: str, before: str, after: str) -> str:
         fromfile=f"a/{path}", tofile=f"b/{path}"))
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` in the file's own encoding (BOM and cookie kept), through a
-    temporary file in the same folder and a rename: the file is never half-written."""
-    data = path.read_bytes()
+def encoded(path: Path, text: str, data: bytes | None = None) -> bytes:
+    """`text` in the encoding of the file whose bytes are `data` (read from `path` when
+    not given): its BOM and PEP 263 cookie kept."""
+    if data is None:
+        data = path.read_bytes()
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     bom = data.startswith(codecs.BOM_UTF8)
     if encoding == "utf-8-sig":
         encoding, bom = "utf-8", True
-    payload = (codecs.BOM_UTF8 if bom else b"") + text.encode(encoding)
+    return (codecs.BOM_UTF8 if bom else b"") + text.encode(encoding)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` in the file's own encoding (BOM and cookie kept), through a
+    temporary file in the same folder and a rename: the file is never half-written."""
+    payload = encoded(path, text)
     mode = path.stat().st_mode
     path = path.resolve()  # a symlink stays a symlink: its target is rewritten
     write_bytes_atomic(path, payload, mode=mode, durable=True, prefix=f".{path.name}.", suffix=".tlint-fix")
+
+
+# --- writing fixed files back: what is never done -----------------------------------------
+
+
+def allowed_roots(paths: Iterable[Path]) -> list[Path]:
+    """The given paths, links resolved: a file is written only if it is one of them or
+    under one of them (so a link inside a given folder never leads a write outside it)."""
+    roots = []
+    for path in paths:
+        try:
+            roots.append(Path(path).resolve())
+        except (OSError, RuntimeError):
+            continue
+    return roots
+
+
+def write_fixed(path: Path, text: str, analysed: bytes, roots: list[Path]) -> str | None:
+    """Write the fixed `text` to `path` unless that would be wrong; None when written, else
+    why it was not (said to the user, the file left as it is):
+
+    - outside the given paths once links are resolved (`roots`: `allowed_roots`);
+    - not a regular file, or read-only (no write permission bit, or no access);
+    - changed since it was analysed (`analysed`: the bytes the fixes were computed from):
+      someone saved it meanwhile, and their edit must not be lost.
+
+    A file with several hard links, or owned by another user, is rewritten in place (the
+    fixed text compiles: `apply_fixes` checked it), so that its links and its owner stay;
+    any other file is replaced atomically through a temporary file (never half-written,
+    never left behind, even on Ctrl-C: `write_bytes_atomic`)."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as exc:
+        return f"cannot resolve it ({exc})"
+    if not any(real == root or root in real.parents for root in roots):
+        return f"it leads outside the given paths (to {real.as_posix()}) through a symbolic link"
+    try:
+        info = os.stat(real)
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or exc})"
+    if not stat.S_ISREG(info.st_mode):
+        return "it is no longer a regular file"
+    if not info.st_mode & 0o222 or not os.access(real, os.W_OK):
+        return "it is read-only"
+    from tlint.reading import read_source
+
+    current = read_source(real, "")
+    if current != analysed:
+        return "it changed while tlint was fixing it (run tlint again)"
+    payload = encoded(real, text, analysed)
+    several_links = info.st_nlink > 1
+    other_owner = hasattr(os, "geteuid") and info.st_uid != os.geteuid()
+    if several_links or other_owner:
+        with deferred_interrupts():
+            with open(real, "r+b") as stream:
+                stream.write(payload)
+                stream.truncate()
+                stream.flush()
+                os.fsync(stream.fileno())
+        return None
+    write_bytes_atomic(real, payload, mode=info.st_mode, durable=True, prefix=f".{real.name}.",
+                       suffix=".tlint-fix")
+    return None
+
+
+def write_fixes(outcome: FixOutcome, paths: Iterable[Path], displays: dict[Path, str]) -> tuple[list[str], list[str]]:
+    """Write the changed files of a `--fix` run (`write_fixed`): (files skipped and why,
+    files that could not be written). A file not written drops out of `outcome.applied`."""
+    from tlint.encoding import printable
+
+    roots = allowed_roots(paths)
+    skipped, failed = [], []
+    for path in outcome.changed:
+        display = printable(displays.get(path, path.as_posix()))
+        try:
+            why = write_fixed(path, outcome.texts[path], outcome.read[path], roots)
+        except (OSError, UnicodeEncodeError) as exc:
+            failed.append(f"cannot write the fixes to {display}: {getattr(exc, 'strerror', None) or exc}")
+            outcome.applied.pop(path, None)
+            continue
+        if why is not None:
+            skipped.append(f"{display} not fixed: {why}")
+            outcome.applied.pop(path, None)
+    return skipped, failed

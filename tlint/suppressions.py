@@ -37,32 +37,71 @@ class Suppression:
 
 
 def parse_suppressions(text: str) -> list[Suppression]:
+    """The suppression comments of a file: comments only, as Python's tokenizer finds them
+    (`# tlint: ignore` inside a string or a docstring is text, not a comment). A file the
+    tokenizer refuses (it does not parse: TL001) falls back to a search of its raw lines."""
     out: list[Suppression] = []
     if "tlint" not in text and "noqa" not in text and "NOQA" not in text:
         return out
     # Lines end at \r\n, \r or \n, as the positions of findings count them (str.splitlines
     # also splits at form feeds, \x1c-\x1e, \x85, \u2028 and \u2029).
-    for lineno, line in enumerate(_LINES.split(text), start=1):
-        if "#" not in line:
-            continue
-        standalone = line.lstrip().startswith("#")
-        match = _TLINT.search(line)
-        if match:
-            selectors = tuple(s.strip() for s in (match.group(2) or "").split(",") if s.strip())
-            bracket = (match.start(2) + 1, match.end(2) + 1) if match.group(2) is not None else None
-            out.append(
-                Suppression(lineno, match.start() + 1, match.end() + 1, selectors,
-                            match.group(1).lower() == "ignore-file", standalone, "tlint",
-                            text=line, bracket=bracket)
-            )
-            continue
-        match = _NOQA.search(line)
-        if match:
-            codes = tuple(s.strip().upper() for s in (match.group(1) or "").split(",") if s.strip())
-            if codes and not any(c.startswith("TL") for c in codes):
-                continue  # a noqa for another tool
-            out.append(Suppression(lineno, match.start() + 1, match.end() + 1, codes, False, standalone, "noqa"))
+    lines = _LINES.split(text)
+    candidates = [n for n, line in enumerate(lines, start=1)
+                  if "#" in line and (_TLINT.search(line) or _NOQA.search(line))]
+    if not candidates:
+        return out
+    comments = _comments(text, candidates[-1])
+    for lineno in candidates:
+        line = lines[lineno - 1]
+        if comments is None:
+            starts = [0]  # the tokenizer refused the file: the raw line, as before
+        else:
+            starts = comments.get(lineno, [])
+        for start in starts:
+            found = _suppression(line, lineno, start)
+            if found is not None:
+                out.append(found)
+                break
     return out
+
+
+def _comments(text: str, last_line: int) -> dict[int, list[int]] | None:
+    """Line -> the 0-based columns where its comments start, up to `last_line`; None when
+    the tokenizer refuses the file before reaching that line."""
+    import io
+    import tokenize
+
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    found: dict[int, list[int]] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                found.setdefault(token.start[0], []).append(token.start[1])
+            elif token.start[0] > last_line:
+                break
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return found
+
+
+def _suppression(line: str, lineno: int, start: int) -> Suppression | None:
+    """The suppression in `line`'s comment that starts at column `start` (0-based), if any."""
+    standalone = line.lstrip().startswith("#")
+    match = _TLINT.search(line, start)
+    if match:
+        selectors = tuple(s.strip() for s in (match.group(2) or "").split(",") if s.strip())
+        bracket = (match.start(2) + 1, match.end(2) + 1) if match.group(2) is not None else None
+        return Suppression(lineno, match.start() + 1, match.end() + 1, selectors,
+                           match.group(1).lower() == "ignore-file", standalone, "tlint",
+                           text=line, bracket=bracket)
+    match = _NOQA.search(line, start)
+    if match:
+        codes = tuple(s.strip().upper() for s in (match.group(1) or "").split(",") if s.strip())
+        if codes and not any(c.startswith("TL") for c in codes):
+            return None  # a noqa for another tool
+        return Suppression(lineno, match.start() + 1, match.end() + 1, codes, False, standalone, "noqa")
+    return None
 
 
 def apply_suppressions(diagnostics, suppressions: list[Suppression]) -> None:
