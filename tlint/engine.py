@@ -29,6 +29,7 @@ from tlint.discovery import discover
 from tlint.fixes import FileLines, PendingFix, anchors, resolve_fix
 from tlint.memo import seen_file
 from tlint.positions import node_ranges
+from tlint.project_memory import ProjectMemory
 from tlint.project_phase import resolve_projects
 from tlint.reading import (  # noqa: F401 - some re-exported
     MAX_FILE_BYTES,
@@ -290,8 +291,12 @@ class Linter:
     def __init__(self, resolver: ConfigResolver, *, jobs: int | None = None,
                  select: list[str] | None = None, extend_select: list[str] | None = None,
                  ignore: list[str] | None = None, cache: bool = False, profile: bool = False,
-                 prefilter: bool = True, parse_time_limit: float = PARSE_TIME_LIMIT) -> None:
+                 prefilter: bool = True, parse_time_limit: float = PARSE_TIME_LIMIT,
+                 memory: ProjectMemory | None = None) -> None:
         self.resolver = resolver
+        # What a long-lived process (the language server) keeps of the project's files
+        # between runs (tlint/project_memory.py); None: nothing is kept.
+        self.memory = memory
         # `--profile`: seconds per rule/view/extractor/phase, summed over files and workers
         # (tlint/profile.py); `prefilter=False` parses every file (`--no-prefilter`).
         self.profile = None
@@ -377,12 +382,18 @@ class Linter:
                                         prefilter=self.prefilter, timer=timer,
                                         time_limit=self.options.parse_time_limit)
                 # as a named file is read (decoded like Python does), through the cache
-                return analyse_cached(cache, path, display_path(path), settings, facts_only=True,
-                                      prefilter=self.prefilter, timer=timer,
-                                      time_limit=self.options.parse_time_limit)
+                def analyse() -> FileResult:
+                    return analyse_cached(cache, path, display_path(path), settings, facts_only=True,
+                                          prefilter=self.prefilter, timer=timer,
+                                          time_limit=self.options.parse_time_limit)
+
+                if cache is None and self.memory is not None:
+                    return self.memory.facts_of(path, settings, self.prefilter, analyse)
+                return analyse()
 
             _timed(timer, "phase: cross-file (project graph, conditions)", resolve_projects, results,
-                   {t[0]: t[2] for t in tasks}, self.settings_for, overrides, cache, analyse_facts, timer)
+                   {t[0]: t[2] for t in tasks}, self.settings_for, overrides, cache, analyse_facts, timer,
+                   self.memory if cache is None else None)
         diagnostics: list[Diagnostic] = []
         for result, task in zip(results, tasks):
             diagnostics.extend(self._finish_file(result, task[2]))

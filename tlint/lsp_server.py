@@ -106,11 +106,21 @@ class Linted:
         return [_converter.structure(p, types.Diagnostic) for p in self.payloads]
 
 
+_MEMORY = None  # the project's facts and import scans, kept between lints (one per server)
+
+
 def _new_linter():
+    """A fresh linter per lint (the configuration is read again: an edited config holds at
+    once), sharing the server's `ProjectMemory`: only the edited text, and files changed
+    on disk, are analysed again (tlint/project_memory.py)."""
+    global _MEMORY
     from tlint.config import ConfigResolver
     from tlint.engine import Linter
+    from tlint.project_memory import ProjectMemory
 
-    return Linter(ConfigResolver(), jobs=1, cache=False)
+    if _MEMORY is None:
+        _MEMORY = ProjectMemory()
+    return Linter(ConfigResolver(), jobs=1, cache=False, memory=_MEMORY)
 
 
 def lint_text(path: Path, text: str, encoding: str) -> Linted:

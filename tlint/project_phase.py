@@ -23,6 +23,8 @@ from tlint.diagnostics import Diagnostic, internal_error
 from tlint.discovery import GitIgnore, walk_folders
 from tlint.memo import seen_file, seen_folder
 from tlint.project import ImportGraph, package_bases, scan_imports
+from tlint.project_memory import ProjectMemory
+from tlint.reading import read_source
 from tlint.results import Fact, FileResult, ProjectCondition
 from tlint.rules.base import RelatedFacts, Rule
 
@@ -37,15 +39,16 @@ AnalyseFacts = Callable[[Path, Settings, "str | None"], FileResult]
 
 def resolve_projects(results: list[FileResult], settings_of: dict[Path, Settings], settings_for,
                      overrides: dict[Path, str], cache: FileCache | None, analyse_facts: AnalyseFacts,
-                     timer: Timer | None = None) -> None:
-    """Decide every file's pending findings and run the cross-file rules (in place)."""
+                     timer: Timer | None = None, memory: ProjectMemory | None = None) -> None:
+    """Decide every file's pending findings and run the cross-file rules (in place).
+    `memory` (no cache): import scans kept between runs (tlint/project_memory.py)."""
     named = {r.path: r for r in results}
     projects: dict[Path, Project] = {}
 
     def project_of(result: FileResult) -> Project:
         root = settings_of[result.path].root
         if root not in projects:
-            projects[root] = Project(root, settings_for, named, overrides, cache, analyse_facts)
+            projects[root] = Project(root, settings_for, named, overrides, cache, analyse_facts, memory)
         return projects[root]
 
     for result in results:
@@ -107,8 +110,9 @@ class Project:
     """The files of one project root, their import graph, and their facts on demand."""
 
     def __init__(self, root: Path, settings_for, named: dict[Path, FileResult], overrides: dict[Path, str],
-                 cache: FileCache | None, analyse_facts: AnalyseFacts) -> None:
+                 cache: FileCache | None, analyse_facts: AnalyseFacts, memory: ProjectMemory | None = None) -> None:
         self.root = root
+        self.memory = memory
         self.analyse_facts = analyse_facts
         self.settings_for = settings_for
         self.named = named
@@ -158,7 +162,10 @@ class Project:
         imports: dict[Path, list[str]] = {}
         cache = self.cache
         settings = self.settings_for(self.root, self.root) if cache is not None else None
-        stored = cache.load_imports(settings) if cache is not None else {}  # type: ignore[arg-type]  # set with cache
+        if cache is not None:
+            stored = cache.load_imports(settings)  # type: ignore[arg-type]  # set with cache
+        else:
+            stored = self.memory.imports if self.memory is not None else {}
         table: dict[str, tuple[tuple[int, ...], list[str]]] = {}
         settled = time.time_ns() - IMPORT_SETTLE_NS  # older than this: not "racy"
         for file, stat in files.items():
@@ -169,17 +176,18 @@ class Project:
             if entry is not None and entry[0] == key:
                 imports[file] = entry[1]
             else:
-                try:
-                    text = file.read_bytes().decode("utf-8", errors="replace")
-                except OSError:
+                data = read_source(file, "")  # at most the size limit, never a FIFO
+                if not isinstance(data, bytes):
                     continue
-                imports[file] = scan_imports(text)
+                imports[file] = scan_imports(data.decode("utf-8", errors="replace"))
             if stat.st_mtime_ns < settled and stat.st_ctime_ns < settled:
                 table[str(file)] = (key, imports[file])
         for path, text in self.overrides.items():
             imports[path] = scan_imports(text)
         if cache is not None and table != stored:
             cache.store_imports(settings, table)  # type: ignore[arg-type]  # set with cache
+        elif self.memory is not None:
+            self.memory.store_imports(table)
         return imports
 
     def _other_project(self, folder: Path) -> bool:
