@@ -124,7 +124,8 @@ def test_everything_is_escaped(schema):
     assert ctl.get("classname") == "\\x01ctl.py"
     assert weird.get("classname") == 'we"ird <&>.py'
     first, second = _problems(weird)
-    visible = 'a <b> & "c" \'d\'\ttab\nnewline\\x00nul\\x1b[31mesc\x7f del ✓ 😀 \\udc80 \\ufffe'
+    # (a byte that was not UTF-8, as in a file name: `\\x80`, as every format writes it)
+    visible = 'a <b> & "c" \'d\'\ttab\nnewline\\x00nul\\x1b[31mesc\x7f del ✓ 😀 \\x80 \\ufffe'
     assert first.get("message") == visible  # tab and newline survive attribute normalisation
     assert first.text == f'we"ird <&>.py:3:5: TL101 [error] {visible} (missing-attention-mask)'
     assert second.get("message") == "again"
