@@ -37,6 +37,7 @@ import libcst as cst
 from tlint.context import register_view
 from tlint.cst import last_name, literal_value
 from tlint.source import FileIndex
+from tlint.views.bindings import BindingsView
 from tlint.views.training_common import (  # noqa: F401 - re-exported
     ACCELERATOR,
     BACKWARD,
@@ -88,13 +89,16 @@ if TYPE_CHECKING:
 class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSpeed, TrainingLiterals):
     """Training loops and training set-up of one file, computed lazily from its index."""
 
-    def __init__(self, index: FileIndex, read_input: Callable[[Path], bytes | None] | None = None) -> None:
+    def __init__(self, index: FileIndex, read_input: Callable[[Path], bytes | None] | None = None,
+                 bindings: BindingsView | None = None) -> None:
         """`read_input`: how the view reads a file it depends on (a DeepSpeed JSON config):
-        `FileContext.read_input`, which records it for the cache; None reads nothing."""
+        `FileContext.read_input`, which records it for the cache; None reads nothing.
+        `bindings`: the file's bindings view (`ctx.bindings`; one of its own when None)."""
         self.index = index
+        self.bindings = bindings if bindings is not None else BindingsView(index)
+        self.calls = self.bindings.calls
         self._read_input = read_input
         self._kinds: dict[cst.Call, str | None] = {}
-        self._callees: dict[cst.Call, cst.FunctionDef | None] = {}
         # Calls classified as loss/forward only by their callee's name (`criterion(...)`).
         self.named_like_events: set[cst.Call] = set()
         self._deepspeed_cache: dict[Path | None, tuple[list[DeepSpeedConfig], int]] = {}
@@ -222,4 +226,4 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
 @register_view("training")
 def training(ctx: FileContext) -> TrainingView:
     """The file's training loops and set-up (`ctx.training`)."""
-    return TrainingView(ctx.index, ctx.read_input)
+    return TrainingView(ctx.index, ctx.read_input, ctx.bindings)

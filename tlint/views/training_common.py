@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from tlint.cst import children, snake_parts
+from tlint.views.bindings import UNKNOWN as _BINDINGS_UNKNOWN
 
 # Event kinds, in the order they usually happen in one iteration.
 FORWARD = "forward"
@@ -34,8 +35,9 @@ WARMUP = "warmup"
 NO_WARMUP = "none"
 UNKNOWN_WARMUP = "unknown"
 
-# What `TrainingView.literal` returns for a value it cannot know statically.
-UNKNOWN = object()
+# What `TrainingView.literal` returns for a value it cannot know statically (the bindings
+# view's own marker: one object for every resolver).
+UNKNOWN = _BINDINGS_UNKNOWN
 
 
 # --- public records ---------------------------------------------------------------------

@@ -32,6 +32,7 @@ from tlint.views.training_common import (
 
 if TYPE_CHECKING:
     from tlint.source import FileIndex
+    from tlint.views.calls import CallsView
 
 _LOSS_FUNCTIONS = frozenset(
     {"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "nll_loss",
@@ -55,7 +56,7 @@ class TrainingEvents:
     if TYPE_CHECKING:  # set by TrainingView, or defined by its other parts
         index: FileIndex
         _kinds: dict[cst.Call, str | None]
-        _callees: dict[cst.Call, cst.FunctionDef | None]
+        calls: CallsView
         named_like_events: set[cst.Call]
 
         @property
@@ -299,67 +300,12 @@ class TrainingEvents:
             return False
         return name in _MODEL_NAMES or parts[-1] == "model" or parts[0] == "model"
 
-    def _is_method(self, function: cst.FunctionDef) -> bool:
-        return type(self.index.parent(self.index.parent(function))) is cst.ClassDef
-
-    @cached_property
-    def _methods_by_name(self) -> dict[str, list[cst.FunctionDef]]:
-        out: dict[str, list[cst.FunctionDef]] = {}
-        for function in self.index.functions:
-            if self._is_method(function):
-                out.setdefault(function.name.value, []).append(function)
-        return out
-
     def local_function(self, name: cst.Name) -> cst.FunctionDef | None:
-        """The plain (non-method) function of this file a name refers to, seen from its use."""
-        if name.value in self.index.imports.aliases:
-            return None
-        candidates = [f for f in self.index.functions_by_name.get(name.value, ()) if not self._is_method(f)]
-        if not candidates:
-            return None
-        scopes = [a for a in self.index.ancestors(name) if type(a) in (cst.FunctionDef, cst.Module)]
-        for scope in scopes:  # innermost scope that defines it
-            for function in candidates:
-                if self.index.enclosing_scope(function) is scope:
-                    return function
-        return None
+        """The plain (non-method) function of this file a name refers to, seen from its use
+        (`CallsView.local_function`)."""
+        return self.calls.local_function(name)
 
     def callee(self, call: cst.Call) -> cst.FunctionDef | None:
-        """The function or method of this file a call runs, when it can be told."""
-        if call in self._callees:
-            return self._callees[call]
-        found = self._callee(call)
-        self._callees[call] = found
-        return found
-
-    def _callee(self, call: cst.Call) -> cst.FunctionDef | None:
-        func = call.func
-        if type(func) is cst.Name:
-            return self.local_function(func)
-        if type(func) is not cst.Attribute or func.attr.value.startswith("__"):
-            return None
-        method, receiver = func.attr.value, func.value
-        is_super = type(receiver) is cst.Call and dotted_name(receiver.func) == "super"
-        if is_super or (type(receiver) is cst.Name and receiver.value in ("self", "cls")):
-            cls = self.index.enclosing_class(call)
-            return self._method(cls, method, skip_own=is_super) if cls is not None else None
-        if self.index.qualify(receiver) is not None:
-            return None
-        owners = self._methods_by_name.get(method, ())
-        return owners[0] if len(owners) == 1 else None
-
-    def _method(self, cls: cst.ClassDef, name: str, *, skip_own: bool = False,
-                depth: int = 0) -> cst.FunctionDef | None:
-        if depth > 5:
-            return None
-        if not skip_own and type(cls.body) is cst.IndentedBlock:
-            for statement in cls.body.body:
-                if type(statement) is cst.FunctionDef and statement.name.value == name:
-                    return statement
-        for base in cls.bases:
-            parent = self.index.classes_by_name.get(last_name(base.value) or "")
-            if parent is not None and parent is not cls:
-                found = self._method(parent, name, depth=depth + 1)
-                if found is not None:
-                    return found
-        return None
+        """The function or method of this file a call runs, when it can be told
+        (`CallsView.callee`: methods of local classes' instances included)."""
+        return self.calls.callee(call)

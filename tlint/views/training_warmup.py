@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, has_star_kwargs, last_name, literal_value
+from tlint.views.bindings import class_defaults, field_default
 from tlint.views.training_common import (
     NO_WARMUP,
     UNKNOWN,
@@ -52,8 +53,6 @@ class TrainingWarmup:
         def _arg_value(self, call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None: ...
         def literal(self, expr: cst.BaseExpression | None, default: Any = ...) -> Any: ...
         def nonzero(self, expr: cst.BaseExpression) -> bool: ...
-        def _class_defaults(self, cls: cst.ClassDef) -> dict[str, list[Any]]: ...
-        def _field_default(self, value: cst.BaseExpression) -> cst.BaseExpression | None: ...
 
     # --- schedulers and warmup arguments -----------------------------------------------
 
@@ -193,7 +192,7 @@ class TrainingWarmup:
         cls = self.index.classes_by_name.get(class_name)
         if cls is None or depth > 3:
             return None
-        for default in self._class_defaults(cls).get(field_name, ()):
+        for default in class_defaults(cls).get(field_name, ()):
             if isinstance(default, cst.BaseExpression):
                 return default
         for base in cls.bases:
@@ -215,7 +214,7 @@ class TrainingWarmup:
                     # (an Assign after `else`: mypy narrows no `type(x) is` negatively)
                     target = small.target if type(small) is cst.AnnAssign else small.targets[0].target  # type: ignore[union-attr]
                     if last_name(target) in ("warmup_steps", "warmup_ratio"):
-                        value = self._field_default(small.value)
+                        value = field_default(small.value)
                         if value is not None and self.nonzero(value):
                             out.append(small)
         return out
