@@ -3,7 +3,7 @@ that pads its sequences."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -19,7 +19,8 @@ from tlint.cst import (
     walk,
 )
 from tlint.rules.base import ProjectCondition, Rule
-from tlint.views.facts import ids_expression, ids_variables, tokenizer_like, unpadded_ids
+from tlint.views.bindings import ASSIGN
+from tlint.views.facts import ids_expression, tokenizer_like, unpadded_ids
 from tlint.views.vocabulary import documented_unused, string_literals
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class MissingAttentionMask(Rule):
     def check(self, ctx: FileContext) -> None:
         index = ctx.index
         model_vars, maskless = self._model_variables(ctx)
-        ids_names = ids_variables(index)
+        ids_names = ctx.data.ids_variables
         model_words = _MODEL_WORDS | {name.lower() for name in self.options["model-names"]}
         diffusion = index.imports.imports_module("diffusers")
         for call in index.calls:
@@ -76,7 +77,7 @@ class MissingAttentionMask(Rule):
             if any(arg.keyword is not None and "mask" in arg.keyword.value for arg in call.args):
                 continue
             ids_value = ids_arg.value if ids_arg is not None else first.value  # type: ignore[union-attr]  # set above
-            if unpadded_ids(index, ids_value, index.enclosing_function(call) or index.module):
+            if unpadded_ids(ctx.data, ids_value, index.enclosing_function(call) or index.module):
                 continue  # `tokenizer("one prompt")`, `torch.randint(...)`: no pad token to mask
             spelled = dotted_name(func) or "model"
             ctx.report(
@@ -84,7 +85,7 @@ class MissingAttentionMask(Rule):
                 f"`{spelled}(...)` gets input ids but no `attention_mask` while the project pads its "
                 "sequences: pad tokens are attended to as if they were text",
                 when=ProjectCondition(any_of=("pads",)),
-                fix=mask_fix(index, call, ids_value),
+                fix=mask_fix(ctx, call, ids_value),
             )
 
     @staticmethod
@@ -143,7 +144,7 @@ _MOVES = ("to", "cuda", "cpu", "long", "int", "squeeze", "unsqueeze", "contiguou
 _MASK_ENCODERS = ("__call__", "encode_plus", "batch_encode_plus")  # `encode` gives ids only
 
 
-def mask_fix(index, call: cst.Call, ids_value: cst.BaseExpression):
+def mask_fix(ctx: FileContext, call: cst.Call, ids_value: cst.BaseExpression):
     """Pass `attention_mask=<mask>` when a mask is clearly at hand: a variable of the
     enclosing function (a parameter, an assignment before the call, a loop target) named
     `attention_mask` or assigned from `x["attention_mask"]` / `x.attention_mask`; else the
@@ -152,11 +153,12 @@ def mask_fix(index, call: cst.Call, ids_value: cst.BaseExpression):
     function. Unsafe: the model's outputs change (that is the point), and a mask held under
     another name, or one the model should not get (a causal LM fed packed sequences), is
     not something the rule can know."""
+    index = ctx.index
     scope = index.enclosing_function(call) or index.module
-    before = _bound_before(scope, call)
+    before = _bound_before(ctx, scope, call)
     mask = _mask_variable(before)
     if mask is None:
-        mask = _mask_beside(index, scope, ids_value, before)
+        mask = _mask_beside(ctx, scope, ids_value, before)
     if mask is None:
         return None
     spelled = index.module.code_for_node(mask)
@@ -165,46 +167,11 @@ def mask_fix(index, call: cst.Call, ids_value: cst.BaseExpression):
                      fixes.replace(call, fixes.code_at(index, call, new)))
 
 
-def _bound_before(scope, call) -> dict[str, list]:
+def _bound_before(ctx: FileContext, scope, call) -> dict[str, list]:
     """Names bound in `scope` before `call` (its own statements, not nested functions):
-    name -> the values assigned (None for a parameter or a loop/with target)."""
-    bound: dict[str, list] = {}
-    if type(scope) is cst.FunctionDef:
-        params = scope.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            bound.setdefault(param.name.value, []).append(None)
-    body = scope.body if type(scope) is cst.FunctionDef else scope
-    node: Any  # dispatched on `type(node) in (...)`, which mypy does not narrow by
-    for node in walk(body, into_functions=False):
-        if node is call:
-            break
-        if type(node) is cst.Assign:
-            for target in node.targets:
-                if type(target.target) is cst.Name:
-                    bound.setdefault(target.target.value, []).append(node.value)
-                else:
-                    for name in _names(target.target):
-                        bound.setdefault(name, []).append(None)
-        elif type(node) in (cst.AnnAssign, cst.AugAssign) and type(node.target) is cst.Name:
-            bound.setdefault(node.target.value, []).append(getattr(node, "value", None))
-        elif type(node) in (cst.For, cst.CompFor):
-            for name in _names(node.target):
-                bound.setdefault(name, []).append(None)
-        elif type(node) is cst.WithItem and node.asname is not None:
-            for name in _names(node.asname.name):
-                bound.setdefault(name, []).append(None)
-    return bound
-
-
-def _names(target) -> list[str]:
-    """The plain names a target binds (`a`, `a, (b, *c)`; not `self.a`, `d[k]`)."""
-    if type(target) is cst.Name:
-        return [target.value]
-    if type(target) in (cst.Tuple, cst.List):
-        return [name for element in target.elements for name in _names(element.value)]
-    if type(target) is cst.StarredElement:
-        return _names(target.value)
-    return []
+    name -> the values assigned (None for a parameter, a loop/with target, `+=`)."""
+    return {name: [b.value if b.kind == ASSIGN else None for b in bound]
+            for name, bound in ctx.bindings.before(scope, call).items()}
 
 
 def _peel(expr):
@@ -234,13 +201,13 @@ def _mask_variable(bound) -> cst.Name | None:
     return cst.Name(found[0]) if len(found) == 1 else None
 
 
-def _mask_beside(index, scope, ids_value, bound, depth: int = 0):
+def _mask_beside(ctx: FileContext, scope, ids_value, bound, depth: int = 0):
     """The mask next to the ids: the same holder, key `attention_mask`, moved the same way."""
     base = _peel(ids_value)
     if type(base) is cst.Name and depth == 0:
         values = bound.get(base.value) or []
         if len(values) == 1 and values[0] is not None:
-            return _mask_beside(index, scope, values[0], bound, depth + 1)
+            return _mask_beside(ctx, scope, values[0], bound, depth + 1)
         return None
     mask_base: cst.CSTNode
     if type(base) is cst.Attribute and base.attr.value == "input_ids":
@@ -253,12 +220,12 @@ def _mask_beside(index, scope, ids_value, bound, depth: int = 0):
         mask_base = base.deep_replace(key, key.with_changes(value=key.value.replace("input_ids", "attention_mask")))
     else:
         return None
-    if dotted_name(holder) is None or not _holds_mask(index, scope, holder, bound):
+    if dotted_name(holder) is None or not _holds_mask(ctx, scope, holder, bound):
         return None
     return mask_base if base is ids_value else ids_value.deep_replace(base, mask_base)
 
 
-def _holds_mask(index, scope, holder, bound) -> bool:
+def _holds_mask(ctx: FileContext, scope, holder, bound) -> bool:
     """`holder` is a tokenizer's output (every assignment of it in the scope), or its
     `attention_mask` is read somewhere in the scope."""
     body = scope.body if type(scope) is cst.FunctionDef else scope
@@ -269,10 +236,10 @@ def _holds_mask(index, scope, holder, bound) -> bool:
     if type(holder) is not cst.Name:
         return False
     values = bound.get(holder.value) or []
-    return bool(values) and all(v is not None and _tokenizer_output(index, v) for v in values)
+    return bool(values) and all(v is not None and _tokenizer_output(ctx.data, v) for v in values)
 
 
-def _tokenizer_output(index, value) -> bool:
+def _tokenizer_output(data, value) -> bool:
     value = _peel(value)
     if type(value) is not cst.Call:
         return False
@@ -282,7 +249,7 @@ def _tokenizer_output(index, value) -> bool:
         receiver = func.value
     elif type(func) is cst.Attribute:
         return False
-    if not tokenizer_like(index, receiver):
+    if not tokenizer_like(data, receiver):
         return False
     returned = get_arg(value, "return_attention_mask")
     return returned is None or literal_value(returned.value, default=None) is not False

@@ -9,7 +9,7 @@ import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, has_star_kwargs, literal_value
 from tlint.rules.base import Rule
-from tlint.views.facts import pads_in_call, tokenizer_encode_calls
+from tlint.views.facts import pads_in_call
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -42,7 +42,7 @@ class PaddingWithoutTruncation(Rule):
         if ctx.is_test_file:
             return
         index = ctx.index
-        for call in tokenizer_encode_calls(index):
+        for call in ctx.data.tokenizer_encode_calls:
             if not pads_in_call(call) or has_star_kwargs(call):
                 continue
             text = get_arg(call, "text", 0)

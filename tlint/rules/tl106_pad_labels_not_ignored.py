@@ -9,7 +9,7 @@ import libcst as cst
 
 from tlint.cst import dotted_name, last_name, snake_parts
 from tlint.rules.base import ProjectCondition, Rule
-from tlint.views.facts import ids_expression, ids_variables, unpadded_ids
+from tlint.views.facts import ids_expression, unpadded_ids
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -19,9 +19,9 @@ _COPY_FUNCTIONS = {"list", "copy.copy", "copy.deepcopy", "deepcopy", "torch.clon
 _LABEL_WORDS = {"labels", "label", "targets", "target", "lm"}
 
 
-def _copied_ids(index, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+def _copied_ids(ctx: FileContext, expr: cst.BaseExpression) -> cst.BaseExpression | None:
     """The ids expression `expr` copies (`ids.clone()`, `list(ids)`, `ids[:]`, `ids[:, 1:]`)."""
-    ids_names = ids_variables(index)
+    index, ids_names = ctx.index, ctx.data.ids_variables
     for _ in range(6):
         if ids_expression(expr, ids_names):
             return expr
@@ -63,8 +63,8 @@ class PadLabelsNotIgnored(Rule):
     def check(self, ctx: FileContext) -> None:
         index = ctx.index
         for node, value in self._label_copies(index):
-            ids = _copied_ids(index, value)
-            if ids is None or unpadded_ids(index, ids, index.enclosing_function(node) or index.module):
+            ids = _copied_ids(ctx, value)
+            if ids is None or unpadded_ids(ctx.data, ids, index.enclosing_function(node) or index.module):
                 continue
             ctx.report(
                 node,

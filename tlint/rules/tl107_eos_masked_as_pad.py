@@ -24,7 +24,7 @@ class EosMaskedAsPad(Rule):
     def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
-        for node in pad_is_eos_sites(ctx.index):
+        for node in pad_is_eos_sites(ctx.data):
             ctx.report(
                 node,
                 "the pad token is the EOS token and labels are masked by pad id (`DataCollatorForLanguageModeling"

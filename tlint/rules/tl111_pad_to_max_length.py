@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from tlint.cst import dotted_name, get_arg, literal_value
 from tlint.rules.base import ProjectCondition, Rule
-from tlint.views.facts import tokenizer_encode_calls
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -25,7 +24,7 @@ class PadToMaxLength(Rule):
     def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
             return
-        for call in tokenizer_encode_calls(ctx.index):
+        for call in ctx.data.tokenizer_encode_calls:
             padding = get_arg(call, "padding")
             legacy = get_arg(call, "pad_to_max_length")
             if not ((padding is not None and literal_value(padding.value, default=None) == "max_length")

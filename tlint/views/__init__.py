@@ -5,4 +5,4 @@ Each registers itself as a `FileContext` view (`tlint.context.register_view`); i
 this package registers them all.
 """
 
-from tlint.views import bindings, calls, facts, model, training  # noqa: F401 - registers the views
+from tlint.views import bindings, calls, data, facts, model, training  # noqa: F401 - registers the views

@@ -246,6 +246,22 @@ class BindingsView:
                     comp = comp.inner_for_in
         return None
 
+    def in_scope(self, scope: cst.CSTNode, name: str) -> list[Binding]:
+        """The bindings of `name` made in `scope` itself (not in nested functions)."""
+        return self._table.get((scope, name), [])
+
+    def before(self, scope: cst.CSTNode, node: cst.CSTNode) -> dict[str, list[Binding]]:
+        """Name -> the bindings made in `scope` itself before `node`, in source order
+        (parameters first)."""
+        at = self.index.position[id(node)]
+        out: dict[str, list[Binding]] = {}
+        for (owner, name), bound in self._table.items():
+            if owner is scope:
+                earlier = [b for b in bound if b.position < at or b.kind == PARAM]
+                if earlier:
+                    out[name] = earlier
+        return out
+
     def of(self, name: cst.Name) -> list[Binding]:
         """Every binding of the scope `name` resolves to, in source order."""
         return self._resolving_scope(name)[1]

@@ -62,7 +62,6 @@ from tlint.views.facts_data import (  # noqa: F401 - re-exported
     feeds_training_sites,
     ids_expression,
     ids_variables,
-    label_masking,
     masks_pad_labels_sites,
     module_constant,
     nonfinite_value,
@@ -77,6 +76,7 @@ from tlint.views.facts_data import (  # noqa: F401 - re-exported
     tokenizer_object,
     tokenizer_saved_sites,
     tokenizer_sites,
+    tokenizer_variables,
     unpadded_ids,
 )
 from tlint.views.facts_model import (  # noqa: F401 - re-exported

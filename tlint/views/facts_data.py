@@ -9,7 +9,7 @@ re-exported from `tlint.views.facts`.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -23,6 +23,11 @@ from tlint.cst import (
     snake_parts,
     walk,
 )
+from tlint.views.bindings import ASSIGN
+
+if TYPE_CHECKING:
+    from tlint.source import FileIndex
+    from tlint.views.data import DataView
 
 PADDING_COLLATORS = frozenset(
     {
@@ -41,7 +46,7 @@ FULL_TENSORS = frozenset({"torch.full", "torch.full_like"})
 _NO_PADDING = (False, None, "do_not_pad")
 
 
-def tokenizer_like(index, expr: cst.BaseExpression) -> bool:
+def tokenizer_like(data: DataView, expr: cst.BaseExpression) -> bool:
     """Is `expr` (the callee or receiver) a tokenizer/processor, by its name or origin?"""
     name = last_name(expr)
     if name is None:
@@ -49,27 +54,25 @@ def tokenizer_like(index, expr: cst.BaseExpression) -> bool:
     parts = snake_parts(name)
     if any(p.startswith("tok") or p in ("processor", "encoder_fn") for p in parts):
         return True
-    return name in _tokenizer_variables(index)
+    return name in data.tokenizer_variables
 
 
-def _tokenizer_variables(index) -> set[str]:
-    cached = getattr(index, "_tokenizer_vars", None)
-    if cached is None:
-        cached = set()
-        for node in index.assignments:
-            if type(node) is cst.Assign and type(node.value) is cst.Call:
-                callee = index.call_name(node.value) or ""
-                if "Tokenizer" in callee or "Processor" in callee:
-                    for target in node.targets:
-                        name = last_name(target.target)
-                        if name:
-                            cached.add(name)
-        index._tokenizer_vars = cached
-    return cached
+def tokenizer_variables(index: FileIndex) -> set[str]:
+    """Names (last parts) assigned a `*Tokenizer*`/`*Processor*` construction."""
+    out = set()
+    for node in index.assignments:
+        if type(node) is cst.Assign and type(node.value) is cst.Call:
+            callee = index.call_name(node.value) or ""
+            if "Tokenizer" in callee or "Processor" in callee:
+                for target in node.targets:
+                    name = last_name(target.target)
+                    if name:
+                        out.add(name)
+    return out
 
 
 def padding_sites(ctx):
-    index = ctx.index
+    index, data = ctx.index, ctx.data
     for call in index.calls:
         qualified = index.qualify(call.func)
         if qualified in PADDING_COLLATORS or qualified in PAD_SEQUENCE:
@@ -83,7 +86,7 @@ def padding_sites(ctx):
             continue
         func = call.func
         if (type(func) is cst.Attribute and func.attr.value in ("pad", "enable_padding")
-                and tokenizer_like(index, func.value)):
+                and tokenizer_like(data, func.value)):
             yield call
             continue
         if qualified in FULL_TENSORS or (type(func) is cst.Attribute and func.attr.value == "new_full"):
@@ -94,7 +97,7 @@ def padding_sites(ctx):
         if not pads_in_call(call):
             continue
         receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
-        if tokenizer_like(index, receiver):
+        if tokenizer_like(data, receiver):
             yield call
     if "pad" in ctx.text:
         yield from _list_padding(index)
@@ -137,7 +140,7 @@ TOKENIZER_OPTIONS = ("padding_side", "truncation_side", "model_max_length", "do_
                      "use_fast")
 
 
-def tokenizer_object(index, expr: cst.BaseExpression | None) -> bool:
+def tokenizer_object(data: DataView, expr: cst.BaseExpression | None) -> bool:
     """Is `expr` a tokenizer object (`tokenizer`, `self.tok`, a variable assigned from a
     `*Tokenizer*` class)? Stricter than `tokenizer_like`: `tokens`, `tokenize` are not."""
     name = last_name(expr)
@@ -145,25 +148,24 @@ def tokenizer_object(index, expr: cst.BaseExpression | None) -> bool:
         return False
     if any(p in _TOKENIZER_WORDS or p.startswith("tokenizer") for p in snake_parts(name)):
         return True
-    return name in _tokenizer_variables(index)
+    return name in data.tokenizer_variables
 
 
-def tokenizer_encode_calls(index) -> list[cst.Call]:
+def tokenizer_encode_calls(data: DataView) -> list[cst.Call]:
     """Calls that encode text with a tokenizer: `tokenizer(texts, ...)`, `self.tok(...)`,
-    `tokenizer.encode_plus(...)`. A local function (`tokenize(batch)`) is a wrapper, not one."""
-    cached = getattr(index, "_tokenizer_encode_calls", None)
-    if cached is None:
-        cached = []
-        for call in index.calls:
-            func = call.func
-            receiver = (func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS
-                        else func)
-            if type(receiver) is cst.Name and receiver.value in index.functions_by_name:
-                continue
-            if tokenizer_object(index, receiver):
-                cached.append(call)
-        index._tokenizer_encode_calls = cached
-    return cached
+    `tokenizer.encode_plus(...)`. A local function (`tokenize(batch)`) is a wrapper, not one.
+    (Computed once per file by `ctx.data.tokenizer_encode_calls`.)"""
+    index = data.index
+    out = []
+    for call in index.calls:
+        func = call.func
+        receiver = (func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS
+                    else func)
+        if type(receiver) is cst.Name and receiver.value in index.functions_by_name:
+            continue
+        if tokenizer_object(data, receiver):
+            out.append(call)
+    return out
 
 
 def pads_in_call(call: cst.Call) -> bool:
@@ -207,27 +209,13 @@ def eos_like(expr: cst.BaseExpression | None) -> bool:
     return name is not None and "eos" in snake_parts(name)
 
 
-def module_constant(index, expr: cst.BaseExpression | None):
-    """A literal, or a module-level name assigned a literal exactly once; else Ellipsis."""
+def module_constant(data: DataView, expr: cst.BaseExpression | None):
+    """A literal, or a name whose value as the program runs by default is a literal
+    (`ctx.bindings`); else Ellipsis."""
     value = literal_value(expr, default=Ellipsis)
     if value is not Ellipsis or type(expr) is not cst.Name:
         return value
-    constants = getattr(index, "_module_constants", None)
-    if constants is None:
-        constants, seen = {}, set()
-        for stmt in index.module.body:
-            if type(stmt) is cst.SimpleStatementLine:
-                for small in stmt.body:
-                    if (type(small) is cst.Assign and len(small.targets) == 1
-                            and type(small.targets[0].target) is cst.Name):
-                        name = small.targets[0].target.value
-                        if name in seen:
-                            constants.pop(name, None)
-                        else:
-                            seen.add(name)
-                            constants[name] = literal_value(small.value, default=Ellipsis)
-        index._module_constants = constants
-    return constants.get(expr.value, Ellipsis)
+    return data.bindings.value(expr, Ellipsis)
 
 
 # ids and labels: shared by TL101 (unpadded ids) and TL106 (labels copied from ids)
@@ -253,16 +241,14 @@ def ids_expression(expr: cst.BaseExpression, ids_names: set[str]) -> bool:
     return False
 
 
-def ids_variables(index) -> set[str]:
-    """Local names assigned input ids (`ids = batch["input_ids"]`)."""
-    cached = getattr(index, "_ids_variables", None)
-    if cached is None:
-        cached = set()
-        for node in index.assignments:
-            if type(node) is cst.Assign and ids_expression(node.value, set()):
-                cached.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
-        index._ids_variables = cached
-    return cached
+def ids_variables(index: FileIndex) -> set[str]:
+    """Local names assigned input ids (`ids = batch["input_ids"]`); once per file as
+    `ctx.data.ids_variables`."""
+    out = set()
+    for node in index.assignments:
+        if type(node) is cst.Assign and ids_expression(node.value, set()):
+            out.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
+    return out
 
 
 def _literal_data(expr: cst.BaseExpression) -> bool:
@@ -277,13 +263,14 @@ def enables_padding(index) -> bool:
     return any(type(c.func) is cst.Attribute and c.func.attr.value == "enable_padding" for c in index.calls)
 
 
-def unpadded_ids(index, expr: cst.BaseExpression, scope, depth: int = 0) -> bool:
+def unpadded_ids(data: DataView, expr: cst.BaseExpression, scope, depth: int = 0) -> bool:
     """Is `expr` provably unpadded ids: a tokenizer call without (truthy) padding, synthetic
     ids (`torch.randint`, a literal `torch.tensor([[...]])`), or a local variable every
     assignment of which is one of those? (Taken from it by `["input_ids"]`/`.input_ids`,
     moved with `.to(device)`, … .)"""
     if depth > 4:
         return False
+    index = data.index
     while True:
         func = expr.func if type(expr) is cst.Call else None
         if type(func) is cst.Attribute and func.attr.value in _TENSOR_METHODS:
@@ -300,46 +287,23 @@ def unpadded_ids(index, expr: cst.BaseExpression, scope, depth: int = 0) -> bool
             return bool(expr.args) and _literal_data(expr.args[0].value)
         func = expr.func
         receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
-        if not tokenizer_like(index, receiver) or enables_padding(index):
+        if not tokenizer_like(data, receiver) or enables_padding(index):
             return False
         padding = get_arg(expr, "padding")
         return padding is None or literal_value(padding.value, default=Ellipsis) in _NO_PADDING
     if type(expr) is cst.Name:
-        return _unpadded_name(index, expr.value, scope, depth)
+        return _unpadded_name(data, expr.value, scope, depth)
     return False
 
 
-def _unpadded_name(index, name: str, scope, depth: int) -> bool:
+def _unpadded_name(data: DataView, name: str, scope, depth: int) -> bool:
     """Every binding of `name` in `scope` is an unpadded source (and there is one)."""
-    if type(scope) is cst.FunctionDef:
-        params = scope.params
-        if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
-            return False
     values = []
-    body = scope.body if type(scope) is cst.FunctionDef else scope
-    node: Any  # dispatched on `type(node) in (...)`, which mypy does not narrow by
-    target: cst.BaseExpression | None
-    for node in walk(body, into_functions=False):
-        if type(node) in (cst.For, cst.CompFor):
-            if any(type(n) is cst.Name and n.value == name for n in walk(node.target)):
-                return False
-        elif type(node) in (cst.WithItem, cst.NamedExpr):
-            if type(node) is cst.WithItem:
-                target = node.asname.name if node.asname else None
-            else:
-                target = node.target
-            if target is not None and any(type(n) is cst.Name and n.value == name for n in walk(target)):
-                return False
-        elif type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign):
-            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
-            for target in targets:
-                if type(target) is cst.Name and target.value == name:
-                    if type(node) is cst.AugAssign or node.value is None:
-                        return False
-                    values.append(node.value)
-                elif any(type(n) is cst.Name and n.value == name for n in walk(target)):
-                    return False  # unpacked: origin unknown
-    return bool(values) and all(unpadded_ids(index, value, scope, depth + 1) for value in values)
+    for binding in data.bindings.in_scope(scope, name):
+        if binding.kind != ASSIGN or binding.value is None:
+            return False  # a parameter, a loop/`with` target, `+=`, unpacked: origin unknown
+        values.append(binding.value)
+    return bool(values) and all(unpadded_ids(data, value, scope, depth + 1) for value in values)
 
 
 def _minus_100(expr: cst.CSTNode) -> bool:
@@ -429,13 +393,6 @@ class LabelMasking:
         return False
 
 
-def label_masking(index) -> LabelMasking:
-    cached = getattr(index, "_label_masking", None)
-    if cached is None:
-        cached = index._label_masking = LabelMasking(index)
-    return cached
-
-
 def masks_pad_labels_sites(ctx):
     """Pad positions kept out of the loss: a label-masking collator, a -100 written into
     labels, or a loss `ignore_index` other than the default -100 (the pad id)."""
@@ -444,7 +401,7 @@ def masks_pad_labels_sites(ctx):
         if index.qualify(call.func) in LABEL_MASKING_COLLATORS or get_arg(call, "label_pad_token_id"):
             yield call
             return
-    masking = label_masking(index)
+    masking = ctx.data.label_masking
     if masking.writes_ignore_label:
         yield index.module
         return
@@ -469,7 +426,7 @@ def pad_labels_by_id_sites(ctx):
         elif qualified == "trl.DataCollatorForCompletionOnlyLM":
             yield call
             return
-    masking = label_masking(index)
+    masking = ctx.data.label_masking
     for arg in masking.ignore_index_args:
         if pad_id_like(arg.value):
             yield arg
@@ -491,15 +448,16 @@ def _subscript_key(expr: cst.BaseExpression) -> str:
     return ""
 
 
-def pad_is_eos_sites(index):
+def pad_is_eos_sites(data: DataView):
     """`tokenizer.pad_token = tokenizer.eos_token`, `tok.pad_token_id = tok.eos_token_id`,
     `tokenizer.add_special_tokens({"pad_token": tokenizer.eos_token})`."""
+    index = data.index
     for node in index.assignments:
         if type(node) is cst.Assign and eos_like(node.value):
             for target in node.targets:
                 t = target.target
                 if type(t) is cst.Attribute and t.attr.value in ("pad_token", "pad_token_id") \
-                        and tokenizer_object(index, t.value):
+                        and tokenizer_object(data, t.value):
                     yield node
                     break
     for call, value in _pad_token_settings(index):
@@ -530,7 +488,7 @@ def _pad_token_settings(index):
 def distinct_pad_sites(ctx):
     """A pad token that is not EOS: `add_special_tokens({"pad_token": "[PAD]"})`,
     `tokenizer.pad_token = tokenizer.unk_token`, `from_pretrained(..., pad_token="<pad>")`."""
-    index = ctx.index
+    index, data = ctx.index, ctx.data
     for call, value in _pad_token_settings(index):
         if not eos_like(value) and not _eos_literal(value):
             yield call
@@ -539,7 +497,7 @@ def distinct_pad_sites(ctx):
         if type(node) is cst.Assign and not eos_like(node.value) and not _eos_literal(node.value):
             for target in node.targets:
                 t = target.target
-                if type(t) is cst.Attribute and t.attr.value == "pad_token" and tokenizer_object(index, t.value):
+                if type(t) is cst.Attribute and t.attr.value == "pad_token" and tokenizer_object(data, t.value):
                     yield node
                     return
 
@@ -569,9 +527,9 @@ def static_shapes_sites(ctx):
         yield ctx.index.module
 
 
-def _checkpoint_of(index, call: cst.Call):
+def _checkpoint_of(data: DataView, call: cst.Call):
     arg = get_arg(call, "pretrained_model_name_or_path", 0)
-    value = module_constant(index, arg.value) if arg is not None else Ellipsis
+    value = module_constant(data, arg.value) if arg is not None else Ellipsis
     return value if isinstance(value, str) else None
 
 
@@ -587,7 +545,7 @@ def _pretrained_class(index, call: cst.Call) -> str | None:
 def tokenizer_sites(ctx):
     """Tokenizers built with `*Tokenizer*.from_pretrained`: their literal checkpoint and
     literal construction options (see `TOKENIZER_OPTIONS`)."""
-    index = ctx.index
+    index, data = ctx.index, ctx.data
     model_checkpoints = set()
     tokenizers = []
     for call in index.calls:
@@ -597,7 +555,7 @@ def tokenizer_sites(ctx):
         if "Tokenizer" in cls:
             tokenizers.append(call)
         elif "Config" not in cls and "Processor" not in cls and "Extractor" not in cls:
-            checkpoint = _checkpoint_of(index, call)
+            checkpoint = _checkpoint_of(data, call)
             if checkpoint is not None:
                 model_checkpoints.add(checkpoint)
     for call in tokenizers:
@@ -606,7 +564,7 @@ def tokenizer_sites(ctx):
             arg = get_arg(call, key)
             if arg is None:
                 continue
-            value = module_constant(index, arg.value)
+            value = module_constant(data, arg.value)
             if value is Ellipsis:
                 dynamic.append(key)
             else:
@@ -620,7 +578,7 @@ def tokenizer_sites(ctx):
         else:
             function = index.enclosing_function(call)
             var = function.name.value if function is not None else None
-        checkpoint = _checkpoint_of(index, call)
+        checkpoint = _checkpoint_of(data, call)
         function = index.enclosing_function(call)
         yield call, {"checkpoint": checkpoint, "options": options, "dynamic": dynamic, "var": var,
                      "function": function.name.value if function is not None else None,
@@ -659,9 +617,9 @@ def _decode_only(index, target: cst.BaseExpression) -> bool:
 
 def tokenizer_saved_sites(ctx):
     """`save_pretrained(folder)`: `folder` is the literal path, or None when computed."""
-    index = ctx.index
+    index, data = ctx.index, ctx.data
     for call in index.calls:
         func = call.func
         if type(func) is cst.Attribute and func.attr.value == "save_pretrained" and call.args:
-            value = module_constant(index, call.args[0].value)
+            value = module_constant(data, call.args[0].value)
             yield call, {"folder": value.rstrip("/") if isinstance(value, str) else None}

@@ -12,7 +12,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from tlint.cst import get_arg, keywords, last_name, literal_value, snake_parts, walk
-from tlint.views.facts_data import tokenizer_encode_calls, tokenizer_object
+from tlint.views.facts_data import tokenizer_object
 
 TRANSFORMER_MODULES = frozenset(
     {
@@ -114,22 +114,6 @@ def _param_via(index, expr: cst.CSTNode) -> dict | None:
     return {"callee": callee, "param": param.name.value, "index": position}
 
 
-def _self_attribute_value(index, expr: cst.Attribute) -> cst.BaseExpression | None:
-    """The one value `self.<attr>` is assigned in its class (`self.max_len = max_len`)."""
-    cls = index.enclosing_class(expr)
-    if cls is None:
-        return None
-    values = []
-    for node in index.assignments:
-        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
-        for target in targets:
-            if (type(target) is cst.Attribute and target.attr.value == expr.attr.value
-                    and type(target.value) is cst.Name and target.value.value == "self"
-                    and index.enclosing_class(node) is cls):
-                values.append(None if type(node) is cst.AugAssign else node.value)
-    return values[0] if len(values) == 1 else None
-
-
 def resolve_size(ctx, expr: cst.BaseExpression | None, *, options: bool = False):
     """A positive int size as the program runs by default, or None: a literal, followed
     through names bound once (module constants, locals), parameter defaults and
@@ -147,16 +131,17 @@ def resolve_size(ctx, expr: cst.BaseExpression | None, *, options: bool = False)
         if _int_size(value):
             return value, expr, origins, via
         if type(expr) is cst.Name:
-            bound = ctx.training.binding(expr)
+            bound = ctx.bindings.expression(expr)
             origins.append(expr.value)
             if bound is not None and via is None:
                 via = _param_via(index, bound)
             expr = bound
         elif type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
             origins.append(expr.attr.value)
-            expr = _self_attribute_value(index, expr)
+            assigned = ctx.bindings.attribute(expr)
+            expr = assigned[0].value if len(assigned) == 1 else None
         elif options and type(expr) is cst.Attribute and index.qualify(expr) is None:
-            value = ctx.training.literal(expr, default=None)
+            value = ctx.bindings.value(expr, default=None)
             if not _int_size(value):
                 return None
             return value, expr, [*origins, expr.attr.value], via
@@ -326,9 +311,9 @@ def sequence_length_sites(ctx):
     index = ctx.index
     if ctx.is_test_file:
         return
-    calls = list(tokenizer_encode_calls(index))
+    calls = list(ctx.data.tokenizer_encode_calls)
     calls += [c for c in index.calls if type(c.func) is cst.Attribute and c.func.attr.value == "pad"
-              and tokenizer_object(index, c.func.value)]
+              and tokenizer_object(ctx.data, c.func.value)]
     seen: set[int] = set()
     for call in calls:
         arg = get_arg(call, "max_length")
