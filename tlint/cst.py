@@ -227,6 +227,15 @@ def last_name(expr: cst.CSTNode | None) -> str | None:
     return None
 
 
+def assignment_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The targets an `Assign`, `AnnAssign` or `AugAssign` writes (`a = b = v`: both)."""
+    if type(node) is cst.Assign:
+        return [t.target for t in node.targets]
+    if type(node) is cst.AnnAssign or type(node) is cst.AugAssign:
+        return [node.target]
+    return []
+
+
 def get_arg(call: cst.Call, keyword: str | None, position: int | None = None) -> cst.Arg | None:
     """The argument bound to `keyword`, or the positional one at `position` (0-based)."""
     index = 0

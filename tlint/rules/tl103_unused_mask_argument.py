@@ -9,6 +9,7 @@ import libcst as cst
 
 from tlint.cst import dotted_name, last_name, walk
 from tlint.rules.base import Rule
+from tlint.views.bindings import assignment_targets
 from tlint.views.vocabulary import documented_unused, string_literals
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def _masks_encoder_states(fn: cst.FunctionDef, params: list[cst.Param], other_ma
             if used & tainted and used & set(other_masks):
                 return True
             if used & tainted and type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
-                targets = ([t.target for t in node.targets] if type(node) is cst.Assign else [node.target])
+                targets = assignment_targets(node)
                 for target in targets:
                     tainted |= {n.value for n in walk(target) if type(n) is cst.Name}
     return False
@@ -236,152 +237,15 @@ def _copies_only(fn: cst.FunctionDef) -> bool:
 
 
 class _CallSites:
-    """Who calls a function of the file, and with what mask: the call sites of a method
-    (`self.name(...)`), of a module-level function, and of a module class's `forward` (its
-    instances held as sub-modules: `self.attn(...)`, `self.layers[i](...)`, a loop over
-    `self.layers`). A function whose uses are not all such calls (passed along, stored,
-    subclassed, called through something the view does not resolve) has no known sites."""
+    """What the file's callers pass for a mask parameter, over `ctx.calls.complete_sites`
+    (every call of a function in the file, or None when a use of it is not a seen call)."""
 
-    def __init__(self, ctx, owner: dict[int, cst.ClassDef]) -> None:
-        self.ctx = ctx
+    def __init__(self, ctx) -> None:
         self.index = ctx.index
-        self.owner = owner
-        self._memo: dict[int, list | None] = {}
-        self._names: list[cst.Name] | None = None
-        self._attributes: list[cst.Attribute] | None = None
+        self.calls = ctx.calls
 
-    def _scan(self) -> None:
-        if self._names is None:
-            self._names, self._attributes = [], []
-            for node in walk(self.index.module):
-                if type(node) is cst.Name:
-                    self._names.append(node)
-                elif type(node) is cst.Attribute:
-                    self._attributes.append(node)
-
-    def sites(self, fn: cst.FunctionDef) -> list[tuple[cst.Call, cst.FunctionDef | None, bool]] | None:
-        """[(call, calling function, bound)], or None when not every use is a seen call."""
-        if id(fn) not in self._memo:
-            self._scan()
-            owner = self.owner.get(id(fn))
-            if owner is None:
-                found = self._function_sites(fn)
-            elif fn.name.value == "forward":
-                found = self._instance_sites(owner)
-            else:
-                found = self._method_sites(fn, owner)
-            self._memo[id(fn)] = found
-        return self._memo[id(fn)]
-
-    def _call_of(self, node) -> cst.Call | None:
-        parent = self.index.parent(node)
-        return parent if type(parent) is cst.Call and parent.func is node else None
-
-    def _function_sites(self, fn):
-        if self.index.parent(fn) is not self.index.module:
-            return None
-        assert self._names is not None  # (`_scan` ran)
-        out = []
-        for name in self._names:
-            if name.value != fn.name.value or name is fn.name:
-                continue
-            call = self._call_of(name)
-            if call is None:
-                return None
-            out.append((call, self.index.enclosing_function(call), False))
-        return out
-
-    def _method_sites(self, fn, owner):
-        assert self._attributes is not None  # (`_scan` ran)
-        out = []
-        for attr in self._attributes:
-            if attr.attr.value != fn.name.value:
-                continue
-            cls = self.index.enclosing_class(attr)
-            if cls is not owner and cls is not None and type(attr.value) is cst.Name and attr.value.value == "self" \
-                    and any(type(s) is cst.FunctionDef and s.name.value == fn.name.value
-                            for s in (cls.body.body if type(cls.body) is cst.IndentedBlock else ())):
-                continue  # another class's own method of that name
-            call = self._call_of(attr)
-            if call is None:
-                return None  # `self.name` stored or passed along: called with anything
-            # `self.name(...)`, or through another object (`self.model.name(...)`): a call of
-            # that name elsewhere is counted even if it is another class's method
-            out.append((call, self.index.enclosing_function(call), True))
-        return out
-
-    def _instance_sites(self, owner):
-        assert self._names is not None and self._attributes is not None  # (`_scan` ran)
-        name = owner.name.value
-        models = self.ctx.models
-        holders = [(mc, sub) for mc in models.classes.values()
-                   for sub in (*mc.attributes.values(), *mc.inherited.values()) if sub.ctor == name]
-        built = {id(sub.call) for _, sub in holders if sub.call is not None}
-        for node in self._names:
-            if node.value != name or node is owner.name:
-                continue
-            call = self._call_of(node)
-            if call is not None and id(call) in built:
-                continue
-            if self.index.enclosing_function(node) is None and type(self.index.parent(node)) is not cst.Arg:
-                continue  # class-level metadata (`_can_record_outputs = {"attentions": Layer}`)
-            parent = self.index.parent(node)
-            outer = self.index.parent(parent) if type(parent) is cst.Arg else None
-            if type(outer) is cst.Call and dotted_name(outer.func) in ("isinstance", "issubclass"):
-                continue
-            return None
-        out = []
-        for mc, sub in holders:
-            loops = {var for var, src in mc._loop_sources().items() if src is sub}
-            for attr in self._attributes:
-                if (attr.attr.value != sub.name or type(attr.value) is not cst.Name
-                        or attr.value.value != "self" or self.index.enclosing_class(attr) is not mc.node):
-                    continue
-                parent = self.index.parent(attr)
-                if type(parent) is cst.AssignTarget or (type(parent) is cst.AnnAssign and parent.target is attr):
-                    continue
-                call = self._call_of(attr) or (self._call_of(parent) if type(parent) is cst.Subscript else None)
-                if call is not None:
-                    out.append((call, self.index.enclosing_function(call), True))
-                    continue
-                if type(parent) is cst.Arg and type(self.index.parent(parent)) is cst.Call \
-                        and dotted_name(self.index.parent(parent).func) == "len":
-                    continue
-                if loops and self._loop_iter(attr, mc):
-                    continue
-                return None
-            forward = mc.forward
-            for var in loops:
-                for use in walk(forward.body) if forward is not None else ():
-                    if type(use) is not cst.Name or use.value != var:
-                        continue
-                    call = self._call_of(use)
-                    if call is not None:
-                        out.append((call, forward, True))
-                    elif not self._loop_target(use):
-                        return None
-        return out
-
-    def _loop_target(self, name: cst.Name) -> bool:
-        """`name` is (part of) the target of a `for` loop."""
-        node = name
-        for anc in self.index.ancestors(name):
-            if type(anc) is cst.For:
-                return anc.target is node
-            if type(anc) not in (cst.Element, cst.Tuple, cst.List):
-                return False
-            node = anc
-        return False
-
-    def _loop_iter(self, attr, mc) -> bool:
-        """`self.layers` is the iterable of a loop of `forward` the view resolves."""
-        forward = mc.forward
-        if forward is None:
-            return False
-        for loop in walk(forward.body):
-            if type(loop) is cst.For and any(n is attr for n in walk(loop.iter)):
-                return True
-        return False
+    def sites(self, fn: cst.FunctionDef):
+        return self.calls.complete_sites(fn)
 
     def never_supplied(self, fn: cst.FunctionDef, name: str, active: frozenset = frozenset()) -> bool:
         """Every call of `fn` in the file passes `None` for `name` or leaves it out (or passes
@@ -447,7 +311,7 @@ class UnusedMaskArgument(Rule):
                 if type(stmt) is cst.FunctionDef:
                     self._signatures.setdefault(stmt.name.value, []).append((cls, _param_names(stmt)))
                     self._owner.setdefault(id(stmt), cls)
-        self._sites = _CallSites(ctx, self._owner)
+        self._sites = _CallSites(ctx)
         for cls in index.classes:
             body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
             methods = {s.name.value: s for s in body if type(s) is cst.FunctionDef}

@@ -97,7 +97,7 @@ def _resolve_module(ctx, node: cst.CSTNode, owner: cst.BaseExpression) -> InitTa
                 if kind in kinds:
                     return InitTarget(kind, None)
             return InitTarget(None, None)
-        call = _local_module(ctx, node, variable)
+        call = _local_module(ctx, owner)
         return InitTarget(kind_of_ctor(ctx.models.ctor_name(call)) if call is not None else None, variable, call)
     return InitTarget(None, None)
 
@@ -109,14 +109,13 @@ def _inherits_from_elsewhere(ctx, node: cst.CSTNode) -> bool:
     return cls is not None and ctx.models.has_opaque_base(cls)
 
 
-def _local_module(ctx, node, variable: str) -> cst.Call | None:
-    """The `nn.Linear(...)` of `lin = nn.Linear(...)` in the same function as `node` (or at
-    module level)."""
-    scope = ctx.index.enclosing_function(node)
-    for stmt in walk(scope.body if scope is not None else ctx.module, into_functions=False):
-        if (type(stmt) is cst.Assign and len(stmt.targets) == 1 and dotted_name(stmt.targets[0].target) == variable
-                and type(stmt.value) is cst.Call):
-            return stmt.value
+def _local_module(ctx, name: cst.Name) -> cst.Call | None:
+    """The `nn.Linear(...)` of `lin = nn.Linear(...)` that `name` holds where it is used
+    (`ctx.bindings`: the one assignment that reaches it)."""
+    reaching = ctx.bindings.reaching(name)
+    if len(reaching) == 1 and type(reaching[0].value) is cst.Call and type(reaching[0].node) is cst.Assign \
+            and len(reaching[0].node.targets) == 1:
+        return reaching[0].value
     return None
 
 

@@ -1,8 +1,9 @@
 """Hand-written attention, seen through a small per-function data flow.
 
-`FunctionFlow(fn)` records, in source order, which local names each statement writes
-(`x = ...`, `a, b = ...`, `x += ...`, in-place `x.masked_fill_(...)`), so a rule can ask what
-an expression was computed from (`trace`). On top of it, `attention_sites(index)` finds every
+`FunctionFlow(fn, bindings)` records, in source order, which local names each statement
+writes (the bindings of its scope from `ctx.bindings`: `x = ...`, `a, b = ...`, `x += ...`;
+and in-place `x.masked_fill_(...)`), so a rule can ask what an expression was computed
+from (`trace`); what a helper's callers pass comes from `ctx.calls`. On top of it, `attention_sites(index)` finds every
 softmax of the file and, where its input traces back to a query-key product
 (`q @ k.transpose(-2, -1)`, `torch.matmul`, `bmm`, `baddbmm`, `einsum`), describes the
 attention: the product, the statements between it and the softmax (scaling, masking),
@@ -16,10 +17,15 @@ module class are covered alike.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, last_name, literal_value, snake_parts, walk
+from tlint.views.bindings import AUGMENT, PARAM
+
+if TYPE_CHECKING:
+    from tlint.views.bindings import BindingsView
 
 SOFTMAX_FUNCTIONS = frozenset({"torch.nn.functional.softmax", "torch.softmax", "torch.Tensor.softmax"})
 SOFTMAX_MODULES = frozenset({"torch.nn.Softmax"})
@@ -45,60 +51,49 @@ class Write:
 
 
 class FunctionFlow:
-    """The writes of local names in one function body, in source order."""
+    """The writes of local names in one function body, in source order: the bindings of
+    its scope (`ctx.bindings`; a tuple target records the whole value it unpacks, a loop
+    target its iterable) and in-place updates (`x += y`, `x.masked_fill_(...)`)."""
 
-    def __init__(self, fn: cst.FunctionDef | cst.Module) -> None:
+    def __init__(self, fn: cst.FunctionDef | cst.Module, bindings: BindingsView) -> None:
         self.fn = fn
         self.writes: dict[str, list[Write]] = {}
-        self._order: dict[cst.CSTNode, int] = {}
+        index = bindings.index
+        self._index = index
         self.params = set()
-        if type(fn) is cst.FunctionDef:
-            p = fn.params
-            for param in (*p.posonly_params, *p.params, *p.kwonly_params):
-                self.params.add(param.name.value)
-            for star in (p.star_arg, p.star_kwarg):
-                if type(star) is cst.Param:
-                    self.params.add(star.name.value)
+        for name, bound in bindings.names_in(fn).items():
+            for binding in bound:
+                node = binding.node
+                if binding.kind == PARAM:
+                    self.params.add(name)
+                elif binding.kind == AUGMENT:
+                    if type(node) is cst.AugAssign and type(node.target) is cst.Name:
+                        self._add(name, "update", binding.position, node)
+                elif type(node) is cst.For:
+                    self._add(name, "set", binding.position, node.iter)
+                elif type(node) is cst.With:
+                    self._add(name, "set", binding.position, binding.value)  # type: ignore[arg-type]
+                elif type(node) in (cst.Assign, cst.AnnAssign):
+                    self._add(name, "set", binding.position, node.value)  # type: ignore[attr-defined]
         body = fn.body if type(fn) is cst.FunctionDef else fn
-        for number, node in enumerate(walk(body, into_functions=False)):
-            if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
-                self._order[node] = number
-                self._record(node, number)
+        for node in walk(body, into_functions=False):
+            if type(node) is cst.Expr and type(node.value) is cst.Call:
+                func = node.value.func
+                if (type(func) is cst.Attribute and type(func.value) is cst.Name
+                        and func.attr.value.endswith("_") and func.attr.value.startswith(_IN_PLACE_PREFIXES)):
+                    self._add(func.value.value, "update", index.position[id(node)], node.value)
+        for writes in self.writes.values():
+            writes.sort(key=lambda w: w.order)
 
     def _add(self, name: str, kind: str, order: int, value: cst.CSTNode) -> None:
         self.writes.setdefault(name, []).append(Write(order, kind, value))
 
-    def _record(self, node, order: int) -> None:
-        if type(node) is cst.Assign:
-            for target in node.targets:
-                for name in _target_names(target.target):
-                    self._add(name, "set", order, node.value)
-        elif type(node) is cst.AnnAssign and node.value is not None:
-            for name in _target_names(node.target):
-                self._add(name, "set", order, node.value)
-        elif type(node) is cst.AugAssign and type(node.target) is cst.Name:
-            self._add(node.target.value, "update", order, node)
-        elif type(node) is cst.Expr and type(node.value) is cst.Call:
-            func = node.value.func
-            if (type(func) is cst.Attribute and type(func.value) is cst.Name
-                    and func.attr.value.endswith("_") and func.attr.value.startswith(_IN_PLACE_PREFIXES)):
-                self._add(func.value.value, "update", order, node.value)
-        elif type(node) is cst.For:
-            for name in _target_names(node.target):
-                self._add(name, "set", order, node.iter)
-        elif type(node) is cst.With:
-            for item in node.items:
-                if item.asname is not None:
-                    for name in _target_names(item.asname.name):
-                        self._add(name, "set", order, item.item)
-
     def order_of(self, node: cst.CSTNode, index) -> int:
         """The source-order number of the statement that holds `node`."""
-        current = node
+        current: cst.CSTNode | None = node
         while current is not None:
-            number = self._order.get(current)
-            if number is not None:
-                return number
+            if isinstance(current, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return index.position[id(current)]
             current = index.parent(current)
         return 1 << 30
 
@@ -394,8 +389,9 @@ def _dim_value(arg: cst.Arg | None):
 class AttentionIndex:
     """Softmax calls, attention sites and SDPA calls of one file, with per-function flows."""
 
-    def __init__(self, index, softmax_module_ctor) -> None:
+    def __init__(self, index, softmax_module_ctor, bindings: BindingsView) -> None:
         self.index = index
+        self.bindings = bindings
         self._flows: dict[cst.CSTNode, FunctionFlow] = {}
         self.softmaxes: list[tuple[cst.Call, object, object]] = []  # (call, input, dim)
         self.sites: list[AttentionSite] = []
@@ -419,7 +415,7 @@ class AttentionIndex:
         fn = self.index.enclosing_function(node) or self.index.module
         flow = self._flows.get(fn)
         if flow is None:
-            flow = self._flows[fn] = FunctionFlow(fn)
+            flow = self._flows[fn] = FunctionFlow(fn, self.bindings)
         return flow
 
     def caller_operands(self, flow: FunctionFlow, nodes) -> list[tuple[FunctionFlow, list[cst.CSTNode]]]:
@@ -432,22 +428,18 @@ class AttentionIndex:
         if owner is None:
             return []
         read = {name for node in nodes for name in read_names(node)} & flow.params
-        p = fn.params
-        positional = [param.name.value for param in (*p.posonly_params, *p.params)][1:]  # after self
         out = []
-        for call in self.index.calls:
-            func = call.func
-            if not (type(func) is cst.Attribute and func.attr.value == fn.name.value
-                    and dotted_name(func.value) == "self" and self.index.enclosing_class(call) is owner):
+        for site in self.bindings.calls.callers(fn):
+            call = site.call
+            if not (type(call.func) is cst.Attribute and dotted_name(call.func.value) == "self"
+                    and self.index.enclosing_class(call) is owner):
                 continue
             caller = self.flow(call)
             at = caller.order_of(call, self.index)
             traced = []
-            for position, name in enumerate(positional):
+            for name, value in (site.arguments or {}).items():
                 if name in read:
-                    arg = get_arg(call, name, position)
-                    if arg is not None:
-                        traced += caller.trace(arg.value, at)
+                    traced += caller.trace(value, at)
             out.append((caller, traced))
         return out
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import libcst as cst
 
 from tlint.context import register_view
-from tlint.cst import dotted_name, get_arg, last_name, literal_value
+from tlint.cst import assignment_targets, dotted_name, get_arg, last_name, literal_value
 from tlint.views.calls import CallsView, find_param, parameters
 
 if TYPE_CHECKING:
@@ -74,15 +74,6 @@ class Binding:
     value: cst.BaseExpression | None
     scope: cst.CSTNode
     position: int
-
-
-def assignment_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
-    """The targets an `Assign`, `AnnAssign` or `AugAssign` writes (`a = b = v`: both)."""
-    if type(node) is cst.Assign:
-        return [t.target for t in node.targets]
-    if type(node) is cst.AnnAssign or type(node) is cst.AugAssign:
-        return [node.target]
-    return []
 
 
 def _number(value: Any) -> bool:
@@ -246,6 +237,17 @@ class BindingsView:
                     comp = comp.inner_for_in
         return None
 
+    def names_in(self, scope: cst.CSTNode) -> dict[str, list[Binding]]:
+        """Name -> the bindings made in `scope` itself, in source order."""
+        return self._by_scope.get(scope, {})
+
+    @cached_property
+    def _by_scope(self) -> dict[cst.CSTNode, dict[str, list[Binding]]]:
+        out: dict[cst.CSTNode, dict[str, list[Binding]]] = {}
+        for (scope, name), bound in self._table.items():
+            out.setdefault(scope, {})[name] = bound
+        return out
+
     def in_scope(self, scope: cst.CSTNode, name: str) -> list[Binding]:
         """The bindings of `name` made in `scope` itself (not in nested functions)."""
         return self._table.get((scope, name), [])
@@ -255,11 +257,10 @@ class BindingsView:
         (parameters first)."""
         at = self.index.position[id(node)]
         out: dict[str, list[Binding]] = {}
-        for (owner, name), bound in self._table.items():
-            if owner is scope:
-                earlier = [b for b in bound if b.position < at or b.kind == PARAM]
-                if earlier:
-                    out[name] = earlier
+        for name, bound in self.names_in(scope).items():
+            earlier = [b for b in bound if b.position < at or b.kind == PARAM]
+            if earlier:
+                out[name] = earlier
         return out
 
     def of(self, name: cst.Name) -> list[Binding]:

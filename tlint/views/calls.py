@@ -9,6 +9,9 @@ function, and with which arguments.
   method `m` and `x` is not an import;
 - `callers(function)`: every call of this file that runs `function` (`CallSite`), with
   the arguments it binds to each parameter (`bind`);
+- `complete_sites(function)`: every use of a function in the file when each is a call
+  seen here (a module class's `forward` through the sub-modules that hold its instances),
+  else None: what a rule may conclude from "every caller passes ...";
 - `instance_class(expr)`: the class of this file whose instance a name or `self.<attr>`
   holds, when every assignment to it builds one.
 
@@ -19,6 +22,7 @@ project facts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -26,11 +30,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from tlint.context import register_view
-from tlint.cst import dotted_name, last_name
+from tlint.cst import assignment_targets, dotted_name, last_name, walk
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
     from tlint.source import FileIndex
+    from tlint.views.model import ModelView
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,9 +73,12 @@ def find_param(params: cst.Parameters, name: str) -> cst.Param | None:
 class CallsView:
     """Calls and callers of one file's functions, computed lazily from its index."""
 
-    def __init__(self, index: FileIndex) -> None:
+    def __init__(self, index: FileIndex, models: Callable[[], ModelView] | None = None) -> None:
+        """`models`: how to get the file's model view (`ctx.models`), asked only for the
+        complete call sites of a module class's `forward`."""
         self.index = index
         self._callees: dict[cst.Call, cst.FunctionDef | None] = {}
+        self._complete = _CompleteSites(index, models)
 
     # --- what a call runs -------------------------------------------------------------
 
@@ -158,7 +166,7 @@ class CallsView:
             if (type(value) is cst.Call and type(value.func) is cst.Name
                     and value.func.value not in index.imports.aliases):
                 built = classes.get(value.func.value)
-            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
+            targets = assignment_targets(node)
             for target in targets:
                 if type(target) is cst.Name:
                     out.setdefault((index.enclosing_scope(node), target.value), []).append(built)
@@ -203,6 +211,12 @@ class CallsView:
         """Every call of this file that runs `function`, with its arguments bound."""
         return [CallSite(call, function, self.bind(call, function)) for call in self._callers.get(function, ())]
 
+    def complete_sites(self, function: cst.FunctionDef) -> list[tuple[cst.Call, cst.FunctionDef | None, bool]] | None:
+        """[(call, calling function, bound: through `self` or an instance)] for every use of
+        `function` in the file, or None when a use is not a call seen here (passed along,
+        stored, subclassed): a rule may then conclude nothing from the callers."""
+        return self._complete.sites(function)
+
     def bind(self, call: cst.Call, function: cst.FunctionDef) -> dict[str, cst.BaseExpression] | None:
         """Parameter name -> argument expression for `call` running `function` (`self`
         skipped for a method); None when a starred argument hides the binding."""
@@ -225,6 +239,167 @@ class CallsView:
         return out
 
 
+class _CompleteSites:
+    """Every call site of a function of the file, or None when not every use of it is a
+    call seen here: the call sites of a method (`self.name(...)`), of a module-level
+    function, and of a module class's `forward` (its instances held as sub-modules:
+    `self.attn(...)`, `self.layers[i](...)`, a loop over `self.layers`). A function whose
+    uses are not all such calls (passed along, stored, subclassed, called through something
+    the view does not resolve) has no known sites."""
+
+    def __init__(self, index: FileIndex, models: Callable[[], ModelView] | None) -> None:
+        self.index = index
+        self.models = models
+        self._memo: dict[int, list | None] = {}
+        self._names: list[cst.Name] | None = None
+        self._attributes: list[cst.Attribute] | None = None
+
+    @cached_property
+    def owner(self) -> dict[int, cst.ClassDef]:
+        """Method -> the class whose body defines it, over the whole file."""
+        out: dict[int, cst.ClassDef] = {}
+        for cls in self.index.classes:
+            for stmt in cls.body.body if type(cls.body) is cst.IndentedBlock else ():
+                if type(stmt) is cst.FunctionDef:
+                    out.setdefault(id(stmt), cls)
+        return out
+
+    def _scan(self) -> None:
+        if self._names is None:
+            self._names, self._attributes = [], []
+            for node in walk(self.index.module):
+                if type(node) is cst.Name:
+                    self._names.append(node)
+                elif type(node) is cst.Attribute:
+                    self._attributes.append(node)
+
+    def sites(self, fn: cst.FunctionDef) -> list[tuple[cst.Call, cst.FunctionDef | None, bool]] | None:
+        """[(call, calling function, bound)], or None when not every use is a seen call."""
+        if id(fn) not in self._memo:
+            self._scan()
+            owner = self.owner.get(id(fn))
+            if owner is None:
+                found = self._function_sites(fn)
+            elif fn.name.value == "forward":
+                found = self._instance_sites(owner)
+            else:
+                found = self._method_sites(fn, owner)
+            self._memo[id(fn)] = found
+        return self._memo[id(fn)]
+
+    def _call_of(self, node) -> cst.Call | None:
+        parent = self.index.parent(node)
+        return parent if type(parent) is cst.Call and parent.func is node else None
+
+    def _function_sites(self, fn):
+        if self.index.parent(fn) is not self.index.module:
+            return None
+        assert self._names is not None  # (`_scan` ran)
+        out = []
+        for name in self._names:
+            if name.value != fn.name.value or name is fn.name:
+                continue
+            call = self._call_of(name)
+            if call is None:
+                return None
+            out.append((call, self.index.enclosing_function(call), False))
+        return out
+
+    def _method_sites(self, fn, owner):
+        assert self._attributes is not None  # (`_scan` ran)
+        out = []
+        for attr in self._attributes:
+            if attr.attr.value != fn.name.value:
+                continue
+            cls = self.index.enclosing_class(attr)
+            if cls is not owner and cls is not None and type(attr.value) is cst.Name and attr.value.value == "self" \
+                    and any(type(s) is cst.FunctionDef and s.name.value == fn.name.value
+                            for s in (cls.body.body if type(cls.body) is cst.IndentedBlock else ())):
+                continue  # another class's own method of that name
+            call = self._call_of(attr)
+            if call is None:
+                return None  # `self.name` stored or passed along: called with anything
+            # `self.name(...)`, or through another object (`self.model.name(...)`): a call of
+            # that name elsewhere is counted even if it is another class's method
+            out.append((call, self.index.enclosing_function(call), True))
+        return out
+
+    def _instance_sites(self, owner):
+        assert self._names is not None and self._attributes is not None  # (`_scan` ran)
+        name = owner.name.value
+        if self.models is None:
+            return None
+        models = self.models()
+        holders = [(mc, sub) for mc in models.classes.values()
+                   for sub in (*mc.attributes.values(), *mc.inherited.values()) if sub.ctor == name]
+        built = {id(sub.call) for _, sub in holders if sub.call is not None}
+        for node in self._names:
+            if node.value != name or node is owner.name:
+                continue
+            call = self._call_of(node)
+            if call is not None and id(call) in built:
+                continue
+            if self.index.enclosing_function(node) is None and type(self.index.parent(node)) is not cst.Arg:
+                continue  # class-level metadata (`_can_record_outputs = {"attentions": Layer}`)
+            parent = self.index.parent(node)
+            outer = self.index.parent(parent) if type(parent) is cst.Arg else None
+            if type(outer) is cst.Call and dotted_name(outer.func) in ("isinstance", "issubclass"):
+                continue
+            return None
+        out = []
+        for mc, sub in holders:
+            loops = {var for var, src in mc._loop_sources().items() if src is sub}
+            for attr in self._attributes:
+                if (attr.attr.value != sub.name or type(attr.value) is not cst.Name
+                        or attr.value.value != "self" or self.index.enclosing_class(attr) is not mc.node):
+                    continue
+                parent = self.index.parent(attr)
+                if type(parent) is cst.AssignTarget or (type(parent) is cst.AnnAssign and parent.target is attr):
+                    continue
+                call = self._call_of(attr) or (self._call_of(parent) if type(parent) is cst.Subscript else None)
+                if call is not None:
+                    out.append((call, self.index.enclosing_function(call), True))
+                    continue
+                if type(parent) is cst.Arg and type(self.index.parent(parent)) is cst.Call \
+                        and dotted_name(self.index.parent(parent).func) == "len":
+                    continue
+                if loops and self._loop_iter(attr, mc):
+                    continue
+                return None
+            forward = mc.forward
+            for var in loops:
+                for use in walk(forward.body) if forward is not None else ():
+                    if type(use) is not cst.Name or use.value != var:
+                        continue
+                    call = self._call_of(use)
+                    if call is not None:
+                        out.append((call, forward, True))
+                    elif not self._loop_target(use):
+                        return None
+        return out
+
+    def _loop_target(self, name: cst.Name) -> bool:
+        """`name` is (part of) the target of a `for` loop."""
+        node = name
+        for anc in self.index.ancestors(name):
+            if type(anc) is cst.For:
+                return anc.target is node
+            if type(anc) not in (cst.Element, cst.Tuple, cst.List):
+                return False
+            node = anc
+        return False
+
+    def _loop_iter(self, attr, mc) -> bool:
+        """`self.layers` is the iterable of a loop of `forward` the view resolves."""
+        forward = mc.forward
+        if forward is None:
+            return False
+        for loop in walk(forward.body):
+            if type(loop) is cst.For and any(n is attr for n in walk(loop.iter)):
+                return True
+        return False
+
+
 def _static(function: cst.FunctionDef) -> bool:
     return any(last_name(d.decorator) == "staticmethod" for d in function.decorators)
 
@@ -232,4 +407,4 @@ def _static(function: cst.FunctionDef) -> bool:
 @register_view("calls")
 def calls(ctx: FileContext) -> CallsView:
     """Calls and callers of the file's functions (`ctx.calls`)."""
-    return CallsView(ctx.index)
+    return CallsView(ctx.index, lambda: ctx.models)

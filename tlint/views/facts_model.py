@@ -12,6 +12,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from tlint.cst import get_arg, keywords, last_name, literal_value, snake_parts, walk
+from tlint.views.bindings import assignment_targets
 from tlint.views.facts_data import tokenizer_object
 
 TRANSFORMER_MODULES = frozenset(
@@ -155,7 +156,7 @@ def _assigned_name(index, node: cst.CSTNode) -> str | None:
     `self.register_buffer("pe", <node>)`, through `nn.Parameter(...)`."""
     for anc in index.ancestors(node):
         if type(anc) in (cst.Assign, cst.AnnAssign):
-            targets = [t.target for t in anc.targets] if type(anc) is cst.Assign else [anc.target]
+            targets = assignment_targets(anc)
             return last_name(targets[0]) if len(targets) == 1 else None
         if type(anc) is cst.Call and type(anc.func) is cst.Attribute \
                 and anc.func.attr.value in ("register_buffer", "register_parameter") and anc.args:
@@ -396,7 +397,7 @@ def call_args_sites(ctx):
 def size_override_sites(ctx):
     """`config.block_size = ...` (not `self.`): a config field set after construction."""
     for node in ctx.index.assignments:
-        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+        targets = assignment_targets(node)
         for target in targets:
             if type(target) is cst.Attribute and target.attr.value in CONFIG_TABLE_KEYS \
                     and not (type(target.value) is cst.Name and target.value.value == "self"):

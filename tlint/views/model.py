@@ -29,6 +29,7 @@ import libcst as cst
 
 from tlint.context import register_view
 from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
+from tlint.views.bindings import BindingsView, assignment_targets
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -136,7 +137,7 @@ class ModuleClass:
             for node in walk(fn.body):
                 if type(node) is cst.Assign or type(node) is cst.AugAssign or type(node) is cst.AnnAssign:
                     # (an AugAssign or AnnAssign after `else`: mypy narrows no `type(x) is` negatively)
-                    targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
+                    targets = assignment_targets(node)
                     if type(node) is not cst.AugAssign:
                         written.update(id(t) for t in targets)
                 elif (type(node) is cst.Attribute and type(node.value) is cst.Name
@@ -430,8 +431,10 @@ def _all_params(fn: cst.FunctionDef) -> list[cst.Param]:
 class ModelView:
     """All module classes of a file and how they compose."""
 
-    def __init__(self, index: FileIndex) -> None:
+    def __init__(self, index: FileIndex, bindings: BindingsView | None = None) -> None:
+        """`bindings`: the file's bindings view (`ctx.bindings`; one of its own when None)."""
         self.index = index
+        self.bindings = bindings if bindings is not None else BindingsView(index)
         self.classes: dict[str, ModuleClass] = {}
         local = index.classes_by_name
         pending = list(index.classes)
@@ -500,7 +503,7 @@ class ModelView:
                 if not (type(node) is cst.Assign or type(node) is cst.AnnAssign) or node.value is None:
                     continue
                 # (an AnnAssign after `else`: mypy narrows no `type(x) is` negatively)
-                targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
+                targets = assignment_targets(node)
                 for target, value in _paired_targets(targets, node.value):
                     if (type(target) is cst.Attribute and type(target.value) is cst.Name
                             and target.value.value == "self"):
@@ -589,7 +592,7 @@ class ModelView:
         """Hand-written attention sites, softmax calls and SDPA calls of the file."""
         from tlint.views.attention import AttentionIndex
 
-        return AttentionIndex(self.index, self._softmax_module_ctor)
+        return AttentionIndex(self.index, self._softmax_module_ctor, self.bindings)
 
     def _softmax_module_ctor(self, call: cst.Call) -> cst.Call | None:
         """The `nn.Softmax(...)` constructor call of `self.softmax` when `call` calls it."""
@@ -779,5 +782,5 @@ def _causal_evidence(self: ModelView, causal_names: Sequence[str] = (),
 @register_view("models")
 def models(ctx: FileContext) -> ModelView:
     """The file's model structure (`ctx.models`)."""
-    return ModelView(ctx.index)
+    return ModelView(ctx.index, ctx.bindings)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, last_name, literal_value, snake_parts
+from tlint.views.bindings import assignment_targets
 from tlint.views.training_common import (
     BACKWARD,
     CLIP,
@@ -169,7 +170,7 @@ class TrainingEvents:
                 continue
             name = self.index.call_name(node.value)
             # (an AnnAssign after `else`: mypy narrows no `type(x) is` negatively)
-            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
+            targets = assignment_targets(node)
             for target in targets:
                 target_name = last_name(target)
                 if target_name and name:

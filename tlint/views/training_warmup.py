@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, has_star_kwargs, last_name, literal_value
-from tlint.views.bindings import class_defaults, field_default
+from tlint.views.bindings import assignment_targets, class_defaults, field_default
 from tlint.views.training_common import (
     NO_WARMUP,
     UNKNOWN,
@@ -227,7 +227,7 @@ class TrainingWarmup:
         out: list[cst.CSTNode] = []
         for node in self.index.assignments:
             # (an AnnAssign or AugAssign after `else`: mypy narrows no `type(x) is` negatively)
-            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
+            targets = assignment_targets(node)
             if any(_is_lr_subscript(target) for target in targets):
                 out.append(node)
         return out
