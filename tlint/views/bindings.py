@@ -147,22 +147,21 @@ class BindingsView:
             add(index.enclosing_scope(function), function.name.value, DEFINITION, function, None)
         for cls in index.classes:
             add(index.enclosing_scope(cls), cls.name.value, DEFINITION, cls, None)
-        for node in self._other_binders:
-            scope = index.enclosing_scope(node)
-            if type(node) is cst.With:
-                for item in node.items:
+        binder: Any  # dispatched on `type(binder)`, which mypy does not narrow by in a tuple
+        for binder in self._other_binders:
+            scope = index.enclosing_scope(binder)
+            if type(binder) is cst.With:
+                for item in binder.items:
                     if item.asname is not None:
-                        bind(scope, item.asname.name, WITH, node, item.item)  # type: ignore[arg-type]
-            elif type(node) is cst.NamedExpr:
-                bind(scope, node.target, ASSIGN, node, node.value)
-            elif type(node) is cst.Lambda:
-                for param in (*parameters(node), node.params.star_arg, node.params.star_kwarg):
+                        bind(scope, item.asname.name, WITH, binder, item.item)
+            elif type(binder) is cst.NamedExpr:
+                bind(scope, binder.target, ASSIGN, binder, binder.value)
+            elif type(binder) is cst.Lambda:
+                for param in (*parameters(binder), binder.params.star_arg, binder.params.star_kwarg):
                     if type(param) is cst.Param:
-                        add(node, param.name.value, PARAM, param, param.default)
-            elif type(node) in (cst.ExceptHandler, cst.ExceptStarHandler):
-                name = node.name  # type: ignore[attr-defined]
-                if name is not None:
-                    bind(scope, name.name, OTHER, node, None)
+                        add(binder, param.name.value, PARAM, param, param.default)
+            elif type(binder) in (cst.ExceptHandler, cst.ExceptStarHandler) and binder.name is not None:
+                bind(scope, binder.name.name, OTHER, binder, None)
         for lists in out.values():
             lists.sort(key=lambda b: b.position)
         return out
@@ -230,7 +229,7 @@ class BindingsView:
             if ancestor is scope:
                 return None
             if type(ancestor) in _COMPREHENSIONS:
-                comp: cst.CompFor | None = ancestor.for_in  # type: ignore[attr-defined]
+                comp: cst.CompFor | None = ancestor.for_in
                 while comp is not None:
                     if any(n.value == name.value for n in _target_names(comp.target)):
                         return Binding(name.value, LOOP, comp, None, ancestor, index.position[id(comp)])
@@ -458,7 +457,7 @@ class BindingsView:
         """`d["k"]` of a dict literal (or `dict(k=...)`) a name holds, or of `vars(args)`."""
         if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
             return UNKNOWN
-        key = literal_value(expr.slice[0].slice.value, UNKNOWN)  # type: ignore[attr-defined]
+        key = literal_value(expr.slice[0].slice.value, UNKNOWN)
         if not isinstance(key, str):
             return UNKNOWN
         return self._mapping_value(expr.value, key, None, depth)
@@ -480,9 +479,9 @@ class BindingsView:
             source = self.expression(mapping)
         if type(source) is cst.Dict:
             for element in source.elements:
-                if type(element) is cst.StarredDictElement:
-                    return UNKNOWN
-                if literal_value(element.key, UNKNOWN) == key:  # type: ignore[union-attr]
+                if type(element) is not cst.DictElement:
+                    return UNKNOWN  # `**other`
+                if literal_value(element.key, UNKNOWN) == key:
                     return self._one(element.value, depth + 1)
             return self._one(fallback, depth + 1) if fallback is not None else UNKNOWN
         if type(source) is cst.Call:

@@ -360,8 +360,8 @@ class _CompleteSites:
                 if call is not None:
                     out.append((call, self.index.enclosing_function(call), True))
                     continue
-                if type(parent) is cst.Arg and type(self.index.parent(parent)) is cst.Call \
-                        and dotted_name(self.index.parent(parent).func) == "len":
+                holder = self.index.parent(parent)
+                if type(parent) is cst.Arg and type(holder) is cst.Call and dotted_name(holder.func) == "len":
                     continue
                 if loops and self._loop_iter(attr, mc):
                     continue

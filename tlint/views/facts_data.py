@@ -59,7 +59,7 @@ def tokenizer_like(data: DataView, expr: cst.BaseExpression) -> bool:
 
 def tokenizer_variables(index: FileIndex) -> set[str]:
     """Names (last parts) assigned a `*Tokenizer*`/`*Processor*` construction."""
-    out = set()
+    out: set[str] = set()
     for node in index.assignments:
         if type(node) is cst.Assign and type(node.value) is cst.Call:
             callee = index.call_name(node.value) or ""
@@ -244,7 +244,7 @@ def ids_expression(expr: cst.BaseExpression, ids_names: set[str]) -> bool:
 def ids_variables(index: FileIndex) -> set[str]:
     """Local names assigned input ids (`ids = batch["input_ids"]`); once per file as
     `ctx.data.ids_variables`."""
-    out = set()
+    out: set[str] = set()
     for node in index.assignments:
         if type(node) is cst.Assign and ids_expression(node.value, set()):
             out.update(t.target.value for t in node.targets if type(t.target) is cst.Name)

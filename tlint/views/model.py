@@ -136,7 +136,6 @@ class ModuleClass:
             written: set[int] = set()
             for node in walk(fn.body):
                 if type(node) is cst.Assign or type(node) is cst.AugAssign or type(node) is cst.AnnAssign:
-                    # (an AugAssign or AnnAssign after `else`: mypy narrows no `type(x) is` negatively)
                     targets = assignment_targets(node)
                     if type(node) is not cst.AugAssign:
                         written.update(id(t) for t in targets)
@@ -349,7 +348,7 @@ def _is_stream(expr: cst.BaseExpression, flags: _Flags) -> bool:
     return type(expr) is cst.Name and not any(flags.get(expr.value, (False, False)))
 
 
-def _paired_targets(targets: list[cst.BaseAssignTargetExpression],
+def _paired_targets(targets: list[cst.BaseExpression],
                     value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """(target, value) pairs of an assignment, unpacking `self.a, self.b = A(), B()`."""
     out: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
@@ -502,7 +501,6 @@ class ModelView:
             for node in walk(fn.body, into_functions=False):
                 if not (type(node) is cst.Assign or type(node) is cst.AnnAssign) or node.value is None:
                     continue
-                # (an AnnAssign after `else`: mypy narrows no `type(x) is` negatively)
                 targets = assignment_targets(node)
                 for target, value in _paired_targets(targets, node.value):
                     if (type(target) is cst.Attribute and type(target.value) is cst.Name

@@ -169,7 +169,6 @@ class TrainingEvents:
             if type(node) not in (cst.Assign, cst.AnnAssign) or type(node.value) is not cst.Call:
                 continue
             name = self.index.call_name(node.value)
-            # (an AnnAssign after `else`: mypy narrows no `type(x) is` negatively)
             targets = assignment_targets(node)
             for target in targets:
                 target_name = last_name(target)

@@ -226,7 +226,6 @@ class TrainingWarmup:
         """Stores to a parameter group's learning rate (`param_group["lr"] = lr`)."""
         out: list[cst.CSTNode] = []
         for node in self.index.assignments:
-            # (an AnnAssign or AugAssign after `else`: mypy narrows no `type(x) is` negatively)
             targets = assignment_targets(node)
             if any(_is_lr_subscript(target) for target in targets):
                 out.append(node)
