@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 
 import pytest
 
 from tests.lintutil import found, lint_paths, lint_tree, write_tree
+from tlint import signed
 from tlint.config import ConfigError, ConfigResolver, select_rules
 
 UNUSED_MASK = textwrap.dedent(
@@ -281,6 +283,13 @@ def test_check_run_does_not_import_torch(tmp_path):
 # --- the cross-file rule hook (check_project) -------------------------------------------
 
 
+@dataclass(frozen=True)
+class SeqLen:
+    """The data of the test's `seq-len` fact kind (a kind's schema is a dataclass)."""
+
+    value: int
+
+
 def _seq_len_sites(ctx):
     import libcst as cst
 
@@ -289,7 +298,7 @@ def _seq_len_sites(ctx):
             assign = stmt.body[0]
             target = assign.targets[0].target
             if isinstance(target, cst.Name) and target.value == "SEQ_LEN" and isinstance(assign.value, cst.Integer):
-                yield assign.value, {"value": assign.value.evaluated_value}
+                yield assign.value, SeqLen(int(assign.value.evaluated_value))
 
 
 @pytest.fixture
@@ -304,14 +313,15 @@ def seq_len_rule(monkeypatch):
         def check_project(self, path, related):
             mine = [f for f in related[path] if f.kind == "seq-len"]
             for fact in mine:
-                others = sorted({f.data["value"] for p, fs in related.items() if p != path
-                                 for f in fs if f.kind == "seq-len"} - {fact.data["value"]})
+                others = sorted({f.data.value for p, fs in related.items() if p != path
+                                 for f in fs if f.kind == "seq-len"} - {fact.data.value})
                 if others:
-                    yield fact.range, f"SEQ_LEN {fact.data['value']} differs from {others}"
+                    yield fact.range, f"SEQ_LEN {fact.data.value} differs from {others}"
 
     monkeypatch.setattr(tlint.config, "ALL_RULES", (*tlint.config.ALL_RULES, SeqLenMismatch))
     monkeypatch.setattr(facts, "EXTRACTORS", (*facts.EXTRACTORS, ("seq-len", _seq_len_sites)))
     monkeypatch.setattr(facts, "POSITIONED", frozenset({"seq-len"}))
+    signed.register(SeqLen)  # facts are stored signed: their classes must be allowed
 
 
 def test_check_project_compares_facts_of_related_files(tmp_path, seq_len_rule):

@@ -131,7 +131,7 @@ class FileContext:
     if TYPE_CHECKING:  # the registered views (see `register_view`)
         models: ModelView
         training: TrainingView
-        facts: list[tuple[str, cst.CSTNode, dict[str, Any]]]
+        facts: list[tuple[str, cst.CSTNode, Any]]
 
     def __init__(self, path: Path, text: str, index: FileIndex, settings: Settings, *,
                  timer: Timer | None = None) -> None:

@@ -45,11 +45,13 @@ class ProjectCondition:
 class Fact:
     """A small, serialisable statement about a file, for cross-file rules. `range` is
     only computed for kinds listed in `tlint.views.facts.POSITIONED` (the ones a
-    cross-file rule reports at); positions cost a code-generation pass."""
+    cross-file rule reports at); positions cost a code-generation pass. `data`: the
+    values the kind carries, one of the dataclasses of `tlint.fact_data` (None for a kind
+    that carries none)."""
 
     kind: str
     range: Range | None
-    data: dict[str, Any] = field(default_factory=dict)
+    data: Any = None
 
 
 @dataclass

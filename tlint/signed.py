@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path, PurePath
 from typing import Any
 
-FORMAT = 2  # bumped from the pickled cache of tlint 0.1 (whose files are never opened)
+FORMAT = 3  # 2: the pickled cache of tlint 0.1 was dropped (never opened); 3: typed project facts
 _MAGIC = b"tlint-signed"
 _KEY_BYTES = 32
 _TAGS = frozenset(("(", "{", "/", "!", "@"))
@@ -117,21 +117,31 @@ _TYPES: dict[str, type] = {}
 
 
 def register(*classes: type) -> None:
-    """Allow these dataclasses in signed files (by class name)."""
+    """Allow these dataclasses in signed files (by class name), besides tlint's own."""
+    _default_types()
+    _add(classes)
+
+
+def _add(classes: tuple[type, ...]) -> None:
     for cls in classes:
         assert is_dataclass(cls)
         _TYPES[cls.__name__] = cls
 
 
+_DEFAULTS_ADDED: list[bool] = []
+
+
 def _default_types() -> None:
-    if _TYPES:
+    if _DEFAULTS_ADDED:
         return
+    _DEFAULTS_ADDED.append(True)
     from tlint.diagnostics import Diagnostic, Edit, Fix, Position, Range
+    from tlint.fact_data import FACT_TYPES
     from tlint.results import Fact, FileResult, PendingDiagnostic, ProjectCondition
     from tlint.suppressions import Suppression
 
-    register(Position, Range, Edit, Fix, Diagnostic, Fact, PendingDiagnostic, FileResult, ProjectCondition,
-             Suppression)
+    _add((Position, Range, Edit, Fix, Diagnostic, Fact, PendingDiagnostic, FileResult, ProjectCondition,
+          Suppression, *FACT_TYPES))
 
 
 def _plain(value: Any) -> Any:

@@ -29,7 +29,7 @@ class TokenizerMismatch(Rule):
     project_facts = ("tokenizer", "tokenizer-saved")
 
     def project_index(self, related):
-        saved = {fact.data["folder"] for facts in related.values() for fact in facts if fact.kind == "tokenizer-saved"}
+        saved = {fact.data.folder for facts in related.values() for fact in facts if fact.kind == "tokenizer-saved"}
         tokenizers = [(other, fact) for other, facts in sorted(related.items())
                       for fact in facts if fact.kind == "tokenizer" and not self._reloaded(fact, saved)]
         return saved, tokenizers
@@ -57,26 +57,26 @@ class TokenizerMismatch(Rule):
         """Not compared: no literal checkpoint (a variable, a CLI argument), a folder the
         project saves to, a test file (tests load whatever small checkpoint they need), or a
         tokenizer only used to decode ids (each decoding head has its own vocabulary)."""
-        checkpoint = fact.data["checkpoint"]
-        if checkpoint is None or fact.data["test_file"] or fact.data.get("decode_only"):
+        checkpoint = fact.data.checkpoint
+        if checkpoint is None or fact.data.test_file or fact.data.decode_only:
             return True
         return checkpoint.rstrip("/") in saved or (None in saved and checkpoint.startswith(_LOCAL_PREFIXES))
 
     @staticmethod
     def _difference(a, b, *, same_file: bool) -> str | None:
-        if a.data["checkpoint"] != b.data["checkpoint"]:
+        if a.data.checkpoint != b.data.checkpoint:
             # each loaded next to its own model (teacher/student, two independent scripts)
-            if a.data["with_model"] and b.data["with_model"] and (not same_file or a.data["var"] != b.data["var"]):
+            if a.data.with_model and b.data.with_model and (not same_file or a.data.var != b.data.var):
                 return None
-            return f'checkpoint "{a.data["checkpoint"]}" vs "{b.data["checkpoint"]}"'
-        if "**" in a.data["dynamic"] or "**" in b.data["dynamic"]:
+            return f'checkpoint "{a.data.checkpoint}" vs "{b.data.checkpoint}"'
+        if "**" in a.data.dynamic or "**" in b.data.dynamic:
             return None
         for key in TOKENIZER_OPTIONS:
-            if key in a.data["dynamic"] or key in b.data["dynamic"]:
+            if key in a.data.dynamic or key in b.data.dynamic:
                 continue
             missing = object()
-            va = a.data["options"].get(key, _DEFAULTS.get(key, missing))
-            vb = b.data["options"].get(key, _DEFAULTS.get(key, missing))
+            va = a.data.options.get(key, _DEFAULTS.get(key, missing))
+            vb = b.data.options.get(key, _DEFAULTS.get(key, missing))
             if va is missing or vb is missing or va == vb:
                 continue
             return f"{key}={va!r} vs {vb!r}"

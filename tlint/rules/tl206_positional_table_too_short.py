@@ -29,32 +29,32 @@ class PositionalTableTooShort(Rule):
         overridden = set()
         for _, fact in facts:
             if fact.kind == "call-args":
-                calls.setdefault(fact.data["callee"], []).append(fact.data)
+                calls.setdefault(fact.data.callee, []).append(fact.data)
             elif fact.kind == "size-override":
-                overridden.add(fact.data["name"])
+                overridden.add(fact.data.name)
         lengths = [(other, fact) for other, fact in facts if fact.kind == "sequence-length"
-                   and self._runs_with_default(fact.data["via"], calls, overridden)]
+                   and self._runs_with_default(fact.data.via, calls, overridden)]
         return calls, overridden, lengths
 
     def check_project(self, path, related):
         calls, overridden, lengths = self.indexed(related)
         reported = set()
         for fact in related.get(path, []):
-            if fact.kind != "positional-table" or not self._runs_with_default(fact.data["via"], calls, overridden):
+            if fact.kind != "positional-table" or not self._runs_with_default(fact.data.via, calls, overridden):
                 continue
-            size = fact.data["size"]
-            longer = [(other, data) for other, data in lengths if data.data["length"] > size
-                      and not (other == path and set(data.data["origins"]) & set(fact.data["origins"]))]
+            size = fact.data.size
+            longer = [(other, data) for other, data in lengths if data.data.length > size
+                      and not (other == path and set(data.data.origins) & set(fact.data.origins))]
             if not longer or fact.range in reported:
                 continue
             reported.add(fact.range)
-            other, data = max(longer, key=lambda item: (item[1].data["length"], str(item[0])))
+            other, data = max(longer, key=lambda item: (item[1].data.length, str(item[0])))
             where = os.path.relpath(other, path.parent).replace(os.sep, "/")
             line = data.range.start.line if data.range else 1
-            length = data.data["length"]
+            length = data.data.length
             yield fact.range, (
-                f"positional table of {size} positions ({fact.data['what']}) is shorter than the sequence length "
-                f"{length} the data is built with ({data.data['what']} at {where}:{line}): "
+                f"positional table of {size} positions ({fact.data.what}) is shorter than the sequence length "
+                f"{length} the data is built with ({data.data.what} at {where}:{line}): "
                 f"positions {size}..{length - 1} "
                 "index past the table (an IndexError or a CUDA device-side assert), or the model never learned them; "
                 "size the table and the data from one config value")
@@ -66,10 +66,10 @@ class PositionalTableTooShort(Rule):
         field afterwards); a default of something never called here is unknown."""
         if via is None:
             return True
-        callee, param, position = via["callee"], via["param"], via["index"]
+        callee, param, position = via.callee, via.param, via.index
         if callee is None or param in overridden or not calls.get(callee):
             return False
         for call in calls[callee]:
-            if call["star"] or param in call["keywords"] or (position is not None and call["positional"] > position):
+            if call.star or param in call.keywords or (position is not None and call.positional > position):
                 return False
         return True

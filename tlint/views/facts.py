@@ -43,6 +43,8 @@ Adding a kind: write an extractor in its family's module and list it in `EXTRACT
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from tlint.context import ViewError, register_view
@@ -155,19 +157,20 @@ def prefilter_tokens(settings) -> set[str] | None:
     return tokens
 
 
-def extract_facts(ctx) -> list[tuple[str, cst.CSTNode, dict]]:
-    """(kind, node, data) for every fact of the file; an extractor yields a node, or a
-    (node, data) pair when the fact carries values (e.g. a tokenizer's arguments)."""
+def extract_facts(ctx) -> list[tuple[str, cst.CSTNode, Any]]:
+    """(kind, node, data) for every fact of the file; an extractor yields a node (data
+    None), or a (node, data) pair when the fact carries values: one of the dataclasses of
+    `tlint.fact_data` (e.g. a tokenizer's arguments)."""
     facts = []
     for kind, extractor in EXTRACTORS:
         for item in extractor(ctx):
-            node, data = item if isinstance(item, tuple) else (item, {})
+            node, data = item if isinstance(item, tuple) else (item, None)
             facts.append((kind, node, data))
     return facts
 
 
 @register_view("facts")
-def facts(ctx) -> list[tuple[str, cst.CSTNode, dict]]:
+def facts(ctx) -> list[tuple[str, cst.CSTNode, Any]]:
     """(kind, node, data) of every fact of the file. When an extractor raises, the others'
     facts stand: the failed one is recorded in `ctx.failed_extractors` (TL003)."""
     timer = ctx.timer
@@ -187,16 +190,16 @@ def facts(ctx) -> list[tuple[str, cst.CSTNode, dict]]:
                     ctx.failed_extractors.setdefault(kind, exc)
                 continue
             for item in items:
-                node, data = item if isinstance(item, tuple) else (item, {})
+                node, data = item if isinstance(item, tuple) else (item, None)
                 found.append((kind, node, data))
         return found
 
 
-def _extract_timed(ctx, timer) -> list[tuple[str, cst.CSTNode, dict]]:
+def _extract_timed(ctx, timer) -> list[tuple[str, cst.CSTNode, Any]]:
     """`extract_facts`, each extractor's time charged to `facts: <kind>` (`--profile`)."""
     facts = []
     for kind, extractor in EXTRACTORS:
         for item in timer(f"facts: {kind}", lambda e=extractor: list(e(ctx))):
-            node, data = item if isinstance(item, tuple) else (item, {})
+            node, data = item if isinstance(item, tuple) else (item, None)
             facts.append((kind, node, data))
     return facts

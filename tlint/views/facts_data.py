@@ -23,6 +23,7 @@ from tlint.cst import (
     snake_parts,
     walk,
 )
+from tlint.fact_data import TokenizerFact, TokenizerSavedFact
 from tlint.views.bindings import ASSIGN
 
 if TYPE_CHECKING:
@@ -580,12 +581,11 @@ def tokenizer_sites(ctx):
             var = function.name.value if function is not None else None
         checkpoint = _checkpoint_of(data, call)
         function = index.enclosing_function(call)
-        yield call, {"checkpoint": checkpoint, "options": options, "dynamic": dynamic, "var": var,
-                     "function": function.name.value if function is not None else None,
-                     "with_model": checkpoint is not None and checkpoint in model_checkpoints,
-                     "test_file": ctx.is_test_file,
-                     "decode_only": _decode_only(index, parent.targets[0].target)
-                     if type(parent) is cst.Assign and len(parent.targets) == 1 else False}
+        yield call, TokenizerFact(
+            checkpoint, options, dynamic, var, function.name.value if function is not None else None,
+            with_model=checkpoint is not None and checkpoint in model_checkpoints, test_file=ctx.is_test_file,
+            decode_only=_decode_only(index, parent.targets[0].target)
+            if type(parent) is cst.Assign and len(parent.targets) == 1 else False)
 
 
 _DECODE_METHODS = frozenset({"decode", "batch_decode", "convert_ids_to_tokens", "convert_tokens_to_string"})
@@ -622,4 +622,4 @@ def tokenizer_saved_sites(ctx):
         func = call.func
         if type(func) is cst.Attribute and func.attr.value == "save_pretrained" and call.args:
             value = module_constant(data, call.args[0].value)
-            yield call, {"folder": value.rstrip("/") if isinstance(value, str) else None}
+            yield call, TokenizerSavedFact(value.rstrip("/") if isinstance(value, str) else None)

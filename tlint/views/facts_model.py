@@ -12,6 +12,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from tlint.cst import get_arg, keywords, last_name, literal_value, snake_parts, walk
+from tlint.fact_data import CallArgsFact, PositionalTableFact, SequenceLengthFact, SizeOverrideFact, Via
 from tlint.views.bindings import assignment_targets
 from tlint.views.facts_data import tokenizer_object
 
@@ -93,7 +94,7 @@ def _int_size(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _param_via(index, expr: cst.CSTNode) -> dict | None:
+def _param_via(index, expr: cst.CSTNode) -> Via | None:
     """When `expr` is a parameter's default: which call supplies the parameter, as
     {"callee", "param", "index"} (`index` None for keyword-only); the class name for
     `__init__`. {"callee": None} when it cannot be told (a lambda, a nested method)."""
@@ -103,7 +104,7 @@ def _param_via(index, expr: cst.CSTNode) -> dict | None:
     params = index.parent(param)
     fn = index.parent(params)
     if type(params) is not cst.Parameters or type(fn) is not cst.FunctionDef:
-        return {"callee": None, "param": param.name.value, "index": None}
+        return Via(None, param.name.value, None)
     positional = [*params.posonly_params, *params.params]
     scope = index.enclosing_scope(fn)
     if type(scope) is cst.ClassDef:
@@ -112,7 +113,7 @@ def _param_via(index, expr: cst.CSTNode) -> dict | None:
     else:
         callee = fn.name.value
     position = next((i for i, p in enumerate(positional) if p is param), None)
-    return {"callee": callee, "param": param.name.value, "index": position}
+    return Via(callee, param.name.value, position)
 
 
 def resolve_size(ctx, expr: cst.BaseExpression | None, *, options: bool = False):
@@ -207,7 +208,7 @@ def _table_fact(ctx, expr, what: str):
     if resolved is None:
         return None
     size, literal, origins, via = resolved
-    return literal, {"size": size, "what": what, "origins": origins, "via": via}
+    return literal, PositionalTableFact(size, what, origins, via)
 
 
 def positional_table_sites(ctx):
@@ -251,7 +252,7 @@ def positional_table_sites(ctx):
                 # any (N, d) tensor of a positional class whose N counts positions
                 # (`max_len`), not a bank of distance buckets
                 item = _table_fact(ctx, rows, f"`{target or 'the table'}` of `{cls.name.value}`")
-                if item is not None and item[1]["origins"] and set(snake_parts(item[1]["origins"][0])) & _LENGTH_PARTS:
+                if item is not None and item[1].origins and set(snake_parts(item[1].origins[0])) & _LENGTH_PARTS:
                     yield from emit(item)
         elif _camel(callee) and qualified not in _PARAMETER_WRAPPERS:
             parts = set(snake_parts(callee))
@@ -284,10 +285,9 @@ def positional_table_sites(ctx):
                     position += 1
                 if field in CONFIG_TABLE_KEYS and _int_size(literal_value(value, default=None)) \
                         and (model_like or field not in _AMBIGUOUS_TABLE_KEYS):
-                    via = {"callee": name, "param": field, "index": position - 1 if type(small) is cst.AnnAssign
-                           else None}
-                    yield from emit((value, {"size": literal_value(value), "what": f"`{name}.{field}`",
-                                             "origins": [field], "via": via}))
+                    via = Via(name, field, position - 1 if type(small) is cst.AnnAssign else None)
+                    yield from emit((value, PositionalTableFact(literal_value(value), f"`{name}.{field}`",
+                                                                [field], via)))
 
 
 def _class_fields(cls: cst.ClassDef) -> set[str | None]:
@@ -321,8 +321,7 @@ def sequence_length_sites(ctx):
         resolved = resolve_size(ctx, arg.value, options=True) if arg is not None else None
         if resolved is not None and id(call) not in seen:
             seen.add(id(call))
-            yield arg, {"length": resolved[0], "what": "`max_length=` of the tokenizer", "origins": resolved[2],
-                        "via": resolved[3]}
+            yield arg, SequenceLengthFact(resolved[0], "`max_length=` of the tokenizer", resolved[2], resolved[3])
     for call in index.calls:
         callee = last_name(call.func)
         if callee is None or id(call) in seen or not set(snake_parts(callee)) & _DATA_WORDS:
@@ -331,8 +330,7 @@ def sequence_length_sites(ctx):
             arg = get_arg(call, key)
             resolved = resolve_size(ctx, arg.value, options=True) if arg is not None else None
             if resolved is not None:
-                yield arg, {"length": resolved[0], "what": f"`{key}=` of `{callee}(...)`", "origins": resolved[2],
-                            "via": resolved[3]}
+                yield arg, SequenceLengthFact(resolved[0], f"`{key}=` of `{callee}(...)`", resolved[2], resolved[3])
                 break
     if any(word in ctx.text for word in _CHUNK_WORDS):
         yield from _chunk_slices(ctx)
@@ -368,13 +366,13 @@ def _chunk_slices(ctx):
                 continue
             resolved = resolve_size(ctx, size, options=True)
             if resolved is not None:
-                yield node, {"length": resolved[0], "what": f"`{stream}[i:i + {name}]` windows",
-                             "origins": resolved[2], "via": resolved[3]}
+                yield node, SequenceLengthFact(resolved[0], f"`{stream}[i:i + {name}]` windows", resolved[2],
+                                               resolved[3])
 
 
 def call_args_sites(ctx):
     """Which parameters calls give, for defaults that only count when not overridden:
-    {"callee": last name, "keywords", "positional": count, "star": *args/**kwargs given},
+    a `CallArgsFact` (callee: last name, keywords, positional count, star: *args/**kwargs given),
     for calls of a plain name (`build(...)`) or of a class (`model.GPT(...)`)."""
     seen = set()
     for call in ctx.index.calls:
@@ -391,7 +389,7 @@ def call_args_sites(ctx):
         key = (callee, keys, positional, star)
         if key not in seen:
             seen.add(key)
-            yield call, {"callee": callee, "keywords": list(keys), "positional": positional, "star": star}
+            yield call, CallArgsFact(callee, list(keys), positional, star)
 
 
 def size_override_sites(ctx):
@@ -401,4 +399,4 @@ def size_override_sites(ctx):
         for target in targets:
             if type(target) is cst.Attribute and target.attr.value in CONFIG_TABLE_KEYS \
                     and not (type(target.value) is cst.Name and target.value.value == "self"):
-                yield node, {"name": target.attr.value}
+                yield node, SizeOverrideFact(target.attr.value)

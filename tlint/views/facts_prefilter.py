@@ -6,6 +6,7 @@ tree (`ast_facts`), and whether that tree spells identifiers as LibCST would
 
 from __future__ import annotations
 
+from tlint.fact_data import CallArgsFact
 from tlint.views.facts_model import _camel
 
 
@@ -33,7 +34,7 @@ def _ast_literal(node):
     return None
 
 
-def ast_facts(tree) -> list[tuple[str, dict]] | None:
+def ast_facts(tree) -> list[tuple[str, CallArgsFact]] | None:
     """The facts of a pre-filtered file, from Python's own tree: its `call-args` (the only
     kind without tokens), as `call_args_sites` gives them. None when LibCST must read the
     file all the same: the tree holds a `-100` (a `masks-pad-labels` fact no token finds)
@@ -61,8 +62,7 @@ def ast_facts(tree) -> list[tuple[str, dict]] | None:
         key = (callee, keys, positional, star)
         if key not in seen:
             seen.add(key)
-            out.append(("call-args", {"callee": callee, "keywords": list(keys), "positional": positional,
-                                      "star": star}))
+            out.append(("call-args", CallArgsFact(callee, list(keys), positional, star)))
     return out
 
 

@@ -1,0 +1,93 @@
+"""The schema of the project facts that carry values: one small dataclass per fact kind.
+
+A file's facts (`tlint.views.facts`) are `(kind, node, data)`; `data` is one of the
+classes below for the kinds that carry values, None for the kinds that say only "this
+file does X" (`pads`, `transformer`, `warmup`, ...). They are stored in the signed cache
+(`tlint/signed.py` allows exactly these) and read by cross-file rules (`check_project`)
+by attribute, so a field's name and type live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Via:
+    """Which parameter's (or config field's) default supplied a value: `callee` the
+    function or class name (None when it cannot be told: a lambda, a nested method),
+    `param` its name, `index` its position among the positional parameters after
+    `self` (None for keyword-only)."""
+
+    callee: str | None
+    param: str
+    index: int | None
+
+
+@dataclass(frozen=True)
+class TokenizerFact:
+    """`tokenizer`: a tokenizer built `from_pretrained`. `checkpoint` (a literal, or None),
+    `options` its literal construction arguments, `dynamic` those given non-literally
+    (`"**"` for a `**kwargs` spread), `var` the name it is stored under (else its
+    function), `with_model` the file loads a model from the same checkpoint, `decode_only`
+    it is used only to decode."""
+
+    checkpoint: str | None
+    options: dict[str, Any] = field(default_factory=dict)
+    dynamic: list[str] = field(default_factory=list)
+    var: str | None = None
+    function: str | None = None
+    with_model: bool = False
+    test_file: bool = False
+    decode_only: bool = False
+
+
+@dataclass(frozen=True)
+class TokenizerSavedFact:
+    """`tokenizer-saved`: `save_pretrained(<folder>)` (None when the folder is not a literal)."""
+
+    folder: str | None
+
+
+@dataclass(frozen=True)
+class PositionalTableFact:
+    """`positional-table`: a positional table of `size` positions (`what` says which),
+    read through the names `origins`, its size from `via`'s default if any."""
+
+    size: int
+    what: str
+    origins: list[str] = field(default_factory=list)
+    via: Via | None = None
+
+
+@dataclass(frozen=True)
+class SequenceLengthFact:
+    """`sequence-length`: a sequence length of `length` the data is built with."""
+
+    length: int
+    what: str
+    origins: list[str] = field(default_factory=list)
+    via: Via | None = None
+
+
+@dataclass(frozen=True)
+class CallArgsFact:
+    """`call-args`: a call of `callee` (a plain name or a class) giving these keyword
+    arguments, `positional` positional ones, and `star` a `*args`/`**kwargs` spread."""
+
+    callee: str
+    keywords: list[str] = field(default_factory=list)
+    positional: int = 0
+    star: bool = False
+
+
+@dataclass(frozen=True)
+class SizeOverrideFact:
+    """`size-override`: `config.<name> = ...` set after construction."""
+
+    name: str
+
+
+FACT_TYPES: tuple[type, ...] = (Via, TokenizerFact, TokenizerSavedFact, PositionalTableFact, SequenceLengthFact,
+                                CallArgsFact, SizeOverrideFact)
