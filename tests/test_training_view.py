@@ -586,3 +586,84 @@ def test_pretrained_tokenizer_is_not_a_model():
         model = AutoModel.from_pretrained("gpt2")
     """)
     assert [code(view, c) for c in view.calls_of("model")] == ['AutoModel.from_pretrained("gpt2")']
+
+
+# --- what a receiver holds, through ctx.bindings and ctx.calls (issue 19) ------------------
+
+
+def test_roles_of_parameters_come_from_every_call_site():
+    view = view_of("""
+        import torch
+
+        def run(model, o, s, loader):
+            for batch in loader:
+                model(batch).loss.backward()
+                o.step()
+                s.step()
+                o.zero_grad()
+
+        def main(model, loader):
+            opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            sched = torch.optim.lr_scheduler.LinearLR(opt)
+            run(model, opt, sched, loader)
+    """)
+    [loop] = view.loops
+    assert kinds(loop) == ["forward", "backward", "optimizer_step", "scheduler_step", "zero_grad"]
+
+
+def test_role_unknown_when_call_sites_disagree():
+    view = view_of("""
+        import torch
+
+        def tick(x):
+            x.step()
+
+        tick(torch.optim.AdamW(params))
+        tick(torch.optim.lr_scheduler.LinearLR(opt))
+    """)
+    step = next(c for c in view.index.calls if view.index.module.code_for_node(c.func) == "x.step")
+    assert view.event_kind(step) is None
+
+
+def test_a_wrappers_step_method_is_inlined_through_its_instance():
+    view = view_of("""
+        class Stepper:
+            def __init__(self, optimizer):
+                self.optimizer = optimizer
+
+            def advance(self):
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+
+        class Other:
+            def advance(self):
+                pass
+
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model = model
+                self.helper = Stepper(optimizer)
+
+            def fit(self, loader):
+                for batch in loader:
+                    loss = self.model(batch).loss
+                    loss.backward()
+                    self.helper.advance()
+    """)
+    [loop] = view.loops
+    assert kinds(loop) == ["forward", "backward", "optimizer_step", "zero_grad"]
+
+
+def test_self_attribute_value_set_in_init_reaches_another_method():
+    view = view_of("""
+        class Trainer:
+            def __init__(self, accum=1):
+                self.accum = accum
+
+            def fit(self):
+                return self.accum
+
+        trainer = Trainer(accum=8)
+    """)
+    ret = next(n for n in view.index.order if type(n) is cst.Return)
+    assert view.literal(ret.value) == 8

@@ -4,11 +4,15 @@ A rule's `check(self, ctx: FileContext)` may use, and only use:
 
 - `ctx.index` (`tlint.source.FileIndex`): the parsed module, every node by kind, parents,
   scopes, imports and the qualified names of calls — computed once per file;
-- the shared **views**, built on first use and cached for the file: `ctx.models`
-  (`tlint.views.model.ModelView`: module classes, attention, norms, residuals),
-  `ctx.training` (`tlint.views.training.TrainingView`: loops, optimisers, schedulers,
-  bindings), `ctx.facts` (the project facts this file contributes). A view that raises is
-  reported once as TL003 and the rules that need it are skipped (`ViewError`);
+- the shared **views**, built on first use and cached for the file: `ctx.bindings`
+  (`tlint.views.bindings.BindingsView`: what a name or `self.<attr>` is bound to at a
+  point, and its value as the program runs by default), `ctx.calls`
+  (`tlint.views.calls.CallsView`: what a call runs, who calls a function and with what),
+  `ctx.models` (`tlint.views.model.ModelView`: module classes, attention, norms,
+  residuals), `ctx.training` (`tlint.views.training.TrainingView`: loops, optimisers,
+  schedulers), `ctx.data` (`tlint.views.data.DataView`: tokenizers, ids, label masking),
+  `ctx.facts` (the project facts this file contributes). A view that raises is reported
+  once as TL003 and the rules that need it are skipped (`ViewError`);
 - `ctx.path`, `ctx.text`, `ctx.module`, `ctx.is_test_file`;
 - `ctx.view_options` (`ViewOptions`): the settings that change shared analysis
   (`causal-names`, warmup scheduler names), built once from the project's settings;
@@ -39,6 +43,9 @@ if TYPE_CHECKING:
     from tlint.fixes import PendingFix
     from tlint.rules.base import Finding, Rule
     from tlint.source import FileIndex
+    from tlint.views.bindings import BindingsView
+    from tlint.views.calls import CallsView
+    from tlint.views.data import DataView
     from tlint.views.model import ModelView
     from tlint.views.training import TrainingView
 
@@ -129,6 +136,9 @@ class FileContext:
     """What a rule sees of one file: its index, its views, its options, and `report`."""
 
     if TYPE_CHECKING:  # the registered views (see `register_view`)
+        bindings: BindingsView
+        calls: CallsView
+        data: DataView
         models: ModelView
         training: TrainingView
         facts: list[tuple[str, cst.CSTNode, Any]]

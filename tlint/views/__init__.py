@@ -1,5 +1,7 @@
-"""The three shared views every rule builds on: project facts (`facts`), model structure
-(`model`), and training steps (`training`). Each is computed lazily from the file index.
+"""The shared views every rule builds on: bindings and default-run values (`bindings`),
+calls and callers (`calls`), model structure (`model`), training steps (`training`), the
+data pipeline (`data`) and project facts (`facts`). Each is computed lazily from the file
+index, once per file.
 
 Each registers itself as a `FileContext` view (`tlint.context.register_view`); importing
 this package registers them all.

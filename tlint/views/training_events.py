@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from tlint.cst import dotted_name, get_arg, last_name, literal_value, snake_parts
-from tlint.views.bindings import assignment_targets
+from tlint.views.bindings import ASSIGN, assignment_targets
 from tlint.views.training_common import (
     BACKWARD,
     CLIP,
@@ -33,6 +33,7 @@ from tlint.views.training_common import (
 
 if TYPE_CHECKING:
     from tlint.source import FileIndex
+    from tlint.views.bindings import BindingsView
     from tlint.views.calls import CallsView
 
 _LOSS_FUNCTIONS = frozenset(
@@ -58,6 +59,7 @@ class TrainingEvents:
         index: FileIndex
         _kinds: dict[cst.Call, str | None]
         calls: CallsView
+        bindings: BindingsView
         named_like_events: set[cst.Call]
 
         @property
@@ -119,6 +121,37 @@ class TrainingEvents:
         if name and role:
             roles[name] = role
 
+    def _bound_role(self, expr: cst.BaseExpression, depth: int) -> str | None:
+        """The role of what `expr` holds by its bindings (`ctx.bindings`), when the name
+        table does not know it: a parameter by what every call site passes (`train(m, o)`
+        called as `train(model, AdamW(...))`), `self.<attr>` by what its class assigns."""
+        if depth > 3:
+            return None
+        bindings = self.bindings
+        if type(expr) is cst.Name:
+            param = bindings.parameter(expr)
+            if param is None:
+                return None
+            function = bindings.index.enclosing_function(param)
+            sites = self.calls.callers(function) if function is not None else []
+            values = [site.arguments.get(param.name.value) if site.arguments is not None else None for site in sites]
+        elif type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
+            values = [b.value if b.kind == ASSIGN else None for b in bindings.attribute(expr)]
+        else:
+            return None
+        found = set()
+        for value in values:
+            if value is None:
+                return None
+            if type(value) is cst.Call:
+                role = self._call_role(value)
+            else:
+                role = self._roles.get(last_name(value) or "") or self._bound_role(value, depth + 1)
+            if role is None:
+                return None
+            found.add(role)
+        return found.pop() if len(found) == 1 else None
+
     def _call_role(self, call: cst.Call, roles: dict[str, str] | None = None) -> str | None:
         found = self._families.get(call)
         if found is not None:
@@ -150,6 +183,10 @@ class TrainingEvents:
         role = (self._roles if roles is None else roles).get(name)
         if role is not None:
             return role
+        if roles is None and expr is not None:
+            role = self._bound_role(expr, 0)
+            if role is not None:
+                return role
         parts = snake_parts(name)
         if any(part.startswith("sched") for part in parts):
             return "scheduler"
