@@ -76,6 +76,10 @@ class Binding:
     position: int
 
 
+def _position(binding: Binding) -> int:
+    return binding.position
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -98,19 +102,27 @@ class BindingsView:
     def __init__(self, index: FileIndex, calls: CallsView | None = None) -> None:
         self.index = index
         self.calls = calls if calls is not None else CallsView(index)
+        self._reaching: dict[int, list[Binding]] = {}
 
     # --- the tables -------------------------------------------------------------------
 
     @cached_property
-    def _table(self) -> dict[tuple[cst.CSTNode, str], list[Binding]]:
-        """(scope, name) -> its bindings in source order."""
+    def _table(self) -> dict[tuple[int, str], list[Binding]]:
+        """(id of the scope, name) -> its bindings in source order (LibCST's nodes hash in
+        Python code: tables are keyed by `id`)."""
         index = self.index
-        out: dict[tuple[cst.CSTNode, str], list[Binding]] = {}
+        out: dict[tuple[int, str], list[Binding]] = {}
         position = index.position
 
         def add(scope: cst.CSTNode, name: str, kind: str, node: cst.CSTNode,
                 value: cst.BaseExpression | None) -> None:
-            out.setdefault((scope, name), []).append(Binding(name, kind, node, value, scope, position[id(node)]))
+            key = (id(scope), name)
+            found = out.get(key)
+            binding = Binding(name, kind, node, value, scope, position[id(node)])
+            if found is None:
+                out[key] = [binding]
+            else:
+                found.append(binding)
 
         def bind(scope: cst.CSTNode, target: cst.BaseExpression, kind: str, node: cst.CSTNode,
                  value: cst.BaseExpression | None) -> None:
@@ -163,21 +175,28 @@ class BindingsView:
             elif type(binder) in (cst.ExceptHandler, cst.ExceptStarHandler) and binder.name is not None:
                 bind(scope, binder.name.name, OTHER, binder, None)
         for lists in out.values():
-            lists.sort(key=lambda b: b.position)
+            if len(lists) > 1:
+                lists.sort(key=_position)
         return out
 
     @cached_property
     def _other_binders(self) -> list[cst.CSTNode]:
         """`with`, walrus, lambda and `except` nodes (the index lists none of them)."""
-        kinds = (cst.With, cst.NamedExpr, cst.Lambda, cst.ExceptHandler, cst.ExceptStarHandler)
+        kinds = (cst.With, cst.NamedExpr, cst.Lambda, cst.ExceptHandler, cst.ExceptStarHandler, cst.CompFor)
         return [node for node in self.index.order if type(node) in kinds]
 
     @cached_property
-    def _attributes(self) -> dict[tuple[cst.ClassDef, str], list[Binding]]:
+    def _comprehension_names(self) -> frozenset[str]:
+        """Names some comprehension of the file binds (only those need its scope checked)."""
+        return frozenset(n.value for node in self._other_binders if type(node) is cst.CompFor
+                         for n in _target_names(node.target))
+
+    @cached_property
+    def _attributes(self) -> dict[tuple[int, str], list[Binding]]:
         """(class, attr) -> the bindings of `self.<attr>` in its methods and `<attr>` in
         its body, in source order."""
         index = self.index
-        out: dict[tuple[cst.ClassDef, str], list[Binding]] = {}
+        out: dict[tuple[int, str], list[Binding]] = {}
         for node in index.assignments:
             cls = index.enclosing_class(node)
             if cls is None:
@@ -193,7 +212,7 @@ class BindingsView:
                     name = target.value
                 else:
                     continue
-                out.setdefault((cls, name), []).append(Binding(name, kind, node, value, scope,
+                out.setdefault((id(cls), name), []).append(Binding(name, kind, node, value, scope,
                                                                index.position[id(node)]))
         return out
 
@@ -204,15 +223,16 @@ class BindingsView:
         functions) and its bindings there; (None, []) when it is bound nowhere here."""
         index = self.index
         scope: cst.CSTNode | None = index.enclosing_scope(name)
-        comprehension = self._comprehension_binding(name, scope)
-        if comprehension is not None:
-            return comprehension.scope, [comprehension]
+        if name.value in self._comprehension_names:
+            comprehension = self._comprehension_binding(name, scope)
+            if comprehension is not None:
+                return comprehension.scope, [comprehension]
         first = True
         while scope is not None:
             if type(scope) is cst.ClassDef and not first:
                 scope = index.enclosing_scope(scope)
                 continue
-            bound = self._table.get((scope, name.value))
+            bound = self._table.get((id(scope), name.value))
             if bound:
                 return scope, bound
             if scope is index.module:
@@ -238,18 +258,18 @@ class BindingsView:
 
     def names_in(self, scope: cst.CSTNode) -> dict[str, list[Binding]]:
         """Name -> the bindings made in `scope` itself, in source order."""
-        return self._by_scope.get(scope, {})
+        return self._by_scope.get(id(scope), {})
 
     @cached_property
-    def _by_scope(self) -> dict[cst.CSTNode, dict[str, list[Binding]]]:
-        out: dict[cst.CSTNode, dict[str, list[Binding]]] = {}
+    def _by_scope(self) -> dict[int, dict[str, list[Binding]]]:
+        out: dict[int, dict[str, list[Binding]]] = {}
         for (scope, name), bound in self._table.items():
             out.setdefault(scope, {})[name] = bound
         return out
 
     def in_scope(self, scope: cst.CSTNode, name: str) -> list[Binding]:
         """The bindings of `name` made in `scope` itself (not in nested functions)."""
-        return self._table.get((scope, name), [])
+        return self._table.get((id(scope), name), [])
 
     def before(self, scope: cst.CSTNode, node: cst.CSTNode) -> dict[str, list[Binding]]:
         """Name -> the bindings made in `scope` itself before `node`, in source order
@@ -268,6 +288,12 @@ class BindingsView:
 
     def reaching(self, name: cst.Name) -> list[Binding]:
         """The bindings of `name` that may hold at this use (see the module docstring)."""
+        found = self._reaching.get(id(name))
+        if found is None:
+            found = self._reaching[id(name)] = self._reaching_uncached(name)
+        return found
+
+    def _reaching_uncached(self, name: cst.Name) -> list[Binding]:
         scope, bound = self._resolving_scope(name)
         if len(bound) <= 1 or scope is None:
             return bound
@@ -320,7 +346,7 @@ class BindingsView:
         cls = self.index.enclosing_class(expr)
         if cls is None:
             return []
-        return self._attributes.get((cls, expr.attr.value), [])
+        return self._attributes.get((id(cls), expr.attr.value), [])
 
     def expression(self, name: cst.Name) -> cst.BaseExpression | None:
         """The one expression `name` is bound to at this use: an assignment's value, or a

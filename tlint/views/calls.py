@@ -77,7 +77,8 @@ class CallsView:
         """`models`: how to get the file's model view (`ctx.models`), asked only for the
         complete call sites of a module class's `forward`."""
         self.index = index
-        self._callees: dict[cst.Call, cst.FunctionDef | None] = {}
+        self._callees: dict[int, cst.FunctionDef | None] = {}
+        self._callers: dict[int, list[CallSite]] = {}
         self._complete = _CompleteSites(index, models)
 
     # --- what a call runs -------------------------------------------------------------
@@ -107,10 +108,11 @@ class CallsView:
 
     def callee(self, call: cst.Call) -> cst.FunctionDef | None:
         """The function or method of this file a call runs, when it can be told."""
-        if call in self._callees:
-            return self._callees[call]
+        key = id(call)
+        if key in self._callees:
+            return self._callees[key]
         found = self._callee(call)
-        self._callees[call] = found
+        self._callees[key] = found
         return found
 
     def _callee(self, call: cst.Call) -> cst.FunctionDef | None:
@@ -152,11 +154,11 @@ class CallsView:
     # --- instances of this file's classes ----------------------------------------------
 
     @cached_property
-    def _instances(self) -> dict[tuple[cst.CSTNode | None, str], list[cst.ClassDef | None]]:
+    def _instances(self) -> dict[tuple[int, str], list[cst.ClassDef | None]]:
         """(class for `self.<attr>` / scope for a name, name) -> the local class each
         assignment to it builds (None: something else)."""
         index = self.index
-        out: dict[tuple[cst.CSTNode | None, str], list[cst.ClassDef | None]] = {}
+        out: dict[tuple[int, str], list[cst.ClassDef | None]] = {}
         classes = index.classes_by_name
         for node in index.assignments:
             if type(node) is cst.AugAssign:
@@ -169,25 +171,26 @@ class CallsView:
             targets = assignment_targets(node)
             for target in targets:
                 if type(target) is cst.Name:
-                    out.setdefault((index.enclosing_scope(node), target.value), []).append(built)
+                    out.setdefault((id(index.enclosing_scope(node)), target.value), []).append(built)
                 elif (type(target) is cst.Attribute and type(target.value) is cst.Name
                       and target.value.value == "self"):
-                    out.setdefault((index.enclosing_class(node), target.attr.value), []).append(built)
+                    out.setdefault((id(index.enclosing_class(node)), target.attr.value), []).append(built)
         return out
 
     def instance_class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
         """The class of this file that `expr` (a name, or `self.<attr>`) holds an instance
         of, when every assignment to it in its scope (its class) builds that class."""
         index = self.index
+        owner: cst.CSTNode | None
         if type(expr) is cst.Name:
-            key: tuple[cst.CSTNode | None, str] = (index.enclosing_scope(expr), expr.value)
+            owner, name = index.enclosing_scope(expr), expr.value
         elif type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
-            key = (index.enclosing_class(expr), expr.attr.value)
+            owner, name = index.enclosing_class(expr), expr.attr.value
         else:
             return None
-        if key[0] is None:
+        if owner is None:
             return None
-        built = self._instances.get(key)
+        built = self._instances.get((id(owner), name))
         if not built or built[0] is None or any(b is not built[0] for b in built[1:]):
             return None
         return built[0]
@@ -195,21 +198,37 @@ class CallsView:
     # --- who calls a function -----------------------------------------------------------
 
     @cached_property
-    def _callers(self) -> dict[cst.FunctionDef, list[cst.Call]]:
-        out: dict[cst.FunctionDef, list[cst.Call]] = {}
-        classes = self.index.classes_by_name
+    def _calls_by_name(self) -> dict[str, list[cst.Call]]:
+        """The calls of the file by the last name of their callee (`f(...)`, `x.f(...)`)."""
+        out: dict[str, list[cst.Call]] = {}
         for call in self.index.calls:
-            found = self.callee(call)
-            if found is None and type(call.func) is cst.Name and call.func.value in classes \
-                    and call.func.value not in self.index.imports.aliases:
-                found = self.method(classes[call.func.value], "__init__")  # `Cls(...)` runs `__init__`
-            if found is not None:
-                out.setdefault(found, []).append(call)
+            func = call.func
+            name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+            if name is not None:
+                out.setdefault(name, []).append(call)
         return out
 
     def callers(self, function: cst.FunctionDef) -> list[CallSite]:
         """Every call of this file that runs `function`, with its arguments bound."""
-        return [CallSite(call, function, self.bind(call, function)) for call in self._callers.get(function, ())]
+        found = self._callers.get(id(function))
+        if found is None:
+            found = self._callers[id(function)] = [CallSite(call, function, self.bind(call, function))
+                                                   for call in self._calls_of(function)]
+        return found
+
+    def _calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
+        index = self.index
+        out = [call for call in self._calls_by_name.get(function.name.value, ()) if self.callee(call) is function]
+        if function.name.value == "__init__":
+            owner = index.enclosing_class(function)
+            classes = index.classes_by_name
+            for cls in index.classes:  # `Cls(...)` runs `__init__` (its own or a base's)
+                if classes.get(cls.name.value) is not cls or cls.name.value in index.imports.aliases:
+                    continue
+                if cls is owner or self.method(cls, "__init__") is function:
+                    out += [call for call in self._calls_by_name.get(cls.name.value, ())
+                            if type(call.func) is cst.Name]
+        return out
 
     def complete_sites(self, function: cst.FunctionDef) -> list[tuple[cst.Call, cst.FunctionDef | None, bool]] | None:
         """[(call, calling function, bound: through `self` or an instance)] for every use of
