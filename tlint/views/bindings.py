@@ -161,6 +161,8 @@ class BindingsView:
             add(index.enclosing_scope(cls), cls.name.value, DEFINITION, cls, None)
         binder: Any  # dispatched on `type(binder)`, which mypy does not narrow by in a tuple
         for binder in self._other_binders:
+            if type(binder) is cst.CompFor:
+                continue  # a scope of its own (`_comprehension_binding`)
             scope = index.enclosing_scope(binder)
             if type(binder) is cst.With:
                 for item in binder.items:
@@ -196,24 +198,35 @@ class BindingsView:
         """(class, attr) -> the bindings of `self.<attr>` in its methods and `<attr>` in
         its body, in source order."""
         index = self.index
+        position = index.position
         out: dict[tuple[int, str], list[Binding]] = {}
+
+        def add(cls: cst.ClassDef, name: str, node: cst.CSTNode, scope: cst.CSTNode) -> None:
+            augmented = type(node) is cst.AugAssign
+            out.setdefault((id(cls), name), []).append(Binding(
+                name, AUGMENT if augmented else ASSIGN, node, None if augmented else node.value,  # type: ignore[attr-defined]
+                scope, position[id(node)]))
+
         for node in index.assignments:
-            cls = index.enclosing_class(node)
-            if cls is None:
+            names = [t.attr.value for t in assignment_targets(node)
+                     if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == "self"]
+            if not names:
                 continue
             scope = index.enclosing_scope(node)
-            value = None if type(node) is cst.AugAssign else node.value
-            kind = AUGMENT if type(node) is cst.AugAssign else ASSIGN
-            for target in assignment_targets(node):
-                if (type(target) is cst.Attribute and type(target.value) is cst.Name
-                        and target.value.value == "self" and type(scope) is cst.FunctionDef):
-                    name = target.attr.value
-                elif type(target) is cst.Name and scope is cls:
-                    name = target.value
-                else:
-                    continue
-                out.setdefault((id(cls), name), []).append(Binding(name, kind, node, value, scope,
-                                                               index.position[id(node)]))
+            cls = index.enclosing_class(scope) if type(scope) is cst.FunctionDef else None
+            if cls is not None:
+                for name in names:
+                    add(cls, name, node, scope)
+        for cls in index.classes:  # `<attr> = v` in the class body
+            for statement in cls.body.body if type(cls.body) is cst.IndentedBlock else ():
+                if type(statement) is cst.SimpleStatementLine:
+                    for small in statement.body:
+                        for target in assignment_targets(small):
+                            if type(target) is cst.Name:
+                                add(cls, target.value, small, cls)
+        for lists in out.values():
+            if len(lists) > 1:
+                lists.sort(key=_position)
         return out
 
     # --- bindings of a name -------------------------------------------------------------

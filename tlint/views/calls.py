@@ -160,6 +160,10 @@ class CallsView:
         index = self.index
         out: dict[tuple[int, str], list[cst.ClassDef | None]] = {}
         classes = index.classes_by_name
+        if not classes:
+            return out
+        built_at: list[tuple[cst.CSTNode, cst.ClassDef | None, list[cst.BaseExpression]]] = []
+        names: set[str] = set()  # names (or attributes) some assignment stores an instance in
         for node in index.assignments:
             if type(node) is cst.AugAssign:
                 continue
@@ -169,12 +173,16 @@ class CallsView:
                     and value.func.value not in index.imports.aliases):
                 built = classes.get(value.func.value)
             targets = assignment_targets(node)
+            built_at.append((node, built, targets))
+            if built is not None:
+                names.update(last_name(t) or "" for t in targets)
+        for holder, built, targets in built_at:  # only the names that may hold an instance
             for target in targets:
-                if type(target) is cst.Name:
-                    out.setdefault((id(index.enclosing_scope(node)), target.value), []).append(built)
+                if type(target) is cst.Name and target.value in names:
+                    out.setdefault((id(index.enclosing_scope(holder)), target.value), []).append(built)
                 elif (type(target) is cst.Attribute and type(target.value) is cst.Name
-                      and target.value.value == "self"):
-                    out.setdefault((id(index.enclosing_class(node)), target.attr.value), []).append(built)
+                      and target.value.value == "self" and target.attr.value in names):
+                    out.setdefault((id(index.enclosing_class(holder)), target.attr.value), []).append(built)
         return out
 
     def instance_class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
