@@ -283,7 +283,7 @@ def _tl003(diags):
 def test_a_failing_view_is_one_tl003_and_the_other_rules_stand(tmp_path, monkeypatch):
     import tlint.views.model
 
-    def broken(index):
+    def broken(*args):
         raise KeyError("boom in the model view")
 
     monkeypatch.setattr(tlint.views.model, "ModelView", broken)
