@@ -97,8 +97,8 @@ def soundness(files: list[Path]) -> tuple[list[str], int, int]:
             if tokens and not _mentions(lowered, tokens):
                 problems.append(f"{path}: a `{kind}` fact but none of its extractor's tokens")
         if from_ast is not None and not result.parse_error and facts_view.ast_facts_exact(text):
-            got = sorted(repr(sorted(d.items())) for _, d in from_ast)
-            want = sorted(repr(sorted(f.data.items())) for f in result.facts if f.kind == "call-args")
+            got = sorted(repr(d) for _, d in from_ast)
+            want = sorted(repr(f.data) for f in result.facts if f.kind == "call-args")
             if got != want:
                 problems.append(f"{path}: `call-args` facts from Python's tree differ from LibCST's")
     return problems, skipped, read

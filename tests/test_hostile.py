@@ -359,7 +359,7 @@ def test_an_unexpected_failure_anywhere_in_a_file_is_tl003(tmp_path, monkeypatch
 def test_internal_error_exit_code_and_verbose_traceback(tmp_path, capsys, monkeypatch):
     import tlint.views.model
 
-    def broken(index):
+    def broken(*args):
         raise KeyError("boom")
 
     monkeypatch.setattr(tlint.views.model, "ModelView", broken)
