@@ -42,7 +42,9 @@ VALUES = [
     ("both branches agree", "if flag:\n    k = 4\nelse:\n    k = 4\nuse(k)", 4),
     ("rebound in both branches, differently", "if flag:\n    k = 2\nelse:\n    k = 4\nuse(k)", U),
     ("rebound inside the use's own branch", "k = 1\nif flag:\n    k = 4\n    use(k)", 4),
-    ("augmented: unknown", "k = 1\nk += 1\nuse(k)", U),
+    ("augmented once: folded", "k = 1\nk += 1\nuse(k)", 2),
+    ("augmented under an if: both values", "k = 5\nif ddp:\n    k *= 8\nuse(k)", U),
+    ("augmented in a loop: unknown", "k = 1\nfor _ in range(3):\n    k += 1\nuse(k)", U),
     ("reads its previous value", "k = 2\nk = k * 3\nuse(k)", 6),
     ("tuple unpacking", "a, b = 2, 8\nuse(b)", 8),
     ("unpacking an unknown", "a, b = f()\nuse(b)", U),
@@ -128,6 +130,12 @@ def test_values_per_call_site_and_all_values():
     assert not ctx.bindings.all_values(use, lambda k: k > 2)
     none = _ctx("def f(k):\n    use(k)\nf(n)\n")
     assert not none.bindings.all_values(_use(none), lambda k: True)  # none resolves: silent
+
+
+def test_values_of_a_conditional_augmented_assignment():
+    ctx = _ctx("k = 5\nif ddp:\n    k *= 8\nuse(k)")
+    assert ctx.bindings.values(_use(ctx)) == [5, 40]
+    assert ctx.bindings.all_values(_use(ctx), lambda k: k > 1)
 
 
 KINDS = [

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 UNKNOWN: Any = object()
 
 ASSIGN = "assign"  # `x = v`, `x: T = v`, `(x := v)`, an element of `a, b = u, v`
-AUGMENT = "augment"  # `x += v`: the value is not known from the binding alone
+AUGMENT = "augment"  # `x += v`: its value folds the values before it (outside loops)
 LOOP = "loop"  # `for x in ...`, a comprehension's target
 WITH = "with"  # `with f() as x`
 PARAM = "param"  # a parameter (its value: the default)
@@ -451,10 +451,24 @@ class BindingsView:
             return self._parameter_values(reaching[0], name, depth)
         out = []
         for binding in reaching:
+            if binding.kind == AUGMENT:
+                out.extend(self._augmented_values(binding, depth))
+                continue
             if binding.kind != ASSIGN:
                 return [UNKNOWN]
             out.append(self._one(binding.value, depth + 1))
         return out
+
+    def _augmented_values(self, binding: Binding, depth: int) -> list[Any]:
+        """`x *= 8` run once (not in a loop): the values of `x` before it, each folded with
+        the right-hand side; UNKNOWN for a loop-carried one (`step += 1`)."""
+        node = binding.node
+        operator = _AUGMENTED.get(type(getattr(node, "operator", None)))
+        if type(node) is not cst.AugAssign or type(node.target) is not cst.Name or operator is None \
+                or depth > 8 or self.index.enclosing_loops(node):
+            return [UNKNOWN]
+        right = self._one(node.value, depth + 1)
+        return [_fold(operator, left, right) for left in self._name_values(node.target, depth + 1)]
 
     def _parameter_values(self, binding: Binding, name: cst.Name, depth: int) -> list[Any]:
         param = binding.node
@@ -700,6 +714,12 @@ def _click_option(call: cst.Call, out: dict[str, list[cst.BaseExpression | _Cons
         out.setdefault(dest, []).append(_Const(False))
     else:
         out.setdefault(dest, []).append(_Const(UNKNOWN))
+
+
+_AUGMENTED: dict[type, cst.BaseBinaryOp] = {
+    cst.AddAssign: cst.Add(), cst.SubtractAssign: cst.Subtract(), cst.MultiplyAssign: cst.Multiply(),
+    cst.DivideAssign: cst.Divide(), cst.FloorDivideAssign: cst.FloorDivide(),
+}
 
 
 def _fold(operator: cst.BaseBinaryOp, left: Any, right: Any) -> Any:
