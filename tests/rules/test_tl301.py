@@ -621,3 +621,87 @@ def test_test_files_are_not_judged(tmp_path, name):
     source = RAW_LOOP.replace("{clip}", "pass").replace("{marker}", "")
     check(tmp_path, {name: source})
     check(tmp_path / "control", {name.replace("test", "run"): source.replace("optimizer.step()  ", "optimizer.step()  # expect: TL301")})
+
+
+# --- issue 20: benchmark and profiling runs, trainers that only evaluate ---------------
+
+_LOOP = """\
+            for _ in {iterable}:
+                model(**batch).loss.backward()
+                optimizer.step(){marker}
+                optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(("file", "function", "iterable", "flagged"), [
+    ("train.py", "train", "range(10)", True),
+    ("bench_train.py", "train", "range(10)", False),  # the file says benchmark
+    ("train.py", "benchmark_step", "range(10)", False),  # the function says it
+    ("train.py", "train", "profile_steps", False),  # the loop runs over a name that says it
+])
+def test_benchmark_loops_are_not_training(tmp_path, file, function, iterable, flagged):
+    marker = "  # expect: TL301" if flagged else ""
+    body = _LOOP.format(iterable=iterable, marker=marker)
+    check(tmp_path, {file: f"""
+        from transformers import AutoModel
+
+        profile_steps = range(5)
+
+
+        def {function}(batch, optimizer):
+            model = AutoModel.from_pretrained("bert-base-uncased")
+{body}
+    """})
+
+
+def test_loop_under_the_torch_profiler_is_not_training(tmp_path):
+    check(tmp_path, {"train.py": """
+        import torch
+        from transformers import AutoModel
+
+
+        def train(batch, optimizer):
+            model = AutoModel.from_pretrained("bert-base-uncased")
+            with torch.profiler.profile() as prof:
+                for _ in range(5):
+                    model(**batch).loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    prof.step()
+            for _ in range(5):
+                model(**batch).loss.backward()
+                optimizer.step()  # expect: TL301
+                optimizer.zero_grad()
+    """})
+
+
+@pytest.mark.parametrize(("calls", "flagged"), [
+    ("trainer.evaluate(); trainer.predict(test_set)", False),
+    ("trainer.evaluate(); trainer.train()", True),
+    ("", True),  # nothing called on it here: unknown, judged as training
+])
+def test_training_arguments_of_a_trainer_that_only_evaluates(tmp_path, calls, flagged):
+    marker = "  # expect: TL301" if flagged else ""
+    check(tmp_path, {"run.py": f"""
+        from transformers import Trainer, TrainingArguments
+
+
+        def run(model, test_set):
+            args = TrainingArguments("out", max_grad_norm=0){marker}
+            trainer = Trainer(model, args)
+            {calls}
+    """})
+
+
+@pytest.mark.parametrize(("call", "flagged"), [(".test(module)", False), (".predict(module)", False),
+                                               (".fit(module)", True)])
+def test_lightning_trainer_that_only_tests(tmp_path, call, flagged):
+    marker = "  # expect: TL301" if flagged else ""
+    check(tmp_path, {"run.py": f"""
+        import lightning as L
+        from transformers import AutoModel
+
+
+        def run(module):
+            L.Trainer(max_epochs=1){call}{marker}
+    """})

@@ -555,3 +555,41 @@ def test_test_files_are_not_judged(tmp_path):
     """
     assert lint(tmp_path, {"tests/test_models.py": source}, ["TL304"]) == []
     assert lint(tmp_path / "x", {"train.py": source}, ["TL304"]) == [("train.py", 7, "TL304")]
+
+
+# --- issue 20: benchmark runs, trainers that only evaluate ------------------------------
+
+
+@pytest.mark.parametrize(("file", "function", "flagged"), [
+    ("train.py", "build", True),
+    ("benchmarks.py", "build", False),
+    ("train.py", "profile_memory", False),
+])
+def test_benchmark_optimisers_are_not_training(tmp_path, file, function, flagged):
+    marker = "  # expect: TL304" if flagged else ""
+    check(tmp_path, {file: f"""
+        import torch
+        from transformers import AutoModel
+
+
+        def {function}():
+            model = AutoModel.from_pretrained("bert-base-uncased")
+            return torch.optim.AdamW(model.parameters(), lr=1e-4){marker}
+    """})
+
+
+@pytest.mark.parametrize(("calls", "flagged"), [
+    ("trainer.evaluate(); trainer.predict(test_set)", False),
+    ("trainer.predict(test_set); trainer.train()", True),
+])
+def test_training_arguments_of_a_trainer_that_only_evaluates(tmp_path, calls, flagged):
+    marker = "  # expect: TL304" if flagged else ""
+    check(tmp_path, {"run.py": f"""
+        from transformers import AutoModel, Trainer, TrainingArguments
+
+
+        def run(test_set):
+            model = AutoModel.from_pretrained("bert-base-uncased")
+            trainer = Trainer(model, TrainingArguments(output_dir="out")){marker}
+            {calls}
+    """})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.rules.conftest import expected, lint
 
 CODE = "TL312"
@@ -88,4 +90,39 @@ def test_test_files_are_not_judged(tmp_path):
         @torch.no_grad()
         def evaluate(model, loader):
             return [model(**b).loss for b in loader]
+    """})
+
+
+# --- issue 20: loaders of any name, metrics kept as running totals ---------------------
+
+
+@pytest.mark.parametrize(("update", "flagged"), [("tot += dice(pred, mask).item()", True),
+                                                 ("tot += 1", False)])
+def test_running_total_over_a_loader_of_any_name(tmp_path, update, flagged):
+    marker = "  # expect: TL312" if flagged else ""
+    check(tmp_path, {"evaluate.py": f"""
+        import torch
+
+
+        def eval_net(net, pairs, dice):
+            tot = 0
+            for img, mask in pairs:{marker}
+                pred = (torch.sigmoid(net(img)) > 0.5).float()
+                {update}
+            return tot
+    """})
+
+
+def test_loop_not_feeding_the_model_is_not_evaluation(tmp_path):
+    check(tmp_path, {"evaluate.py": """
+        import torch
+
+
+        @torch.no_grad()
+        def eval_sampler(model, prompt, steps):
+            total = 0.0
+            for _ in range(steps):
+                out = model(prompt)
+                total += out.mean()
+            return total
     """})

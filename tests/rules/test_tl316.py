@@ -56,3 +56,58 @@ def test_off_by_default():
     from tlint.rules import BY_CODE
 
     assert BY_CODE[CODE].default_enabled is False
+
+
+# --- issue 20: one finding per loop with TL301; benchmark loops -------------------------
+
+
+def _loop(header: str, marker: str) -> str:
+    return f"""
+        import torch
+        {header}
+
+
+        def train(model, loader):
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            for batch in loader:
+                model(**batch).loss.backward()
+                optimizer.step(){marker}
+                optimizer.zero_grad()
+    """
+
+
+def test_loop_without_clipping_in_a_transformer_project_is_tl301s(tmp_path):
+    files = {"train.py": _loop("from transformers import AutoModel", "  # expect: TL301")}
+    assert lint(tmp_path, files, [CODE, "TL301"]) == expected(files, "TL301")
+
+
+def test_loop_without_clipping_elsewhere_asks_for_the_norm(tmp_path):
+    files = {"train.py": _loop("import math", "  # expect: TL316")}
+    assert lint(tmp_path, files, [CODE, "TL301"]) == expected(files, CODE)
+
+
+def test_benchmark_and_profiled_loops(tmp_path):
+    check(tmp_path, {"bench_throughput.py": """
+        import torch
+
+
+        def run(model, loader, optimizer):
+            for batch in loader:
+                model(**batch).loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+    """, "train.py": """
+        import torch
+
+
+        def run(model, loader, optimizer):
+            with torch.profiler.profile():
+                for batch in loader:
+                    model(**batch).loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+            for batch in loader:
+                model(**batch).loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # expect: TL316
+                optimizer.step()
+    """})

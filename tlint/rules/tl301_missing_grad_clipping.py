@@ -65,8 +65,8 @@ class MissingGradClipping(Rule):
         extra = self.options["clip-functions"]
         reported: set[int] = set()
         for loop in view.loops:
-            if loop.has(CLIP):
-                continue
+            if loop.has(CLIP) or view.benchmark(loop.node, ctx.path):
+                continue  # clipped; or a benchmark or profiling run, not training to judge
             if extra and any(name_matches(ctx.index.call_name(e.node), extra) for e in view.calls_in(loop)):
                 continue
             step = loop.first(OPTIMIZER_STEP)
@@ -85,7 +85,7 @@ class MissingGradClipping(Rule):
 
     def _check_training_arguments(self, ctx, view: TrainingView) -> None:
         for call in view.training_arguments:
-            if has_star_kwargs(call):
+            if has_star_kwargs(call) or view.arguments_only_evaluate(call):
                 continue
             arg = get_arg(call, "max_grad_norm")
             if arg is None:
@@ -99,8 +99,8 @@ class MissingGradClipping(Rule):
         if not view.lightning_trainers or self._module_clips_itself(view):
             return
         for call in view.lightning_trainers:
-            if has_star_kwargs(call):
-                continue
+            if has_star_kwargs(call) or view.only_evaluates(call):
+                continue  # a trainer that only tests or predicts trains nothing
             arg = get_arg(call, "gradient_clip_val")
             node: cst.CSTNode = call
             if arg is not None:

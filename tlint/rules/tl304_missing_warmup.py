@@ -46,7 +46,7 @@ class MissingWarmup(Rule):
         view: TrainingView = ctx.training
         reported: set[int] = set()
         for site in view.optimizers:
-            if site.adam_family:
+            if site.adam_family and not view.benchmark(site.call, ctx.path):
                 reported.add(id(site.call))
                 ctx.report(site.call, f"{site.name.rsplit('.', 1)[-1]} trains a transformer with no learning-rate "
                            "warmup; ramp the rate up over the first steps (e.g. "
@@ -60,7 +60,7 @@ class MissingWarmup(Rule):
                                when=_NO_WARMUP_ANYWHERE)
         custom_optimizer = any(get_arg(trainer, "optimizers") is not None for trainer in view.hf_trainers)
         for call in view.training_arguments:
-            if custom_optimizer or not self._adam_by_default(view, call):
+            if custom_optimizer or not self._adam_by_default(view, call) or view.arguments_only_evaluate(call):
                 continue
             state, node = view.arguments_warmup(call)
             if state == NO_WARMUP:

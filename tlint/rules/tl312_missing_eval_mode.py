@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.cst import last_name, snake_parts, walk
+from tlint.cst import is_literal, last_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, EVAL, FORWARD, LOSS, OPTIMIZER_STEP, TRAIN, TrainingView
 
@@ -55,9 +55,11 @@ class MissingEvalMode(Rule):
             function = ctx.index.enclosing_function(loop)
             if type(loop) is not cst.For or function is None or function in checked:
                 continue
-            if not self._evaluation_function(ctx, view, function, loop) or not self._over_batches(loop):
+            if not self._evaluation_function(ctx, view, function, loop):
                 continue
             events = view.iteration(loop)
+            if not (self._over_batches(loop) or self._feeds_batches(loop, events)):
+                continue
             kinds = {e.kind for e in events}
             if kinds & {BACKWARD, OPTIMIZER_STEP} or not self._computes_metric(loop, kinds):
                 continue
@@ -85,11 +87,25 @@ class MissingEvalMode(Rule):
         return any(set(snake_parts(name)) & _DATA_WORDS for name in names)
 
     @staticmethod
+    def _feeds_batches(loop: cst.For, events: list) -> bool:
+        """A loader of any name: the model is called on what the loop yields (directly or
+        through a name the iteration binds from it)."""
+        fed = {n.value for n in walk(loop.target) if type(n) is cst.Name}
+        for node in walk(loop.body):
+            if type(node) is cst.Assign and any(type(n) is cst.Name and n.value in fed for n in walk(node.value)):
+                fed.update(n.value for t in node.targets for n in walk(t.target) if type(n) is cst.Name)
+        return any(e.kind == FORWARD and not e.via and type(e.node) is cst.Call
+                   and any(type(n) is cst.Name and n.value in fed for a in e.node.args for n in walk(a.value))
+                   for e in events)
+
+    @staticmethod
     def _computes_metric(loop: cst.For, kinds: set[str]) -> bool:
         if LOSS in kinds:
             return True
         if FORWARD not in kinds:
             return False
+        if any(type(n) is cst.AugAssign and not is_literal(n.value) for n in walk(loop.body)):
+            return True  # a running total of what the model gives (`tot += dice(pred, mask)`)
         return any(type(n) is cst.Name and set(snake_parts(n.value)) & _METRIC_WORDS for n in walk(loop.body))
 
     @staticmethod

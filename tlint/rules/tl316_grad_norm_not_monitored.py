@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from tlint.cst import last_name, snake_parts
-from tlint.rules.base import Rule
+from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.training import CLIP, OPTIMIZER_STEP, TrainingView
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
+
+# Where TL301 reports a loop that does not clip (the complement of its condition).
+_NOT_TL301 = ProjectCondition(none_of=("transformer",), scope="imports")
 
 
 class GradNormNotMonitored(Rule):
@@ -34,7 +37,7 @@ class GradNormNotMonitored(Rule):
         view: TrainingView = ctx.training
         for loop in view.loops:
             step = loop.first(OPTIMIZER_STEP)
-            if step is None or view.is_engine_step(step):
+            if step is None or view.is_engine_step(step) or view.benchmark(loop.node, ctx.path):
                 continue
             clips = loop.of(CLIP)
             if any(type(ctx.index.parent(clip.node)) is not cst.Expr for clip in clips):
@@ -42,6 +45,13 @@ class GradNormNotMonitored(Rule):
             if any("norm" in snake_parts(last_name(e.node.func) or "") for e in view.calls_in(loop)
                    if type(e.node) is cst.Call and e.kind != CLIP and view.event_kind(e.node) != CLIP):
                 continue
-            node = clips[0].node if clips else step.node
-            ctx.report(node, "the gradient norm is never looked at in this training loop; keep the value "
-                       "clip_grad_norm_ returns and log it: spikes announce divergence early")
+            if clips:
+                ctx.report(clips[0].node, "the gradient norm is never looked at in this training loop; keep the "
+                           "value clip_grad_norm_ returns and log it: spikes announce divergence early")
+            else:
+                # A loop that does not clip is TL301's finding where TL301 judges it (a
+                # project that trains a transformer, unless a hook clips): one finding, not two.
+                ctx.report(step.node, "the gradient norm is never looked at in this training loop; compute it "
+                           "before the step (torch.nn.utils.get_total_norm of the gradients) and log it: "
+                           "spikes announce divergence early",
+                           when=None if view.clips_by_hook else _NOT_TL301)

@@ -78,6 +78,7 @@ from tlint.views.training_deepspeed import DeepSpeedConfig, TrainingDeepSpeed  #
 from tlint.views.training_events import TrainingEvents
 from tlint.views.training_literals import TrainingLiterals
 from tlint.views.training_loops import TrainingLoops
+from tlint.views.training_usage import TrainingUsage
 from tlint.views.training_warmup import TrainingWarmup, warmup_sites  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
 # --- the view -----------------------------------------------------------------------------
 
 
-class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSpeed, TrainingLiterals):
+class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSpeed, TrainingLiterals, TrainingUsage):
     """Training loops and training set-up of one file, computed lazily from its index."""
 
     def __init__(self, index: FileIndex, read_input: Callable[[Path], bytes | None] | None = None,
