@@ -104,3 +104,37 @@ def test_test_files_are_not_judged(tmp_path):
                 model(batch).sum().backward()
                 optimizer.step()
     """})
+
+
+# --- issue 20: a reset counts for its own optimiser -------------------------------------
+
+
+@pytest.mark.parametrize(("resets", "flagged"), [
+    ("opt_d.zero_grad()", True),  # only the critic's optimiser is reset
+    ("opt_d.zero_grad(); opt_g.zero_grad()", False),
+    ("disc.zero_grad(); gen.zero_grad()", False),  # each module's reset covers its optimiser
+    ("disc.zero_grad()", True),
+    ("model_zero_grad(gen, disc)", False),  # a reset tlint cannot attribute: all count
+])
+def test_two_optimisers_need_two_resets(tmp_path, resets, flagged):
+    marker = "  # expect: TL309" if flagged else ""
+    check(tmp_path, {"gan.py": f"""
+        import torch
+
+
+        def model_zero_grad(*models):
+            for m in models:
+                for p in m.parameters():
+                    p.grad = None
+
+
+        def train(gen, disc, loader):
+            opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4)
+            opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4)
+            for real in loader:
+                {resets}
+                (disc(gen(real)).mean() - disc(real).mean()).backward()
+                opt_d.step()
+                (-disc(gen(real)).mean()).backward()
+                opt_g.step(){marker}
+    """})
