@@ -82,7 +82,11 @@ def test_verify_tagger_confirms_the_real_leak_and_clears_the_planted_finding(tmp
     report = json.loads(proc.stdout)
     assert set(report) == {"tool", "version", "model", "probes", "findings", "summary"}
     assert report["model"] == {"factory": "proj.model:Tagger", "class": "Tagger",
-                               "parameters": report["model"]["parameters"], "call": "src,src_key_padding_mask"}
+                               "parameters": report["model"]["parameters"], "call": "src,src_key_padding_mask",
+                               "causal": "no", "causal_evidence": report["model"]["causal_evidence"],
+                               "layout": "batch-first"}
+    # nobody declared it causal: the model was asked, and it sees later tokens
+    assert report["model"]["causal_evidence"].startswith("measured: outputs before t change with later tokens")
     probes = {p["probe"]: p for p in report["probes"]}
     assert set(probes["mask-leak"]) == {"probe", "status", "figure", "tolerance", "unit", "module", "detail"}
     assert probes["mask-leak"]["status"] == "fail" and probes["mask-leak"]["figure"] > 1e-2
@@ -90,7 +94,8 @@ def test_verify_tagger_confirms_the_real_leak_and_clears_the_planted_finding(tmp
     verdicts = {(f["code"], f["range"]["start"]["line"]): (f["verdict"], f["probe"]) for f in report["findings"]}
     assert verdicts == {("TL102", 26): ("confirmed", "mask-leak"), ("TL103", 12): ("not-reproduced", "mask-leak")}
     # the third failure: attention-maps, the real positions attend to the padding (TL102's leak)
-    assert report["summary"] == {"probes": len(PROBES), "failed": 3, "confirmed": 1}
+    assert report["summary"] == {"probes": len(PROBES), "failed": 3, "confirmed": 1, "inconclusive": 0,
+                                 "skipped_key_probes": []}
 
 
 def test_verify_text_output_and_probe_selection(tmp_path):
@@ -107,7 +112,8 @@ def test_correct_zoo_model_exits_0(tmp_path):
     proc = run_tlint("verify", "--model", "bert:build_encoder", "--format", "json", cwd=REPO / "fixtures" / "models")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
-    assert report["summary"] == {"probes": len(PROBES), "failed": 0, "confirmed": 0}
+    assert report["summary"] == {"probes": len(PROBES), "failed": 0, "confirmed": 0, "inconclusive": 0,
+                                 "skipped_key_probes": []}
     assert not list((REPO / "fixtures" / "models").rglob("__pycache__"))
 
 

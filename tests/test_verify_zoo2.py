@@ -136,7 +136,8 @@ def test_seq2seq_from_the_command_line_with_its_adapter():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["model"]["call"] == "seq2seq:call"
-    assert report["summary"] == {"probes": len(PROBES), "failed": 0, "confirmed": 0}
+    assert report["summary"] == {"probes": len(PROBES), "failed": 0, "confirmed": 0, "inconclusive": 0,
+                                 "skipped_key_probes": []}
     assert report["findings"] == []  # hf.py's deliberate call without a mask is suppressed
     # without the adapter, forward(src, tgt, ...) is bound by its parameter names: a fixed
     # source, the ids as the decoder's input, the padding masks True = pad

@@ -179,7 +179,8 @@ def _add_verify_parser(sub) -> None:
                         help="the model is causal (default: the linter's causal evidence, as TL207 decides)")
     verify.add_argument("--padding-side", choices=("right", "left"), help="where probes put padding")
     verify.add_argument("--call", metavar="STYLE", help='how forward is called: "ids,mask", '
-                        '"input_ids,attention_mask", "src,src_key_padding_mask", "ids" or an adapter pkg.mod:call')
+                        '"input_ids,attention_mask", "src,src_key_padding_mask", "ids", "input_ids,decoder_input_ids", '
+                        '"src,tgt" or an adapter pkg.mod:call (default: bound by forward\'s parameter names)')
     verify.add_argument("--device", metavar="DEVICE", help="cpu (default) or cuda")
     verify.add_argument("--timeout", type=float, metavar="SECONDS", help="limit for the whole run (default 600)")
     verify.add_argument("--probe-timeout", type=float, metavar="SECONDS",
@@ -204,6 +205,8 @@ def _add_verify_parser(sub) -> None:
     verify.add_argument("--config", type=Path, metavar="FILE", help="use this config file")
     verify.add_argument("--verbose", "-v", action="store_true", help="show the model process's output")
     verify.add_argument("--data", action="store_true", help="also scan the configured data loader(s)")
+    verify.add_argument("--strict", action="store_true",
+                        help="exit 1 when a key probe was skipped (one a finding needs, or one that could not run)")
     from tlint.verify.data import add_arguments
 
     add_arguments(verify, verify=True)

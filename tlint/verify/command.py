@@ -70,11 +70,14 @@ def run(args) -> int:
 
         return render_with_verify(args.format, data_report, model, probes, findings)
 
-    if args.format in ("json", "sarif", "lsp"):
+    strict = bool(getattr(args, "strict", False))
+    if args.format == "sarif":
+        output.render_sarif(model, probes, findings, sys.stdout, strict=strict)
+    elif args.format in ("json", "lsp"):
         getattr(output, f"render_{args.format}")(model, probes, findings, sys.stdout)
     else:
         output.render_text(model, probes, findings, sys.stdout)
-    return output.exit_code(probes, findings)
+    return output.exit_code(probes, findings, strict)
 
 
 def _data_options(args):
@@ -211,4 +214,4 @@ def match_findings(result: dict[str, Any], options: VerifyOptions) -> list[dict[
     files = source_files(classes, roots)
     if not files:
         return []
-    return verdicts(lint(files, classes), classes, result["probes"])
+    return verdicts(lint(files, classes, roots), classes, result["probes"])

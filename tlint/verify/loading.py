@@ -462,12 +462,20 @@ def choose_caller(model: nn.Module, options: VerifyOptions, roots: list[Path], i
         return caller
     styles = [options.call] if options.call else candidate_styles(model)
     failures: list[str] = []
+    seq_first = bool(sequence_first_modules(model))
     for style in styles:
         caller = Caller(style, **base)  # type: ignore[arg-type]
         try:
             _try(caller, model, ids, keep, roots, tried=failures)
         except _StyleFailed:
-            continue
+            if not seq_first:
+                continue
+            try:  # a (seq, batch) model may reject (batch, seq) ids with a (batch, seq) mask outright
+                caller = replace(caller, seq_first=True)
+                _try(caller, model, ids, keep, roots, tried=[])
+            except _StyleFailed:
+                continue
+            return caller
         try:
             if detect_sequence_first(caller, model, ids, keep):
                 caller = replace(caller, seq_first=True)

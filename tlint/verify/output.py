@@ -11,17 +11,37 @@ from typing import Any, TextIO
 from tlint import __version__
 
 _STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow",
-                 "confirmed": "bold red", "not-reproduced": "green", "not-checkable": "yellow"}
+                 "confirmed": "bold red", "not-reproduced": "green", "not-checkable": "yellow",
+                 "inconclusive": "magenta"}
+# A probe skipped for one of these reasons did not run as it should (not a probe that does not
+# apply to this model): it is a skipped key probe.
+_BROKEN_SKIPS = ("could not run", "stopped", "not run", "the process running the model")
 
 
-def summary(probes: list[dict], findings: list[dict]) -> dict[str, int]:
+def skipped_key_probes(probes: list[dict], findings: list[dict]) -> list[str]:
+    """Probes that a static finding needed, or that crashed, timed out or could not run, and
+    were skipped."""
+    needed = {f["probe"] for f in findings if f.get("probe") and f["verdict"] == "not-checkable"}
+    return [p["probe"] for p in probes if p["status"] == "skip"
+            and (p["probe"] in needed or p["detail"].startswith(_BROKEN_SKIPS))]
+
+
+def summary(probes: list[dict], findings: list[dict]) -> dict[str, Any]:
     return {"probes": len(probes), "failed": sum(p["status"] == "fail" for p in probes),
-            "confirmed": sum(f["verdict"] == "confirmed" for f in findings)}
+            "confirmed": sum(f["verdict"] == "confirmed" for f in findings),
+            "inconclusive": sum(f["verdict"] == "inconclusive" for f in findings),
+            "skipped_key_probes": skipped_key_probes(probes, findings)}
 
 
-def exit_code(probes: list[dict], findings: list[dict]) -> int:
+def exit_code(probes: list[dict], findings: list[dict], strict: bool = False) -> int:
+    """1 when a probe failed or a finding was confirmed; with `strict`, also when a key probe
+    was skipped."""
     counts = summary(probes, findings)
-    return 1 if counts["failed"] or counts["confirmed"] else 0
+    return 1 if counts["failed"] or counts["confirmed"] or (strict and counts["skipped_key_probes"]) else 0
+
+
+def causal_json(model: dict[str, Any]) -> dict[str, Any]:
+    return {"causal": "yes" if model.get("causal") else "no", "causal_evidence": model.get("causal_reason", "")}
 
 
 def report_json(model: dict[str, Any], probes: list[dict], findings: list[dict]) -> dict[str, Any]:
@@ -30,8 +50,10 @@ def report_json(model: dict[str, Any], probes: list[dict], findings: list[dict])
     keys = ("probe", "status", "figure", "tolerance", "unit", "module", "detail")
     return {
         "tool": "tlint", "version": __version__,
-        "model": {k: model[k] for k in ("factory", "class", "parameters", "call")},
-        "probes": [{**{k: p[k] for k in keys}, **json_fields(p)} for p in probes],
+        "model": {**{k: model[k] for k in ("factory", "class", "parameters", "call")}, **causal_json(model),
+                  "layout": model.get("layout", "batch-first")},
+        "probes": [{**{k: p[k] for k in keys}, **json_fields(p),
+                    **{k: p[k] for k in ("control", "seeds") if p.get(k) is not None}} for p in probes],
         "findings": findings,
         "summary": summary(probes, findings),
     }
@@ -53,17 +75,27 @@ def render_text(model: dict, probes: list[dict], findings: list[dict], stream: T
     color = stream.isatty() and not os.environ.get("NO_COLOR")
     console = Console(file=stream, force_terminal=color, no_color=not color, highlight=False, emoji=False,
                       markup=False, width=None if color else 160)
-    causal = "causal" if model.get("causal") else "not causal"
+    causal = causal_json(model)
     console.print(f"model {model['class']} from {model['factory']}: {model['parameters']:,} parameters, "
-                  f"vocabulary {model.get('vocab_size')}, {causal}")
+                  f"vocabulary {model.get('vocab_size')}")
+    console.print(f"causal: {causal['causal']} ({causal['causal_evidence']})")
     console.print(f"call style \"{model['call']}\": {model.get('convention', '')}")
     table = Table(title="probes", title_justify="left")
     for column in ("probe", "status", "figure", "tolerance", "unit", "detail"):
         table.add_column(column, overflow="fold")
     for p in probes:
         figure = "" if p["figure"] is None else f"{p['figure']:.4g}"
+        detail = p["detail"]
+        if p.get("seeds"):
+            seeds = p["seeds"]
+            detail += (f" [near the tolerance: seeds {seeds['seeds']} gave {seeds['figures']}, median "
+                       f"{seeds['median']}, spread {seeds['spread']}]")
+        if p.get("control"):
+            control = p["control"]
+            detail += (f" [positive control, {control['injected']}: "
+                       + ("caught" if control["caught"] else "NOT caught") + f" ({control['figure']})]")
         table.add_row(p["probe"], Text(p["status"], style=_STATUS_STYLE[p["status"]]), figure,
-                      f"{p['tolerance']:g}", p["unit"], p["detail"])
+                      f"{p['tolerance']:g}", p["unit"], detail)
     console.print(table)
     from tlint.verify.activations_report import render_text_extras
 
@@ -81,7 +113,10 @@ def render_text(model: dict, probes: list[dict], findings: list[dict], stream: T
     from tlint.reporters import plural
 
     console.print(f"{plural(counts['probes'], 'probe')}, {counts['failed']} failed; "
-                  f"{plural(len(findings), 'static finding')}, {counts['confirmed']} confirmed")
+                  f"{plural(len(findings), 'static finding')}, {counts['confirmed']} confirmed, "
+                  f"{counts['inconclusive']} inconclusive")
+    if counts["skipped_key_probes"]:
+        console.print("key probes skipped (--strict fails on them): " + ", ".join(counts["skipped_key_probes"]))
 
 
 # --- SARIF and LSP: the static findings, which have a source location ---------------------
@@ -90,7 +125,7 @@ def render_text(model: dict, probes: list[dict], findings: list[dict], stream: T
 # "fail" must have level "none" (SARIF 2.1.0 §3.27.9): a cleared finding is a "pass", an
 # untested one is left for "review".
 VERDICT_KINDS = {"confirmed": ("fail", "error", 1), "not-checkable": ("review", "none", 2),
-                 "not-reproduced": ("pass", "none", 3)}
+                 "inconclusive": ("review", "none", 2), "not-reproduced": ("pass", "none", 3)}
 
 
 def _finding_order(finding: dict) -> tuple:
@@ -108,10 +143,11 @@ def _finding_properties(finding: dict, probes: list[dict]) -> dict[str, Any]:
     probe = next((p for p in probes if p["probe"] == finding.get("probe")), None)
     return {"verdict": finding["verdict"], "probe": finding.get("probe"), "reason": finding["reason"],
             "status": probe["status"] if probe else None, "figure": probe["figure"] if probe else None,
-            "tolerance": probe["tolerance"] if probe else None, "unit": probe["unit"] if probe else None}
+            "tolerance": probe["tolerance"] if probe else None, "unit": probe["unit"] if probe else None,
+            "control": probe.get("control") if probe else None}
 
 
-def sarif_document(model: dict, probes: list[dict], findings: list[dict]) -> dict[str, Any]:
+def sarif_document(model: dict, probes: list[dict], findings: list[dict], strict: bool = False) -> dict[str, Any]:
     """A SARIF log: one result per static finding (kind/level from its verdict; verdict,
     probe and figure in its properties); the model, every probe's result and the summary in
     the run's properties; the exit code in the invocation."""
@@ -127,16 +163,16 @@ def sarif_document(model: dict, probes: list[dict], findings: list[dict]) -> dic
                    locations=[location(sources, finding["path"], rng)],
                    properties=_finding_properties(finding, probes))
     document = report_json(model, probes, findings)
-    code = exit_code(probes, findings)
+    code = exit_code(probes, findings, strict)
     return log.document(
         properties={"model": document["model"], "probes": document["probes"], "summary": document["summary"]},
         invocation={"executionSuccessful": True, "exitCode": code})
 
 
-def render_sarif(model: dict, probes: list[dict], findings: list[dict], stream: TextIO) -> None:
+def render_sarif(model: dict, probes: list[dict], findings: list[dict], stream: TextIO, strict: bool = False) -> None:
     from tlint.reporters.sarif import write
 
-    write(sarif_document(model, probes, findings), stream)
+    write(sarif_document(model, probes, findings, strict), stream)
 
 
 def sarif_error(kind: str, message: str) -> str:

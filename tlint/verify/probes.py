@@ -224,8 +224,9 @@ class MaskLeakProbe(Probe):
             return self.skip("the call style passes no mask, so padding cannot be expressed (not checkable)")
         ids, keep = ctx.padded_batch(ctx.generator(1))
         figure, worst = self.leak(ctx, ctx.caller, ids, keep)
-        extra: dict[str, Any] = {"unmasked": self.unmasked_figure(ctx, ids, keep),
-                                 "own": self.module_leaks(ctx, ids, keep)}
+        own, reads = self.module_leaks(ctx, ids, keep)
+        extra: dict[str, Any] = {"unmasked": self.unmasked_figure(ctx, ids, keep), "own": own, "own_reads": reads,
+                                 "pads_unseen": ctx.causal and ctx.padding_side == "right"}
         padded = int((~keep).any(dim=1).sum())
         if figure <= self.tolerance:
             return self.result("pass", figure, detail=f"{padded} of {len(ids)} samples padded ({ctx.padding_side}); "
@@ -249,11 +250,13 @@ class MaskLeakProbe(Probe):
                 figure, worst = change, changed
         return figure, worst
 
-    def module_leaks(self, ctx: ProbeContext, ids: torch.Tensor, keep: torch.Tensor) -> dict[str, float]:
+    def module_leaks(self, ctx: ProbeContext, ids: torch.Tensor,
+                     keep: torch.Tensor) -> tuple[dict[str, float], dict[str, float]]:
         """Each submodule on its own: its recorded inputs replayed with the (batch, seq)
         hidden states at pad positions replaced by noise, masks unchanged; the change of its
         output at real positions. So a leak is pinned to the module that lets it in, even
-        when another one leaks earlier."""
+        when another one leaks earlier. Second: the same with the noise at the real positions
+        (the positive control: the module reads its input there)."""
         inputs: dict[str, tuple[nn.Module, tuple, dict]] = {}
 
         def hook(name):
@@ -270,15 +273,17 @@ class MaskLeakProbe(Probe):
             for handle in handles:
                 handle.remove()
         gen, pads = ctx.generator(8), (~keep).to(ctx.device)
-        leaks = {}
+        leaks, reads = {}, {}
         for name, (module, args, kwargs) in inputs.items():
             noisy_args, noisy_kwargs = _noise_at(args, pads, gen), _noise_at(kwargs, pads, gen)
             if noisy_args is None and noisy_kwargs is None:
                 continue
+            real_args, real_kwargs = _noise_at(args, ~pads, gen), _noise_at(kwargs, ~pads, gen)
             try:
                 with torch.no_grad():
                     base = _first_float(module(*args, **kwargs))
                     out = _first_float(module(*(noisy_args or args), **(noisy_kwargs or kwargs)))
+                    read = _first_float(module(*(real_args or args), **(real_kwargs or kwargs)))
             except Exception:
                 continue
             if base is None or out is None or base.shape != out.shape:
@@ -291,7 +296,9 @@ class MaskLeakProbe(Probe):
             else:
                 continue
             leaks[name] = float(f"{relative_change(base, out, where):.4g}")
-        return leaks
+            if read is not None and read.shape == base.shape:
+                reads[name] = float(f"{relative_change(base, read.float().cpu(), where):.4g}")
+        return leaks, reads
 
     def unmasked_figure(self, ctx: ProbeContext, ids: torch.Tensor, keep: torch.Tensor) -> float | None:
         """The same test with ids alone (no mask), as a call site that forgets the mask does
@@ -423,17 +430,22 @@ class NanTraceProbe(Probe):
 class PositionBlindProbe(Probe):
     """Permute tokens: a model that knows token order must change its output. Causal models:
     permute the tokens before t (token t fixed) and look at position t; encoders: permute the
-    whole sequence and compare with the permuted original outputs (equivariance)."""
+    whole sequence and compare with the permuted original outputs (equivariance). Measured at
+    the model's output and at the first block's contribution (its output minus its input):
+    from two layers on, a causal model's deeper positions learn order from the causal mask
+    alone, so only the first block shows whether positional information enters at all. The
+    figure is the smaller of the two."""
 
     name = "position-blind"
     tolerance = 1e-3
-    unit = "max change under a token permutation / output RMS (fails below the tolerance)"
+    unit = "max change under a token permutation / RMS, at the output or the first block (fails below the tolerance)"
+    lower_bound = True
 
     def run(self, ctx: ProbeContext) -> ProbeResult:
         gen = ctx.generator(5)
         ids, keep = ctx.full_batch(gen)
-        base = ctx.forward(ids, keep)
-        figure = 0.0
+        stack, first, base, base_block = self.first_block(ctx, ids, keep)
+        figure, block_figure = 0.0, 0.0
         if ctx.causal and ctx.per_position(base, ids):
             how = "tokens before t permuted, output at t compared"
             for t in (ctx.seq_len - 1, ctx.seq_len // 2):
@@ -441,18 +453,73 @@ class PositionBlindProbe(Probe):
                 permuted[:, :t] = ids[:, _derangement(t, gen)]
                 at_t = torch.zeros_like(keep)
                 at_t[:, t] = True
-                figure = max(figure, relative_change(base, ctx.forward(permuted, keep), at_t))
+                out, block = self.forward(ctx, first, permuted, keep)
+                figure = max(figure, relative_change(base, out, at_t))
+                if block is not None and base_block is not None:
+                    block_figure = max(block_figure, relative_change(base_block, block, at_t))
         else:
             how = "whole sequence permuted, outputs compared with the permuted originals"
             for _ in range(2):
                 order = _derangement(ctx.seq_len, gen)
-                out = ctx.forward(ids[:, order], keep)
+                out, block = self.forward(ctx, first, ids[:, order], keep)
                 expected = base[:, order] if ctx.per_position(base, ids) else base
                 figure = max(figure, relative_change(expected, out, ctx.selection(base, ids, keep)))
+                if block is not None and base_block is not None:
+                    block_figure = max(block_figure, relative_change(base_block[:, order], block, keep))
+        measured = f"output {figure:.3g}"
+        if base_block is not None:
+            measured += f", first block `{stack[0]}.0` {block_figure:.3g}"
+            figure = min(figure, block_figure)
         if figure >= self.tolerance:
-            return self.result("pass", figure, detail=f"token order changes the output ({how})")
-        return self.result("fail", figure, detail=f"the output ignores token order ({how}): no positional "
-                           "information reaches it")
+            return self.result("pass", figure, detail=f"token order changes the output ({how}; {measured})")
+        return self.result("fail", figure, detail=f"the output ignores token order ({how}; {measured}): no "
+                           "positional information reaches it")
+
+    def first_block(self, ctx: ProbeContext, ids: torch.Tensor, keep: torch.Tensor):
+        """(stack, its first block, the output, the block's contribution) for the first stack
+        whose first block sees the ids (an encoder-decoder's encoder, fed a fixed source,
+        does not: its decoder's stack is taken)."""
+        other = ctx.full_batch(ctx.generator(15))[0]
+        base = None
+        for stack in block_stacks(ctx.model)[:4]:
+            first = stack[1][0]
+            base, block = self.forward(ctx, first, ids, keep)
+            if block is None:
+                continue
+            changed = self.forward(ctx, first, other, keep)[1]
+            if changed is not None and relative_change(block, changed, keep) >= self.tolerance:
+                return stack, first, base, block
+        return None, None, base if base is not None else ctx.forward(ids, keep), None
+
+    @staticmethod
+    def forward(ctx: ProbeContext, first: nn.Module | None, ids: torch.Tensor,
+                keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The output, and the first block's contribution per position (None when the block
+        is not per (batch, seq) position)."""
+        seen: list[torch.Tensor | None] = [None, None]
+
+        def before(_module, args, kwargs):
+            if seen[0] is None:
+                seen[0] = _first_float(list(args) + list(kwargs.values()))
+
+        def after(_module, _args, output):
+            if seen[1] is None:
+                seen[1] = _first_float(output)
+
+        handles = [] if first is None else [first.register_forward_pre_hook(before, with_kwargs=True),
+                                             first.register_forward_hook(after)]
+        try:
+            out = ctx.forward(ids, keep)
+        finally:
+            for handle in handles:
+                handle.remove()
+        x, y = seen
+        if y is None or y.dim() < 3 or y.shape[:2] != ids.shape:
+            return out, None
+        y = y.detach().float().cpu()
+        if x is not None and x.shape == y.shape:
+            y = y - x.detach().float().cpu()
+        return out, y
 
 
 def _derangement(n: int, gen: torch.Generator) -> torch.Tensor:
@@ -532,31 +599,64 @@ class BatchCouplingProbe(Probe):
 
 
 class GradFlowProbe(Probe):
-    """One backward on a real loss: every trainable parameter must get a non-zero gradient."""
+    """One backward on a real loss taken on the probed output (the logits, or the hidden
+    states): every trainable parameter on that output's path must get a non-zero gradient,
+    and none may be used by no output at all. Parameters that only feed another output (a
+    pooler beside the hidden states) are left out and named."""
 
     name = "grad-flow"
     tolerance = 0.0
-    unit = "trainable parameters with no or all-zero gradient"
+    unit = "trainable parameters with no or all-zero gradient (on the probed output's path, or used by no output)"
 
     def run(self, ctx: ProbeContext) -> ProbeResult:
         gen = ctx.generator(7)
         ids, keep = ctx.padded_batch(gen)
         ctx.model.zero_grad(set_to_none=True)
         with torch.enable_grad():
-            out = dense(ctx.caller(ctx.model, ids.to(ctx.device),
-                                   keep.to(ctx.device) if ctx.caller.has_mask else None))
+            raw = ctx.caller.raw(ctx.model, ids.to(ctx.device), keep.to(ctx.device) if ctx.caller.has_mask else None)
+            main = ctx.caller.output(raw)
+            if main is None:
+                return self.skip("forward returned no tensor")
+            out = dense(main)
+            every = _graph_parameters([t for t in _tensors(raw) if t.requires_grad])
+            on_path = _graph_parameters([main] if main.requires_grad else [])
             loss = ctx.loss(out, ids, keep, gen)
             if not loss.requires_grad:
                 return self.skip("the output does not depend on any trainable parameter")
             loss.backward()
         trainable = [(n, p) for n, p in ctx.model.named_parameters() if p.requires_grad]
-        dead = [n for n, p in trainable if p.grad is None or not p.grad.abs().sum() > 0]
+        elsewhere = [n for n, p in trainable if id(p) in every and id(p) not in on_path]
+        checked = [(n, p) for n, p in trainable if id(p) in on_path or id(p) not in every]
+        dead = [n for n, p in checked if p.grad is None or not p.grad.abs().sum() > 0]
         ctx.model.zero_grad(set_to_none=True)
+        note = (f"; {len(elsewhere)} parameters feed only another output, not checked: "
+                + ", ".join(elsewhere[:4]) + (" ..." if len(elsewhere) > 4 else "")) if elsewhere else ""
         if not dead:
-            return self.result("pass", 0.0, detail=f"all {len(trainable)} trainable parameters get a gradient")
+            return self.result("pass", 0.0, detail=f"all {len(checked)} trainable parameters on the output's path "
+                               f"get a gradient{note}", elsewhere=elsewhere)
         listed = ", ".join(dead[:8]) + (f" and {len(dead) - 8} more" if len(dead) > 8 else "")
         module = dead[0].rpartition(".")[0] or dead[0]
-        return self.result("fail", float(len(dead)), module, f"no gradient reaches: {listed}")
+        return self.result("fail", float(len(dead)), module, f"no gradient reaches: {listed}{note}",
+                           elsewhere=elsewhere)
+
+
+def _graph_parameters(outputs: list[torch.Tensor]) -> set[int]:
+    """ids of the leaf tensors (parameters) the outputs' autograd graphs reach."""
+    seen: set[int] = set()
+    found: set[int] = set()
+    stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
+    leaves = [t for t in outputs if t.grad_fn is None and t.requires_grad]
+    found.update(id(t) for t in leaves)
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            found.add(id(variable))
+        stack.extend(child for child, _ in node.next_functions if child is not None)
+    return found
 
 
 @dataclass
@@ -765,102 +865,24 @@ class PaddingEquivalenceProbe(Probe):
         return figure
 
 
-def block_stack(model: nn.Module) -> tuple[str, list[nn.Module]] | None:
-    """The model's stack of blocks: the longest ModuleList/Sequential of two or more modules
-    of one class that have submodules of their own."""
-    best = None
+def block_stacks(model: nn.Module) -> list[tuple[str, list[nn.Module]]]:
+    """Every ModuleList/Sequential of two or more modules of one class that have submodules
+    of their own, the longest first (in model order among equals)."""
+    found = []
     for name, module in model.named_modules():
         if not isinstance(module, (nn.ModuleList, nn.Sequential)):
             continue
         children = list(module.children())
         if len(children) < 2 or len({type(c) for c in children}) != 1 or not list(children[0].children()):
             continue
-        if best is None or len(children) > len(best[1]):
-            best = (name, children)
-    return best
+        found.append((name, children))
+    return sorted(found, key=lambda stack: -len(stack[1]))
 
 
-class DepthGrowthProbe(Probe):
-    """The residual stream through the stack at init: its RMS after each block relative to
-    the stack's input (the embedding output) must stay within [0.1, 10], and the per-block
-    gradient norms after one backward within a factor of 100 of each other. Needs at least
-    4 blocks; a shallower model is rebuilt deeper through its layer-count argument."""
-
-    name = "depth-growth"
-    tolerance = 10.0
-    unit = ("worst growth or decay factor of the stream's RMS across the blocks, or the spread of per-block "
-            "gradient norms / 10 (fails above the tolerance)")
-    min_blocks = 4
-    deeper = 8
-    grad_spread = 100.0
-
-    def run(self, ctx: ProbeContext) -> ProbeResult:
-        model, note = ctx.model, ""
-        stack = block_stack(model)
-        if stack is None:
-            return self.skip("no stack of blocks found (a ModuleList/Sequential of one block class)")
-        if len(stack[1]) < self.min_blocks:
-            deeper = ctx.rebuild_deeper(self.deeper) if ctx.rebuild_deeper else None
-            if deeper is None:
-                return self.skip(f"not at this scale: {len(stack[1])} blocks; depth-growth needs >= {self.min_blocks} "
-                                 "and the factory takes no layer-count argument (set one in model-kwargs)")
-            model, (setting, depth) = deeper
-            stack = block_stack(model)
-            if stack is None or len(stack[1]) < self.min_blocks:
-                return self.skip(f"not at this scale: rebuilding with {setting} = {depth} gave no deeper stack")
-            note = f" (rebuilt with {setting} = {depth}: {len(stack[1])} blocks)"
-        path, blocks = stack
-        ids, keep = ctx.padded_batch(ctx.generator(12))
-        streams: list[torch.Tensor] = []
-
-        def record_input(_module, args, kwargs):
-            tensors = [t for t in _tensors(list(args) + list(kwargs.values())) if t.is_floating_point()]
-            if not streams and tensors:
-                streams.append(dense(tensors[0]).detach().float().cpu())
-
-        def record_output(_module, _args, output):
-            tensor = _first_float(output)
-            if tensor is not None:
-                streams.append(tensor.detach().float().cpu())
-
-        handles = [blocks[0].register_forward_pre_hook(record_input, with_kwargs=True)]
-        handles += [block.register_forward_hook(record_output) for block in blocks]
-        model.zero_grad(set_to_none=True)
-        try:
-            with torch.enable_grad():
-                out = dense(ctx.caller(model, ids.to(ctx.device), keep.to(ctx.device) if ctx.caller.has_mask else None))
-                loss = ctx.loss(out, ids, keep, ctx.generator(13))
-                if loss.requires_grad:
-                    loss.backward()
-        finally:
-            for handle in handles:
-                handle.remove()
-        if len(streams) < 2:
-            return self.skip("the blocks returned no floating tensor to measure")
-        rms = [self.rms(t, ids, keep) for t in streams]
-        ratios = [r / max(rms[0], 1e-12) for r in rms[1:]]
-        factor = max(max(ratios), 1 / max(min(ratios), 1e-12))
-        norms = [math.sqrt(sum(float(p.grad.float().pow(2).sum()) for p in b.parameters() if p.grad is not None))
-                 for b in blocks]
-        model.zero_grad(set_to_none=True)
-        alive = [n for n in norms if n > 0]
-        spread = max(alive) / min(alive) if alive else 1.0
-        detail = (f"stream RMS relative to the input of `{path}.0`: " + ", ".join(f"{r:.3g}" for r in ratios)
-                  + f"; per-block gradient norms spread {spread:.3g}x{note}")
-        figure = max(factor, spread * self.tolerance / self.grad_spread)
-        if figure > self.tolerance:
-            if factor > self.tolerance:
-                worst = max(range(len(ratios)), key=lambda i: max(ratios[i], 1 / max(ratios[i], 1e-12)))
-            else:
-                worst = min(range(len(norms)), key=lambda i: norms[i] if norms[i] > 0 else math.inf)
-            return self.result("fail", figure, f"{path}.{worst}", detail)
-        return self.result("pass", figure, detail=detail)
-
-    @staticmethod
-    def rms(tensor: torch.Tensor, ids: torch.Tensor, keep: torch.Tensor) -> float:
-        if tensor.dim() >= 2 and tensor.shape[:2] == ids.shape:
-            tensor = tensor[keep]
-        return float(tensor.pow(2).mean().sqrt())
+def block_stack(model: nn.Module) -> tuple[str, list[nn.Module]] | None:
+    """The model's stack of blocks: the longest of `block_stacks`."""
+    stacks = block_stacks(model)
+    return stacks[0] if stacks else None
 
 
 # Names of residual-branch output projections: zero or scaled-down init is a known scheme
@@ -953,8 +975,9 @@ def _join(module_name: str, param_name: str) -> str:
 PROBE_CLASSES: dict[str, type[Probe]] = {
     probe.name: probe for probe in (MaskLeakProbe, CausalLeakProbe, NanTraceProbe, PositionBlindProbe,
                                     BatchCouplingProbe, GradFlowProbe, InitStatsProbe,
-                                    AttentionEntropyProbe, DepthGrowthProbe, PaddingEquivalenceProbe)
+                                    AttentionEntropyProbe, PaddingEquivalenceProbe)
 }
-# Last, not at the top: tlint.verify.activations imports this module (a cycle), and
-# registers activation-ranges and attention-maps in PROBE_CLASSES.
+# Last, not at the top: tlint.verify.depth and tlint.verify.activations import this module
+# (a cycle), and register depth-growth, activation-ranges and attention-maps in PROBE_CLASSES.
+import tlint.verify.depth  # noqa: E402, F401, I001
 import tlint.verify.activations  # noqa: E402, F401
