@@ -225,3 +225,30 @@ def test_memory_precheck_runs_no_initialiser_and_does_not_import_dynamo(tmp_path
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "refused:" in proc.stdout and "1,104 parameters" in proc.stdout
+
+
+class TimeFirstMixer(nn.Module):
+    """Own attention written for (time, batch, channels), no torch attention module: only the
+    probe call (one sample's tokens changed) can tell its layout."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.qkv = nn.Linear(8, 24)
+
+    def forward(self, ids):
+        x = self.emb(ids)                       # (T, B, C)
+        q, k, v = self.qkv(x).transpose(0, 1).split(8, dim=-1)  # (B, T, C)
+        weights = (q @ k.transpose(-2, -1) / 8 ** 0.5).softmax(dim=-1)
+        return (weights @ v).transpose(0, 1)    # (T, B, C)
+
+
+def test_sequence_first_without_torch_modules_is_found_by_the_probe_call():
+    torch.manual_seed(0)
+    model = TimeFirstMixer().eval()
+    ids = torch.randint(1, 16, (3, 6))
+    keep = torch.ones_like(ids, dtype=torch.bool)
+    caller = choose_caller(model, _options(), [], ids, keep)
+    assert caller.style == "ids" and caller.seq_first
+    out = caller(model, ids, keep)
+    assert torch.allclose(out[2:3], caller(model, ids[2:3], keep[2:3]), atol=1e-5)

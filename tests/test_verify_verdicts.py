@@ -284,3 +284,59 @@ def test_training_scripts_are_found_through_the_import_graph(tmp_path):
     # without the roots (the old view: the model's folder only) the script is not seen
     assert not [f for f in verdicts(lint([model_py.resolve()], classes), classes, [])
                 if f["path"].endswith("train.py")]
+
+
+ONE_BLOCK = '''import torch
+import torch.nn as nn
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = SelfAttention(d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Tagger(nn.Module):
+    def __init__(self, vocab_size=50, d=16, max_len=32):
+        super().__init__()
+        self.tok = nn.Embedding(vocab_size, d)
+        self.pos = nn.Embedding(max_len, d)
+        self.block = Block(d)
+        self.out = nn.Linear(d, 5)
+
+    def forward(self, ids):
+        positions = torch.arange(ids.size(1), device=ids.device)
+        return self.out(self.block(self.tok(ids) + self.pos(positions)))
+'''
+
+
+def test_strict_fails_on_a_skipped_key_probe(tmp_path):
+    from tests.cliutil import make_project, run_tlint
+
+    make_project(tmp_path, {"model.py": ONE_BLOCK, "tlint.toml": "[verify]\nseq-len = 8\n"})
+    args = ("verify", "--model", "model:Tagger", "--probe", "depth-growth", "--probe", "grad-flow", "--format", "json")
+    proc = run_tlint(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    # TL203 maps to depth-growth, which finds no stack of blocks in a one-block model
+    assert [f["code"] for f in report["findings"]] == ["TL203"]
+    assert report["summary"]["skipped_key_probes"] == ["depth-growth"]
+    assert report["findings"][0]["verdict"] == "inconclusive"  # grad-flow passes, with no control for TL203
+    strict = run_tlint(*args, "--strict", cwd=tmp_path)
+    assert strict.returncode == 1 and json.loads(strict.stdout)["summary"] == report["summary"]

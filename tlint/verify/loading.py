@@ -435,9 +435,12 @@ def _couples_batch(caller: Caller, model: nn.Module, ids: torch.Tensor, keep: to
 
 
 def detect_sequence_first(caller: Caller, model: nn.Module, ids: torch.Tensor, keep: torch.Tensor) -> bool:
-    """A model whose torch attention modules are `batch_first=False` is fed (seq, batch) when
-    that orientation keeps the samples of a batch independent and (batch, seq) does not."""
-    if not sequence_first_modules(model) or ids.shape[0] < 2 or ids.shape[0] == ids.shape[1]:
+    """The model is fed (seq, batch) when that orientation keeps the samples of a batch
+    independent and (batch, seq) does not: a probe call with distinct batch and sequence
+    sizes, changing one sample's tokens. Models whose torch attention modules are
+    `batch_first=False` are tested whatever their output; the others only when the batch-
+    first call couples the samples (so a model that keeps them apart costs one call pair)."""
+    if ids.shape[0] < 2 or ids.shape[0] == ids.shape[1]:
         return False
     as_is = _couples_batch(caller, model, ids, keep)
     if as_is <= 1e-4:
@@ -476,11 +479,12 @@ def choose_caller(model: nn.Module, options: VerifyOptions, roots: list[Path], i
             except _StyleFailed:
                 continue
             return caller
-        try:
-            if detect_sequence_first(caller, model, ids, keep):
-                caller = replace(caller, seq_first=True)
-        except Exception:  # noqa: BLE001  (the probes report what the model cannot run)
-            pass
+        if not style.startswith("input_ids"):
+            try:  # (the Hugging Face convention, `input_ids`, is (batch, seq) by definition)
+                if detect_sequence_first(caller, model, ids, keep):
+                    caller = replace(caller, seq_first=True)
+            except Exception:  # noqa: BLE001  (the probes report what the model cannot run)
+                pass
         return caller
     tried = "; ".join(failures)
     raise UserCodeError("call", f"forward rejected every call style tried with (batch {ids.shape[0]}, seq "
