@@ -340,3 +340,28 @@ def test_strict_fails_on_a_skipped_key_probe(tmp_path):
     assert report["findings"][0]["verdict"] == "inconclusive"  # grad-flow passes, with no control for TL203
     strict = run_tlint(*args, "--strict", cwd=tmp_path)
     assert strict.returncode == 1 and json.loads(strict.stdout)["summary"] == report["summary"]
+
+
+def test_a_stack_without_attention_may_have_no_residual_path():
+    from tlint.verify.depth import DepthGrowthProbe
+    from tlint.verify.loading import Caller
+    from tlint.verify.probes import ProbeContext
+
+    class MLPStack(torch.nn.Module):  # no attention: its blocks need no residual
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(20, 16)
+            self.layers = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.LayerNorm(16))
+                                               for _ in range(4)])
+
+        def forward(self, ids):
+            x = self.emb(ids)
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    torch.manual_seed(0)
+    ctx = ProbeContext(MLPStack().eval(), Caller("ids"), vocab_size=20, pad_token_id=0, seq_len=8, batch_size=4,
+                       causal=False, padding_side="right", device="cpu", seed=0)
+    result = DepthGrowthProbe().run(ctx)
+    assert result.status == "pass" and max(map(abs, result.extra["skip"])) < 0.25  # measured, not judged

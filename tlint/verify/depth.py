@@ -30,8 +30,8 @@ class DepthGrowthProbe(Probe):
     output to the first block is reported apart: a post-norm model or scaled embeddings
     move it legitimately), and the per-block gradient norms after one backward within a
     factor of 100 of each other. Needs at least 4 blocks; a shallower model is rebuilt
-    deeper through its layer-count argument. A block whose skip share (`skip_shares`) is
-    below 0.25 has no residual path: a failure too (TL203)."""
+    deeper through its layer-count argument. A transformer block (one holding attention)
+    whose skip share (`skip_shares`) is below 0.25 has no residual path: a failure too (TL203)."""
 
     name = "depth-growth"
     tolerance = 10.0
@@ -101,7 +101,7 @@ class DepthGrowthProbe(Probe):
                      if shares else "") + note)
         figure = max(factor, spread * self.tolerance / self.grad_spread)
         extra: dict[str, Any] = {"embedding_jump": float(f"{jump:.4g}"), "skip": shares, "stack": path}
-        if shares and min(shares) < SKIP_MIN:
+        if shares and min(shares) < SKIP_MIN and _attends(blocks[0]):
             worst = min(range(len(shares)), key=lambda i: shares[i])
             return self.result("fail", figure, f"{path}.{worst}", f"block `{path}.{worst}` has no residual path: a "
                                f"small change of its input reaches its output with cosine {shares[worst]:.3g} "
@@ -189,6 +189,23 @@ def _skip_share(block: nn.Module, args: tuple, kwargs: dict[str, Any], keep: tor
         return None
     change, d = (out - base).float().flatten(), delta.float().flatten()
     return float(change @ d / (change.norm() * d.norm()).clamp_min(1e-30))
+
+
+_ATTENTION_WORDS = ("attn", "attention")
+
+
+def _attends(block: nn.Module) -> bool:
+    """A transformer block: it holds an attention module (torch's, or a sub-module named
+    after attention). Only such blocks must have a residual path; another stack (a list of
+    plain MLPs, say) may legitimately have none."""
+    for name, module in block.named_modules():
+        if isinstance(module, (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+            return True
+        if any(word in name.rpartition(".")[2].lower() for word in _ATTENTION_WORDS):
+            return True
+        if "attention" in type(module).__name__.lower():
+            return True
+    return False
 
 
 def _no_cache(kwargs: dict[str, Any]) -> dict[str, Any]:
