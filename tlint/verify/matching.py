@@ -122,14 +122,14 @@ def _module_name(path: Path, roots: list[Path]) -> str | None:
     return None
 
 
-def _imports(path: Path, module: str | None) -> set[str]:
+def _imports(path: Path, module: str | None, text: str) -> set[str]:
     """The modules a file imports (`import a.b`: a.b; `from a import b`: a and a.b; relative
     imports resolved against the file's own module)."""
     import ast
 
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except (SyntaxError, ValueError, OSError, RecursionError):
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
         return set()
     package = (module or "").split(".")[:-1] if path.name != "__init__.py" else (module or "").split(".")
     names: set[str] = set()
@@ -153,15 +153,29 @@ def importers(files: list[Path], roots: list[Path], depth: int = 3) -> set[Path]
     wanted = {name for f in files if (name := _module_name(f, roots))}
     if not wanted:
         return set()
-    project = [(p, _module_name(p, roots)) for p in _project_files(roots)]
-    graph = {p: (module, _imports(p, module)) for p, module in project}
+    texts: dict[Path, str] = {}
+    for path in _project_files(roots):
+        try:
+            texts[path] = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+    parsed: dict[Path, tuple[str | None, set[str]]] = {}
     found: set[Path] = set()
     for _ in range(depth):
-        new = {p for p, (module, names) in graph.items() if p not in found and names & wanted}
+        leaves = {name.rpartition(".")[2] for name in wanted}
+        new = set()
+        for path, text in texts.items():
+            if path in found or not any(leaf in text for leaf in leaves):
+                continue  # (a file that never spells the module's name cannot import it: not parsed)
+            if path not in parsed:
+                module = _module_name(path, roots)
+                parsed[path] = (module, _imports(path, module, text))
+            if parsed[path][1] & wanted:
+                new.add(path)
         if not new:
             break
         found |= new
-        wanted |= {graph[p][0] for p in new if graph[p][0]}  # type: ignore[misc]
+        wanted |= {module for p in new if (module := parsed[p][0])}
     return found
 
 
