@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.torchutil import import_torch
 from tlint.verify import output
 from tlint.verify.matching import _verdict
 
@@ -95,7 +96,7 @@ def test_own_leak_needs_the_class_to_read_its_input():
 
 # --- the controls on real models ---------------------------------------------------------
 
-torch = pytest.importorskip("torch")
+torch = import_torch()
 
 
 def test_controls_catch_their_bug_on_a_correct_model_and_leave_it_unchanged():

@@ -13,8 +13,13 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")  # the dev extra installs it
+from tests.torchutil import import_torch, torch_required
+
+import_torch()
+if torch_required():  # the dev extra installs transformers: with TLINT_REQUIRE_TORCH=1 a missing one fails
+    import transformers  # noqa: F401
+else:
+    pytest.importorskip("transformers")
 
 from tlint.verify.command import match_findings  # noqa: E402
 from tlint.verify.options import VerifyOptions  # noqa: E402
