@@ -115,8 +115,8 @@ def render_text(model: dict, probes: list[dict], findings: list[dict], stream: T
     from tlint.reporters import plural
 
     console.print(f"{plural(counts['probes'], 'probe')}, {counts['failed']} failed; "
-                  f"{plural(len(findings), 'static finding')}, {counts['confirmed']} confirmed, "
-                  f"{counts['inconclusive']} inconclusive")
+                  f"{plural(len(findings), 'static finding')}, {counts['confirmed']} confirmed"
+                  + (f", {counts['inconclusive']} inconclusive" if counts["inconclusive"] else ""))
     if counts["skipped_key_probes"]:
         console.print("key probes skipped (--strict fails on them): " + ", ".join(counts["skipped_key_probes"]))
 
