@@ -33,6 +33,12 @@ def positional_tables(module_class) -> dict[str, cst.Call]:
         if sub.ctor in ("int", "float", "bool", "str", "getattr"):
             continue
         out[name] = sub.call
+    # members of a container: `self.transformer = nn.ModuleDict(dict(wpe=nn.Embedding(...)))`
+    for top in module_class.attributes.values():
+        for sub in top.nested()[1:]:
+            if (is_positional_name(sub.name) and sub.call is not None and sub.ctor is not None
+                    and sub.ctor not in _NOT_TABLES and not sub.children):
+                out.setdefault(sub.path, sub.call)
     for name, call in module_class.buffers.items():
         if is_positional_name(name):
             out.setdefault(name, call)
@@ -125,6 +131,17 @@ def _one_vector(call: cst.Call) -> bool:
     return len(dims) >= 2 and all(type(d) is cst.Integer and d.value == "1" for d in dims[:-1])
 
 
+def _read_in(module_class, name: str) -> bool:
+    """`self.<name>` (or the container member `self.<a>.<b>`, or its whole container) is read
+    in a method other than weight initialisation."""
+    if "." not in name:
+        return bool(set(module_class.reads.get(name, ())) - _INIT_METHODS)
+    reads = module_class.member_reads
+    parts = name.split(".")
+    paths = [name] + [".".join(parts[:i]) + ".*" for i in range(1, len(parts))]
+    return any(set(reads.get(path, ())) - _INIT_METHODS for path in paths)
+
+
 def _read_through_owners(index) -> set[str]:
     """Attribute names read through another attribute in a method other than weight
     initialisation: `self.embeddings.position_embeddings(...)` in the parent model reads the
@@ -193,15 +210,16 @@ class PositionalEncodingUnused(Rule):
             # another positional table or module of the class that is applied: the model
             # sees positions through it, so the message says this one is dead weight instead
             applied = sorted(name for name, call in tables.items()
-                             if set(reads.get(name, ())) - _INIT_METHODS and not _index_buffer(call))
+                             if _read_in(module_class, name) and not _index_buffer(call))
             for name, call in tables.items():
-                if set(reads.get(name, ())) - _INIT_METHODS or name in _handed_over(module_class):
+                if _read_in(module_class, name) or name.split(".")[0] in _handed_over(module_class):
                     continue
                 if _index_buffer(call) or _one_vector(call) or _behaviour_inherited(module_class, ctx):
                     continue
                 if through_owners is None:
                     through_owners = _read_through_owners(ctx.index)
-                if name in through_owners or _self_handed_to_an_outside_function(module_class):
+                # (a member `a.b`: read as `<owner>.a.b` by another class)
+                if name.rsplit(".", 1)[-1] in through_owners or _self_handed_to_an_outside_function(module_class):
                     continue
                 if _self_handed_to_a_call(module_class):
                     if through_parameters is None:
@@ -230,7 +248,7 @@ class PositionalEncodingUnused(Rule):
         for group in view.groups():
             has_attention = any(
                 module_class.name in attention_classes
-                or any(sub.ctor in TORCH_ATTENTION for sub in module_class.attributes.values())
+                or any(sub.ctor in TORCH_ATTENTION for sub in module_class.submodules())
                 for module_class in group)
             if not has_attention:
                 continue
@@ -238,10 +256,14 @@ class PositionalEncodingUnused(Rule):
                 called = {call.func.attr.value for call in index.calls
                           if type(call.func) is cst.Attribute and dotted_name(call.func.value) == "self"
                           and view.class_of(call) is module_class}
-                for sub in module_class.attributes.values():
+                called |= {sub.path for call in index.calls
+                           if type(call.func) is cst.Attribute and type(call.func.value) is not cst.Name
+                           and view.class_of(call) is module_class
+                           and (sub := module_class.attribute_of(call.func)) is not None}
+                for sub in module_class.submodules():
                     # a table looked up by token ids, not learned queries read through `.weight`
-                    if sub.ctor == "torch.nn.Embedding" and sub.call is not None and sub.name in called:
-                        ctx.report(sub.call, f"`self.{sub.name}` embeds tokens for an attention model that has no "
+                    if sub.ctor == "torch.nn.Embedding" and sub.call is not None and sub.path in called:
+                        ctx.report(sub.call, f"`self.{sub.path}` embeds tokens for an attention model that has no "
                                              "positional information at all (no positional embedding, rotary, "
                                              "ALiBi or relative bias): attention is permutation-invariant, so "
                                              "the model cannot tell word order")
