@@ -295,3 +295,47 @@ def test_single_vector_is_not_a_table_and_an_unused_table_beside_an_applied_one_
     messages = sorted(d.message for d in lint_paths([tmp_path], select=[CODE]).diagnostics)
     assert [("while `self.row_position_embeddings` gives the positions" in m, "unordered set" in m)
             for m in messages] == [(False, True), (True, False)]  # pos_table, then position_embeddings
+
+
+def test_tables_inside_containers(tmp_path):
+    """Issue 21: a table declared as a member of a container (`nn.ModuleDict`, a helper
+    factory's `nn.Sequential(OrderedDict(...))`) is a table of the class; read through the
+    container, by key, or by another class of the file it is used."""
+    files = {"m.py": """
+        from collections import OrderedDict
+
+        import torch
+        import torch.nn as nn
+
+
+        def embeddings(vocab, n, d):
+            return nn.Sequential(OrderedDict([("tok", nn.Embedding(vocab, d)), ("pos_emb", nn.Embedding(n, d))]))
+
+
+        class Dead(nn.Module):
+            def __init__(self, vocab, n, d):
+                super().__init__()
+                self.emb = embeddings(vocab, n, d)
+                self.t = nn.ModuleDict(dict(wpe=nn.Embedding(n, d)))  # expect: TL205
+                self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+
+            def forward(self, idx):
+                x = self.emb.tok(idx) + self.emb["pos_emb"](torch.arange(idx.size(1)))
+                return self.attn(x, x, x)[0]
+
+
+        class Inner(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.t = nn.ModuleDict({"pos_table": nn.Embedding(n, d)})
+
+
+        class Outer(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.inner = Inner(n, d)
+
+            def forward(self, pos):
+                return self.inner.t.pos_table(pos)
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

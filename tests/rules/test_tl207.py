@@ -137,3 +137,52 @@ def test_mask_built_causal_by_the_model_and_passed_down_to_the_layer(tmp_path):
     without = {"m.py": layer.format(builder="") + model.replace("create_causal_mask(input_ids, attention_mask)",
                                                                 "attention_mask")}
     assert lint(tmp_path / "b", without, [CODE]) == expected(without, CODE)
+
+
+def test_attention_reached_through_containers_gets_the_models_evidence(tmp_path):
+    """Issue 21: blocks held in an `nn.ModuleDict` / `nn.Sequential(*[...])` / a helper
+    factory join the model, so its `generate` loop makes their attention causal; an
+    attention class no model of the file holds is not judged by it."""
+    files = {"m.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.qkv = nn.Linear(d, 3 * d)
+
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                return torch.softmax(q @ k.transpose(-2, -1) / 8.0, dim=-1) @ v  # expect: TL207
+
+
+        class Pooling(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.score = nn.Linear(d, 1)
+
+            def forward(self, x):
+                return (torch.softmax(self.score(x), dim=1) * x).sum(1)
+
+
+        def stack(d, n):
+            return nn.Sequential(*[Attention(d) for _ in range(n)])
+
+
+        class LM(nn.Module):
+            def __init__(self, vocab, d):
+                super().__init__()
+                self.parts = nn.ModuleDict(dict(emb=nn.Embedding(vocab, d), blocks=stack(d, 2)))
+                self.head = nn.Linear(d, vocab)
+
+            def forward(self, idx):
+                return self.head(self.parts.blocks(self.parts.emb(idx)))
+
+            def generate(self, idx, steps):
+                for _ in range(steps):
+                    idx = torch.cat([idx, self(idx)[:, -1:].argmax(-1)], dim=1)
+                return idx
+    """}
+    assert lint(tmp_path, files, ["TL207"]) == expected(files, "TL207")

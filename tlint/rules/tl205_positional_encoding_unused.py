@@ -151,9 +151,12 @@ def _read_through_owners(index) -> set[str]:
         if fn.name.value in _INIT_METHODS:
             continue
         for node in walk(fn.body):
-            if (type(node) is cst.Attribute and type(node.value) is cst.Attribute
-                    and dotted_name(node.value.value) == "self"):
-                out.add(node.attr.value)
+            if type(node) is cst.Attribute and type(node.value) is cst.Attribute:
+                root = node.value.value
+                while type(root) is cst.Attribute:  # `self.inner.t.wpe`: a member of a member
+                    root = root.value
+                if type(root) is cst.Name and root.value == "self":
+                    out.add(node.attr.value)
     return out
 
 
@@ -205,7 +208,6 @@ class PositionalEncodingUnused(Rule):
         through_parameters: set[str] | None = None
         through_owners: set[str] | None = None
         for module_class in view.classes.values():
-            reads = module_class.reads
             tables = positional_tables(module_class)
             # another positional table or module of the class that is applied: the model
             # sees positions through it, so the message says this one is dead weight instead

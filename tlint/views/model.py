@@ -177,12 +177,15 @@ class ModuleClass:
         if not containers:
             return out
         for method, fn in self.methods.items():
+            written: set[int] = set()
             for node in walk(fn.body):
+                if type(node) is cst.Assign or type(node) is cst.AnnAssign:
+                    written.update(id(t) for t in assignment_targets(node))
                 if not (type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self"
-                        and node.attr.value in containers):
+                        and node.attr.value in containers) or id(node) in written:
                     continue
-                path, current = node.attr.value, node
-                sub = self.attributes[current.attr.value]
+                path, sub = node.attr.value, self.attributes[node.attr.value]
+                current: cst.CSTNode = node
                 while True:
                     parent = self.view.index.parent(current)
                     key = None
@@ -190,7 +193,7 @@ class ModuleClass:
                         key = parent.attr.value
                     elif type(parent) is cst.Subscript and parent.value is current:
                         key = _subscript_key(parent)
-                    if key is None or key not in sub.children:
+                    if parent is None or key is None or key not in sub.children:
                         break
                     sub, path, current = sub.children[key], f"{path}.{key}", parent
                 out.setdefault(path if not sub.children else f"{path}.*", set()).add(method)
