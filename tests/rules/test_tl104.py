@@ -140,3 +140,44 @@ def test_tokenizers_that_also_encode_are_still_compared(tmp_path):
     '''), "    ")
     got = lint_project(tmp_path, {"decoders.py": src}, ["TL104"])
     assert sorted(line for _, line, _ in got) == [7, 8]
+
+
+def test_a_model_given_the_checkpoint_by_keyword_is_a_model_of_its_own(tmp_path):
+    """Issue 21: independent example scripts of one folder, each building its model from the
+    tokenizer's checkpoint through a wrapper class or factory (`pretrained_model_name_or_path=`,
+    `model=`, `backbone=`), are not compared; a wrapper given another checkpoint than the
+    tokenizer's does not make the tokenizer its model's."""
+    files = {
+        "language_modeling.py": """
+            from transformers import AutoTokenizer
+            from lightning_transformers.task.nlp.language_modeling import LanguageModelingTransformer
+
+            tokenizer = AutoTokenizer.from_pretrained(pretrained_model_name_or_path="gpt2")
+            model = LanguageModelingTransformer(pretrained_model_name_or_path="gpt2")
+        """,
+        "classify.py": """
+            from transformers import AutoTokenizer, pipeline
+
+            tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+            classifier = pipeline("text-classification", model="bert-base-uncased", tokenizer=tokenizer)
+        """,
+        "tagging.py": """
+            from transformers import AutoTokenizer
+            from tagger import Tagger
+
+            tokenizer = AutoTokenizer.from_pretrained("roberta-base")
+            tagger = Tagger(backbone="roberta-base", num_labels=9)
+        """,
+    }
+    assert lint_project(tmp_path / "examples", files, [CODE]) == []
+    files["serve.py"] = """
+        from transformers import AutoTokenizer
+        from tagger import Tagger
+
+        tokenizer = AutoTokenizer.from_pretrained("roberta-large")  # expect: TL104
+        tagger = Tagger(backbone="roberta-base", tokenizer_name="roberta-large")
+    """
+    found_lines = lint_project(tmp_path / "mismatch", files, [CODE])
+    # serve.py's tokenizer has no model of its own: it is compared with (and differs from) each
+    assert set(found_lines) == {("serve.py", 4, CODE), ("language_modeling.py", 4, CODE),
+                                ("classify.py", 3, CODE), ("tagging.py", 4, CODE)}

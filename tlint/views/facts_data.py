@@ -534,6 +534,31 @@ def _checkpoint_of(data: DataView, call: cst.Call):
     return value if isinstance(value, str) else None
 
 
+_MODEL_KEYWORD_PARTS = frozenset({"model", "pretrained", "checkpoint", "backbone"})
+
+
+def _checkpoints_given_to_models(index, data: DataView) -> set[str]:
+    """Literal checkpoints that a constructor or factory of the file takes under a model's
+    keyword (`LanguageModelingTransformer(pretrained_model_name_or_path="gpt2")`,
+    `pipeline("text-generation", model="gpt2")`, `Classifier(backbone="bert-base-cased")`):
+    the file builds its model from that checkpoint, as with `AutoModel.from_pretrained`."""
+    out: set[str] = set()
+    for call in index.calls:
+        name = (dotted_name(call.func) or "").lower()
+        if any(word in name for word in ("tokenizer", "config", "processor", "extractor")):
+            continue
+        for arg in call.args:
+            if arg.keyword is None:
+                continue
+            parts = set(snake_parts(arg.keyword.value))
+            if not parts & _MODEL_KEYWORD_PARTS or "tokenizer" in parts:
+                continue
+            value = module_constant(data, arg.value)
+            if isinstance(value, str):
+                out.add(value)
+    return out
+
+
 def _pretrained_class(index, call: cst.Call) -> str | None:
     """`AutoTokenizer` of `AutoTokenizer.from_pretrained(...)` (through imports), else None."""
     func = call.func
@@ -559,6 +584,8 @@ def tokenizer_sites(ctx):
             checkpoint = _checkpoint_of(data, call)
             if checkpoint is not None:
                 model_checkpoints.add(checkpoint)
+    if tokenizers:
+        model_checkpoints |= _checkpoints_given_to_models(index, data)
     for call in tokenizers:
         options, dynamic = {}, []
         for key in TOKENIZER_OPTIONS:
