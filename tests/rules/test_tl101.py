@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from tests.lintutil import found, lint_paths, write_tree
+from tests.rules.conftest import expected
 from tests.rules.conftest import lint as lint_project
 
 CODE = "TL101"
@@ -469,3 +470,30 @@ def test_helper_methods_and_models_that_ignore_their_mask_are_not_flagged(tmp_pa
         input_ids = pad_sequence([torch.tensor([1, 2, 3]), torch.tensor([4])], batch_first=True)
     """})
     assert got == {("train.py", 34, CODE)}  # the tagger only
+
+
+def test_an_empty_mask_is_no_mask(tmp_path):
+    """Issue 21: `attention_mask=None`, or a local variable bound to None, is no mask; a
+    parameter whose default is None passes on what its callers give and counts."""
+    files = {
+        "collate.py": PADDING_COLLATOR,
+        "predict.py": """
+            from transformers import AutoModelForSequenceClassification
+
+            model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+
+
+            def predict(batch):
+                return model(input_ids=batch["input_ids"], attention_mask=None)  # expect: TL101
+
+
+            def predict_local(batch):
+                mask = None
+                return model(input_ids=batch["input_ids"], attention_mask=mask)  # expect: TL101
+
+
+            def predict_given(batch, attention_mask=None):
+                return model(input_ids=batch["input_ids"], attention_mask=attention_mask)
+        """,
+    }
+    assert lint(tmp_path, files) == set(expected(files, CODE))

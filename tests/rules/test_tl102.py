@@ -348,3 +348,26 @@ def test_vision_pooling_head_in_a_padded_project_is_clean(tmp_path):
     assert lint(tmp_path, {"data.py": COLLATE, "model.py": head.replace("{CONFIG}", "VisionConfig")}) == set()
     got = lint(tmp_path / "text", {"data.py": COLLATE, "model.py": head.replace("{CONFIG}", "TextConfig")})
     assert got == {("model.py", 13, CODE)}
+
+
+def test_a_mask_passed_as_none_is_no_mask(tmp_path):
+    """Issue 21: `key_padding_mask=None` (by keyword, by position, or a local bound to None)
+    is no mask; a parameter passed on is one."""
+    files = {"m.py": """
+        import torch.nn as nn
+
+
+        class Encoder(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+
+            def forward(self, x, key_padding_mask):
+                a, _ = self.attn(x, x, x, key_padding_mask=None)  # expect: TL102
+                b, _ = self.attn(x, x, x, None)  # expect: TL102
+                empty = None
+                c, _ = self.attn(x, x, x, key_padding_mask=empty)  # expect: TL102
+                d, _ = self.attn(x, x, x, key_padding_mask=key_padding_mask)
+                return a + b + c + d
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))

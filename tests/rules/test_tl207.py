@@ -186,3 +186,38 @@ def test_attention_reached_through_containers_gets_the_models_evidence(tmp_path)
                 return idx
     """}
     assert lint(tmp_path, files, ["TL207"]) == expected(files, "TL207")
+
+
+def test_an_empty_mask_or_a_false_causal_flag_is_no_mask(tmp_path):
+    """Issue 21: `attn_mask=None` (keyword or position), `is_causal=False` or a local bound to
+    either does not mask; a mask parameter passed on, or a flag known True, does."""
+    files = {"m.py": """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class LM(nn.Module):
+            def __init__(self, vocab, d):
+                super().__init__()
+                self.emb = nn.Embedding(vocab, d)
+                self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+                self.head = nn.Linear(d, vocab)
+
+            def forward(self, idx, mask=None):
+                x = self.emb(idx)
+                causal = False
+                a = F.scaled_dot_product_attention(x, x, x, None, is_causal=causal)  # expect: TL207
+                b = F.scaled_dot_product_attention(x, x, x, attn_mask=None)  # expect: TL207
+                c, _ = self.attn(x, x, x, attn_mask=None)  # expect: TL207
+                d = F.scaled_dot_product_attention(x, x, x, attn_mask=mask)
+                flag = True
+                e = F.scaled_dot_product_attention(x, x, x, is_causal=flag)
+                return self.head(a + b + c + d + e)
+
+            def generate(self, idx, steps):
+                for _ in range(steps):
+                    idx = torch.cat([idx, self(idx)[:, -1:].argmax(-1)], dim=1)
+                return idx
+    """}
+    assert lint(tmp_path, files, ["TL207"]) == expected(files, "TL207")

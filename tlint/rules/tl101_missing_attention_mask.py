@@ -74,8 +74,9 @@ class MissingAttentionMask(Rule):
                     continue
             if has_star_kwargs(call) or positional_count(call) >= 2:
                 continue
-            if any(arg.keyword is not None and "mask" in arg.keyword.value for arg in call.args):
-                continue
+            if any(arg.keyword is not None and "mask" in arg.keyword.value and not ctx.bindings.empty(arg.value)
+                   for arg in call.args):
+                continue  # (`attention_mask=None` is no mask)
             ids_value = ids_arg.value if ids_arg is not None else first.value  # type: ignore[union-attr]  # set above
             if unpadded_ids(ctx.data, ids_value, index.enclosing_function(call) or index.module):
                 continue  # `tokenizer("one prompt")`, `torch.randint(...)`: no pad token to mask

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.cst import get_arg, has_star_kwargs, positional_count, snake_parts, walk
+from tlint.cst import get_arg, has_star_kwargs, snake_parts, walk
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.vocabulary import is_padding_mask_name
 
@@ -80,18 +80,20 @@ class MissingKeyPaddingMask(Rule):
                 if sub is None or sub.ctor not in PADDING_MASK_ARGS:
                     continue
                 keywords, position = PADDING_MASK_ARGS[sub.ctor]
-                if has_star_kwargs(call) or any(get_arg(call, kw) for kw in keywords):
-                    continue
-                if positional_count(call) > position:
+                # a mask passed as None (by keyword or position, or a local bound to None) is no mask
+                given = [arg for arg in (*(get_arg(call, kw) for kw in keywords), get_arg(call, None, position))
+                         if arg is not None]
+                if has_star_kwargs(call) or any(not ctx.bindings.empty(arg.value) for arg in given):
                     continue
                 if _padding_in_attn_mask(call, padding_params):
                     continue
                 short = sub.ctor.rsplit(".", 1)[1]
+                without = "with an empty (None)" if given else "without"
                 if padding_params:
-                    message = (f"`self.{sub.name}` ({short}) is called without `{keywords[0]}=` although "
+                    message = (f"`self.{sub.name}` ({short}) is called {without} `{keywords[0]}=` although "
                                f"forward receives the padding mask `{padding_params[0]}`: padded positions "
                                "are attended to as if they were real tokens")
                 else:
-                    message = (f"`self.{sub.name}` ({short}) is called without `{keywords[0]}=` in a project "
+                    message = (f"`self.{sub.name}` ({short}) is called {without} `{keywords[0]}=` in a project "
                                "that pads its sequences: padded positions are attended to")
                 ctx.report(call, message, when=when)

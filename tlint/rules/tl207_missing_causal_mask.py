@@ -31,10 +31,17 @@ _MASK_ARGS = {
 }
 
 
-def _causal_flag(call: cst.Call) -> bool:
-    """`is_causal=` passed with anything but a literal False."""
+def _causal_flag(ctx, call: cst.Call) -> bool:
+    """`is_causal=` passed with anything but False (a literal, or a local variable bound to it)."""
     arg = get_arg(call, "is_causal")
-    return arg is not None and literal_value(arg.value, default=True) is not False
+    return arg is not None and literal_value(arg.value, default=True) is not False and not ctx.bindings.empty(arg.value)
+
+
+def _given(ctx, call: cst.Call, keyword: str | None, position: int | None = None) -> bool:
+    """A mask argument is passed and is not empty: `attn_mask=None` (by keyword or position),
+    or a local variable bound to None, is no mask."""
+    arg = get_arg(call, keyword, position)
+    return arg is not None and not ctx.bindings.empty(arg.value)
 
 
 def _has_causal_mask(site, index) -> bool:
@@ -95,7 +102,7 @@ class MissingCausalMask(Rule):
 
         for call in view.attention.sdpa:
             reason = why(call)
-            if reason is None or _causal_flag(call) or get_arg(call, "attn_mask", 3) or has_star_kwargs(call):
+            if reason is None or _causal_flag(ctx, call) or _given(ctx, call, "attn_mask", 3) or has_star_kwargs(call):
                 continue
             query, key = get_arg(call, "query", 0), get_arg(call, "key", 1)
             if query is not None and key is not None and dotted_name(query.value) != dotted_name(key.value) \
@@ -113,8 +120,8 @@ class MissingCausalMask(Rule):
                     if sub is None or sub.ctor not in _MASK_ARGS:
                         continue
                     keywords, position = _MASK_ARGS[sub.ctor]
-                    if (any(get_arg(call, kw) for kw in keywords) or _causal_flag(call) or has_star_kwargs(call)
-                            or get_arg(call, None, position) is not None):
+                    if (any(_given(ctx, call, kw) for kw in keywords) or _causal_flag(ctx, call)
+                            or has_star_kwargs(call) or _given(ctx, call, None, position)):
                         continue
                     if sub.ctor == "torch.nn.MultiheadAttention" and _is_cross_attention(call):
                         continue

@@ -412,6 +412,21 @@ class BindingsView:
         value = self.value(expr)
         return value is UNKNOWN or not (value is None or value is False or (_number(value) and value == 0))
 
+    def empty(self, expr: cst.BaseExpression | None) -> bool:
+        """`expr` is known to be None or False where it is used: a literal, or a local
+        variable bound to one (`mask = None`, `causal = False`). A parameter is not empty by
+        its default (`forward(self, x, mask=None)` passes on what its callers give)."""
+        if expr is None:
+            return False
+        if type(expr) is cst.Name:
+            if expr.value in ("None", "False"):
+                return True
+            reaching = self.reaching(expr)
+            if not reaching or any(b.kind == PARAM for b in reaching):
+                return False
+        value = self.value(expr)
+        return value is None or value is False
+
     def _one(self, expr: cst.BaseExpression | None, depth: int) -> Any:
         found = self._values(expr, depth)
         if not found or any(v is UNKNOWN for v in found):
