@@ -8,9 +8,10 @@ the language server, goes on. Every other file is analysed in-process as before:
 costs one fork per file at risk and nothing otherwise.
 
 The child is forked where the platform can (it inherits the loaded modules: a few
-milliseconds), else spawned; it sends back the `FileResult` (small, pickled) through a
-pipe. A child that dies without answering is a crash; one that has not answered within
-the limit is killed.
+milliseconds), else spawned; it sends back the `FileResult` through a pipe as data only
+(`tlint.signed`'s JSON codec, under a key made for that one call: nothing the child sends
+can make the parent run code), an exception as its builtin type and message. A child that
+dies without answering is a crash; one that has not answered within the limit is killed.
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ def run_guarded(fn: Callable[..., Any], args: tuple, time_limit: float) -> Any:
 def _run_forked(fn: Callable[..., Any], args: tuple, time_limit: float) -> Any:
     # A bare fork, not multiprocessing's: its child closes `sys.stdin` first, which blocks
     # forever when another thread of the parent was reading it (the language server).
-    import pickle
     import select
     import time
 
+    key = os.urandom(32)
     receiver, sender = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns, never runs the parent's cleanup
@@ -58,15 +59,7 @@ def _run_forked(fn: Callable[..., Any], args: tuple, time_limit: float) -> Any:
             import faulthandler
 
             faulthandler.disable()  # a crash is reported by the parent, not as a traceback
-            try:
-                result = fn(*args)
-            except BaseException as exc:  # noqa: BLE001 - handed to the parent
-                result = exc
-            try:
-                payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception as exc:
-                payload = pickle.dumps(RuntimeError(f"cannot send the result back: {exc}"))
-            view = memoryview(payload)
+            view = memoryview(_answer(fn, args, key))
             while view:
                 view = view[os.write(sender, view):]
         finally:
@@ -90,10 +83,37 @@ def _run_forked(fn: Callable[..., Any], args: tuple, time_limit: float) -> Any:
     if not chunks:
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         raise GuardFailed(True, _how_it_died(code))
-    result = pickle.loads(b"".join(chunks))
-    if isinstance(result, BaseException):
-        raise result
-    return result
+    return _result(b"".join(chunks), key)
+
+
+def _answer(fn: Callable[..., Any], args: tuple, key: bytes) -> bytes:
+    """The child's answer: `fn(*args)`, or the exception it raised, as data."""
+    from tlint import signed
+
+    try:
+        answer: tuple = ("value", fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - handed to the parent
+        answer = ("error", type(exc).__name__, str(exc))
+    try:
+        return signed.dumps(answer, key)
+    except Exception as exc:
+        return signed.dumps(("error", "RuntimeError", f"cannot send the result back: {exc}"), key)
+
+
+def _result(data: bytes, key: bytes) -> Any:
+    """The value the child answered, or its exception raised here (a builtin exception
+    type by name, else RuntimeError)."""
+    import builtins
+
+    from tlint import signed
+
+    answer = signed.loads(data, key)
+    if answer[0] == "value":
+        return answer[1]
+    kind = getattr(builtins, answer[1], None)
+    if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+        kind = RuntimeError
+    raise kind(answer[2])
 
 
 def _wait(pid: int) -> tuple[int, int]:
@@ -104,12 +124,8 @@ def _wait(pid: int) -> tuple[int, int]:
             continue
 
 
-def _child(conn, fn: Callable[..., Any], args: tuple) -> None:
-    try:
-        result = fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent as a failure
-        result = exc
-    conn.send(result)
+def _child(conn, fn: Callable[..., Any], args: tuple, key: bytes) -> None:
+    conn.send_bytes(_answer(fn, args, key))
     conn.close()
 
 
@@ -118,15 +134,16 @@ def _run_spawned(fn: Callable[..., Any], args: tuple, time_limit: float) -> Any:
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
+    key = os.urandom(32)
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(sender, fn, args))
+    process = context.Process(target=_child, args=(sender, fn, args, key))
     try:
         process.start()
         sender.close()
         if not receiver.poll(time_limit):
             raise GuardFailed(False, f"took longer than {time_limit:g} s")
         try:
-            result = receiver.recv()
+            data = receiver.recv_bytes()
         except (EOFError, OSError):
             process.join()
             raise GuardFailed(True, _how_it_died(process.exitcode)) from None
@@ -135,9 +152,7 @@ def _run_spawned(fn: Callable[..., Any], args: tuple, time_limit: float) -> Any:
             process.kill()
         process.join()
         receiver.close()
-    if isinstance(result, BaseException):
-        raise result
-    return result
+    return _result(data, key)
 
 
 def _how_it_died(exitcode: int | None) -> str:

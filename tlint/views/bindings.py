@@ -43,7 +43,7 @@ import libcst as cst
 
 from tlint.context import register_view
 from tlint.cst import assignment_targets, dotted_name, get_arg, last_name, literal_value
-from tlint.views.calls import CallsView, find_param, parameters
+from tlint.views.calls import CallsView, parameters
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -783,7 +783,7 @@ def module_constants(index: FileIndex) -> Iterator[tuple[str, cst.BaseExpression
                     yield small.targets[0].target.value, small.value
 
 
-__all__ = ["UNKNOWN", "Binding", "BindingsView", "assignment_targets", "class_defaults", "field_default", "find_param",
+__all__ = ["UNKNOWN", "Binding", "BindingsView", "assignment_targets", "class_defaults", "field_default",
            "module_constants"]
 
 

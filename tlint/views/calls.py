@@ -59,17 +59,6 @@ def parameters(function: cst.FunctionDef | cst.Lambda) -> list[cst.Param]:
     return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
-def find_param(params: cst.Parameters, name: str) -> cst.Param | None:
-    """The parameter called `name` (`*args`/`**kwargs` included: bound, with no default)."""
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if param.name.value == name:
-            return param
-    for star in (params.star_arg, params.star_kwarg):
-        if type(star) is cst.Param and star.name.value == name:
-            return star
-    return None
-
-
 class CallsView:
     """Calls and callers of one file's functions, computed lazily from its index."""
 

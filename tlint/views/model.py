@@ -30,6 +30,7 @@ import libcst as cst
 from tlint.context import register_view
 from tlint.cst import dotted_name, get_arg, literal_value, snake_parts, walk
 from tlint.views.bindings import BindingsView, assignment_targets
+from tlint.views.calls import parameters
 from tlint.views.containers import SubModule, describe, subscript_key
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ class ModuleClass:
 
     def forward_params(self) -> list[cst.Param]:
         fn = self.forward
-        return [] if fn is None else [p for p in _all_params(fn) if p.name.value != "self"]
+        return [] if fn is None else [p for p in parameters(fn) if p.name.value != "self"]
 
     def declared(self, name: str) -> SubModule | None:
         """The sub-module `self.<name>` declared by the class or inherited from a base of the
@@ -452,12 +453,6 @@ def _norm_name(name: str) -> bool:
     """`ln_1`, `ln1`, `norm`, `norm1` (timm/PyTorch), `attn_layer_norm`, `LayerNorm`, `lnf`."""
     parts = [p.rstrip("0123456789") for p in snake_parts(name)]
     return any(p in _NORM_NAME_PARTS or p.endswith("norm") for p in parts)
-
-
-def _all_params(fn: cst.FunctionDef) -> list[cst.Param]:
-    params = fn.params
-    out = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
-    return out
 
 
 class ModelView:
