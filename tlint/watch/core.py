@@ -60,6 +60,12 @@ class TrainingStopped(RuntimeError):
         self.finding = finding
 
 
+def _finding(item: dict[str, Any]) -> F.Finding:
+    found = F.Finding(**{k: v for k, v in item.items() if k != "last_step"})
+    found.last_step = item.get("last_step")
+    return found
+
+
 def _dist() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -226,6 +232,8 @@ class Watch:
         mode = self.nan_check or ("step" if loss.device.type == "cpu" else "window")
         if mode == "step" and self._bad_step is None and not bool(torch.isfinite(loss).all()):
             self._nonfinite(self.steps + 1, as_float(loss.float().mean()), same_step=True)
+        if mode == "step" and self.world > 1 and "stop" in (self.on_nan, self.on_problem):
+            self._stop_flag(loss.device)
 
     def arm_backward_end(self) -> None:
         """Measure the gradients when the backward ends (after DDP's reduction, before any
@@ -526,8 +534,8 @@ class Watch:
             raise TrainingStopped(self.stopped)
 
     def _exchange(self, final: bool = False) -> None:
-        """Distributed: every rank's new findings go to rank 0; a stop requested on any rank
-        stops every rank."""
+        """Distributed (a collective: every rank calls it at the same step): every rank's new
+        findings go to rank 0; a stop requested on any rank stops every rank."""
         if self.writer is not None:
             self.writer.flush()
         if self.world == 1:
@@ -536,22 +544,28 @@ class Watch:
         mine = [f.to_json() for f in self._unsent]
         self._unsent = []
         gathered: list[Any] = [None] * self.world
-        dist.all_gather_object(gathered, {"findings": mine, "stop": self._stop_request is not None})
+        request = self._stop_request.to_json() if self._stop_request is not None else None
+        dist.all_gather_object(gathered, {"findings": mine, "stop": request})
         if self.rank == 0:
             for rank, payload in enumerate(gathered):
                 for item in payload["findings"] if rank else ():
-                    found = F.Finding(**{k: v for k, v in item.items() if k != "last_step"})
-                    found.last_step = item.get("last_step")
+                    found = _finding(item)
                     self.findings.append(found)
                     self._write("finding", found.step, **{k: v for k, v in found.to_json().items() if k != "step"})
             if self.writer is not None:
                 self.writer.flush()
-        stops = [p["stop"] for p in gathered]
-        if any(stops) and self.stopped is None and not final:
-            first = next(r for r, s in enumerate(stops) if s)
-            self.stopped = self._stop_request or F.make(
-                self.steps, "nonfinite-loss", "error", f"stopped with rank {first}, which asked to stop")
+        requests = [p["stop"] for p in gathered if p["stop"] is not None]
+        if requests and self.stopped is None and not final:
+            self.stopped = self._stop_request or _finding(requests[0])
             self._stop()
+
+    def _stop_flag(self, device: torch.device) -> None:
+        """Distributed, per step (`nan_check="step"` with a stop action): one flag reduced
+        across ranks, so a stop requested on one rank stops all before the optimizer step."""
+        flag = torch.tensor([0.0 if self._stop_request is None else 1.0], device=device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        if float(flag) > 0:
+            self._exchange()
 
     def _write(self, event: str, step: int | None, **fields: Any) -> None:
         if self.writer is not None:
