@@ -38,8 +38,29 @@ def _copied_ids(ctx: FileContext, expr: cst.BaseExpression) -> cst.BaseExpressio
         if type(expr) is cst.Subscript:
             expr = expr.value
             continue
+        if type(expr) in (cst.ListComp, cst.GeneratorExp) and type(expr.for_in.target) is cst.Name \
+                and expr.for_in.inner_for_in is None and not expr.for_in.ifs \
+                and _copies_name(expr.elt, expr.for_in.target.value):  # type: ignore[attr-defined]
+            expr = expr.for_in.iter  # type: ignore[attr-defined]  # `[seq.tolist() for seq in ids]`
+            continue
         return None
     return None
+
+
+def _copies_name(expr: cst.BaseExpression, name: str) -> bool:
+    """`seq`, `seq.tolist()`, `list(seq)`, `seq[:]`: a copy of the name."""
+    for _ in range(4):
+        if type(expr) is cst.Name:
+            return expr.value == name
+        if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _COPY_METHODS:
+            expr = expr.func.value
+        elif type(expr) is cst.Call and dotted_name(expr.func) in ("list", "copy.copy") and len(expr.args) == 1:
+            expr = expr.args[0].value
+        elif type(expr) is cst.Subscript:
+            expr = expr.value
+        else:
+            return False
+    return False
 
 
 def _labels_target(target: cst.BaseExpression) -> bool:
@@ -78,6 +99,12 @@ class PadLabelsNotIgnored(Rule):
         for node in index.assignments:
             if type(node) is cst.Assign and any(_labels_target(t.target) for t in node.targets):
                 yield node, node.value
+        for node in index.order:  # `{"input_ids": ids, "labels": [s.tolist() for s in ids]}`
+            if type(node) is cst.Dict:
+                for element in node.elements:
+                    if (type(element) is cst.DictElement and type(element.key) is cst.SimpleString
+                            and element.key.evaluated_value in ("labels", "label_ids")):
+                        yield element, element.value
         for call in index.calls:
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == "labels":

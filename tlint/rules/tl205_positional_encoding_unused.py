@@ -131,6 +131,22 @@ def _one_vector(call: cst.Call) -> bool:
     return len(dims) >= 2 and all(type(d) is cst.Integer and d.value == "1" for d in dims[:-1])
 
 
+def _single_name_target(statement) -> str | None:
+    """`x = ...` as a whole statement line: the name `x`."""
+    if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+        return None
+    assign = statement.body[0]
+    if type(assign) is cst.Assign and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name:
+        return assign.targets[0].target.value
+    return None
+
+
+def _applies(value, name: str) -> bool:
+    """`value` calls or indexes `self.<name>`."""
+    return any(type(node) is cst.Attribute and node.attr.value == name and type(node.value) is cst.Name
+               and node.value.value == "self" for node in walk(value))
+
+
 def _read_in(module_class, name: str) -> bool:
     """`self.<name>` (or the container member `self.<a>.<b>`, or its whole container) is read
     in a method other than weight initialisation."""
@@ -236,7 +252,38 @@ class PositionalEncodingUnused(Rule):
                 ctx.report(call, f"positional table `self.{name}` is built in `__init__` but never used: the model "
                                  "sees the tokens as an unordered set (attention is permutation-invariant); add "
                                  "it to the token embeddings in `forward`")
+            for name in applied:
+                if "." not in name:
+                    self._check_overwritten(ctx, module_class, name)
         self._check_position_blind(ctx)
+
+    @staticmethod
+    def _check_overwritten(ctx, module_class, name: str) -> None:
+        """`x = self.pos(e)` then `x = dropout(e)`: the statement after the one that applies
+        the table and that mentions `x` again binds `x` anew without reading it."""
+        top = name.split(".")[0]
+        for method, fn in module_class.methods.items():
+            if method in _INIT_METHODS:
+                continue
+            for block in walk(fn.body):
+                if type(block) is not cst.IndentedBlock:
+                    continue
+                statements = block.body
+                for at, statement in enumerate(statements):
+                    target = _single_name_target(statement)
+                    if target is None or not _applies(statement.body[0].value, top):  # type: ignore[attr-defined]
+                        continue
+                    for later in statements[at + 1:]:
+                        mentions = [n for n in walk(later) if type(n) is cst.Name and n.value == target]
+                        if not mentions:
+                            continue
+                        if _single_name_target(later) == target and not any(
+                                type(n) is cst.Name and n.value == target
+                                for n in walk(later.body[0].value)):  # type: ignore[attr-defined]
+                            ctx.report(statement, f"`{target}` receives the positional encoding `self.{top}` and "
+                                                  "is bound anew before it is read: the positions never reach the "
+                                                  f"model; compute the next step from `{target}`")
+                        break
 
     @staticmethod
     def _check_position_blind(ctx) -> None:

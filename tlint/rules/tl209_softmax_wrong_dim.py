@@ -33,7 +33,9 @@ def scores_ndim(site) -> int | None:
     return None
 
 
-def wrong_axis(dim: int, ndim: int | None) -> bool:
+def wrong_axis(dim: int, ndim: int | None, key_axis: int | None = None) -> bool:
+    if key_axis is not None and ndim is not None:  # an einsum names the keys' axis (`bihd,bjhd->bijh`)
+        return dim % ndim != key_axis if -ndim <= dim < ndim else True
     if dim == -1:
         return False
     if dim < 0:
@@ -70,7 +72,13 @@ class SoftmaxWrongDim(Rule):
             if not isinstance(dim, int) or isinstance(dim, bool):
                 continue
             ndim = scores_ndim(site)
-            if wrong_axis(dim, ndim) and not self._dual_softmax(index, site.softmax):
+            key_axis = site.product.key_axis
+            if wrong_axis(dim, ndim, key_axis) and not self._dual_softmax(index, site.softmax):
+                if key_axis is not None and ndim is not None and key_axis != ndim - 1:
+                    ctx.report(site.softmax, f"softmax over attention scores with dim={dim}: the einsum puts the keys "
+                                             f"on axis {key_axis} of {ndim}, and the weights must sum to 1 over the "
+                                             f"keys; use `dim={key_axis}`")
+                    continue
                 ctx.report(site.softmax, f"softmax over attention scores with dim={dim}: the weights must sum to 1 "
                                          "over the keys, the last axis (`dim=-1`); this normalises over "
                                          + ("queries or heads" if ndim is None else f"axis {dim} of {ndim}"),

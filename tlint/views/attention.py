@@ -193,6 +193,7 @@ class Product:
     right: cst.CSTNode | None
     ndim: int | None = None  # of the scores, when the spelling tells (einsum, bmm, `.T`)
     einsum: bool = False
+    key_axis: int | None = None  # the keys' axis of the scores, when an einsum names it (`bihd,bjhd->bijh`: 2)
 
 
 def as_product(index, node: cst.CSTNode) -> Product | None:
@@ -226,7 +227,9 @@ def as_product(index, node: cst.CSTNode) -> Product | None:
                 # a query-key product contracts the feature axis: the output keeps both
                 # sequence axes, so each input has an axis the output lacks
                 if len(inputs) == 2 and all(set(i) - set(out) for i in inputs) and "..." not in out:
-                    return Product(node, tensors[0], tensors[1], len(out), einsum=True)
+                    own = [axis for axis, letter in enumerate(out) if letter in inputs[1] and letter not in inputs[0]]
+                    return Product(node, tensors[0], tensors[1], len(out), einsum=True,
+                                   key_axis=own[0] if len(own) == 1 else None)
                 if len(inputs) == 2 and "..." in out:
                     return Product(node, tensors[0], tensors[1], None, einsum=True)
     return None
@@ -251,6 +254,7 @@ class AttentionSite:
     between: list[cst.CSTNode] = field(default_factory=list)  # product -> softmax computations
     upstream: list[cst.CSTNode] = field(default_factory=list)  # what q and k were computed from
     callers: list[cst.CSTNode] = field(default_factory=list)  # the same, in the callers of a helper method
+    sides: tuple[list[cst.CSTNode], list[cst.CSTNode]] = ([], [])  # upstream of q, of k (callers included)
 
     @property
     def ndim(self) -> int | None:
@@ -290,9 +294,11 @@ class AttentionSite:
                    for arg in self.product.node.args):
                 return True
         for node in (*self.between, *self.upstream, *self.callers):
-            if _scales(node):
+            if _scales(node, normalize=False):
                 return True
-        return False
+        # cosine attention: both q and k L2-normalised (a key-only normalisation leaves
+        # the query's norm, and the logits' scale, free)
+        return all(any(_normalizes(node) for node in side) for side in self.sides)
 
 
 @dataclass
@@ -325,8 +331,13 @@ def _scale_factor(expr) -> bool:
     return False
 
 
-def _scales(expr) -> bool:
-    """A division, or a multiplication by a scale-like factor, inside `expr`."""
+def _normalizes(expr) -> bool:
+    return any(type(node) is cst.Call and last_name(node.func) == "normalize" for node in walk(expr))
+
+
+def _scales(expr, normalize: bool = True) -> bool:
+    """A division, or a multiplication by a scale-like factor, inside `expr` (an L2
+    `normalize` counts when `normalize`)."""
     for node in walk(expr):
         if type(node) is cst.BinaryOperation:
             if type(node.operator) in (cst.Divide, cst.FloorDivide) and not _is_shape_arith(node):
@@ -344,7 +355,7 @@ def _scales(expr) -> bool:
                 return True
             if name in ("mul", "mul_", "multiply") and any(_scale_factor(a.value) for a in node.args):
                 return True
-            if name == "normalize":  # cosine attention with a learned temperature
+            if name == "normalize" and normalize:  # cosine attention with a learned temperature
                 return True
             parts = set(snake_parts(name or ""))
             if parts & {"norm", "l2norm", "rmsnorm"} and parts & {"q", "k", "qk", "query", "key"}:
@@ -429,15 +440,21 @@ class AttentionIndex:
             return []
         read = {name for node in nodes for name in read_names(node)} & flow.params
         out = []
-        for site in self.bindings.calls.callers(fn):
-            call = site.call
-            if not (type(call.func) is cst.Attribute and dotted_name(call.func.value) == "self"
-                    and self.index.enclosing_class(call) is owner):
-                continue
+        calls = self.bindings.calls
+        found = [(site.call, site.arguments) for site in calls.callers(fn)
+                 if type(site.call.func) is cst.Attribute and dotted_name(site.call.func.value) == "self"
+                 and self.index.enclosing_class(site.call) is owner]
+        if fn.name.value == "forward":
+            # a module class held as a sub-module of another class of the file:
+            # `self.attention = DotAttention(...)` then `self.attention(q, k, v)`
+            for call, _, _ in calls.complete_sites(fn) or ():
+                if self.index.enclosing_class(call) is not owner:
+                    found.append((call, calls.bind(call, fn)))
+        for call, arguments in found:
             caller = self.flow(call)
             at = caller.order_of(call, self.index)
             traced = []
-            for name, value in (site.arguments or {}).items():
+            for name, value in (arguments or {}).items():
                 if name in read:
                     traced += caller.trace(value, at)
             out.append((caller, traced))
@@ -462,11 +479,17 @@ class AttentionIndex:
         inside = product.node
         between = flow.trace(scores, at, skip=lambda n: n is inside)
         upstream = []
-        for operand in (product.left, product.right):
+        sides: tuple[list[cst.CSTNode], list[cst.CSTNode]] = ([], [])
+        for side, operand in zip(sides, (product.left, product.right), strict=True):
             if operand is not None:
-                upstream += flow.trace(operand, flow.order_of(inside, index))
+                traced = flow.trace(operand, flow.order_of(inside, index))
+                upstream += traced
+                side.extend(traced)
         site = AttentionSite(flow.fn, flow, call, scores, dim, product, between, upstream)
         site.callers = [node for _, nodes in self.caller_operands(flow, upstream) for node in nodes]
+        for side in sides:
+            side += [node for _, nodes in self.caller_operands(flow, side) for node in nodes]
+        site.sides = sides
         return site
 
     def _is_query_key(self, product: Product, flow: FunctionFlow, at: int) -> bool:
@@ -541,6 +564,26 @@ def head_dim_like(expr) -> bool:
     return bool(parts & {"dim", "hd", "hs", "dk", "d", "size", "headdim"})
 
 
+def _batch_times_heads(expr) -> bool:
+    """`batch_size * self.num_heads`, `B * h`, `x.size(0) * heads`."""
+    if type(expr) is not cst.BinaryOperation or type(expr.operator) is not cst.Multiply:
+        return False
+    for first, second in ((expr.left, expr.right), (expr.right, expr.left)):
+        if head_like(second) and _batch_like(first):
+            return True
+    return False
+
+
+def _batch_like(expr) -> bool:
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "size":
+        return len(expr.args) == 1 and literal_value(expr.args[0].value, None) == 0
+    if (type(expr) is cst.Subscript and type(expr.value) is cst.Attribute and expr.value.attr.value == "shape"
+            and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index):
+        return literal_value(expr.slice[0].slice.value, None) == 0
+    name = last_name(expr)
+    return name is not None and (name in ("B", "b", "N", "bs", "bsz", "nb") or "batch" in snake_parts(name))
+
+
 def shape_args(call: cst.Call) -> list[cst.BaseExpression] | None:
     """The dimensions of `x.view(a, b, c)` / `x.reshape((a, b, c))`, else None."""
     if type(call.func) is not cst.Attribute or call.func.attr.value not in ("view", "reshape"):
@@ -564,9 +607,12 @@ def head_splits_before_time(attention: AttentionIndex) -> list[cst.Call]:
                 if type(sub) is not cst.Call or id(sub) in seen:
                     continue
                 dims = shape_args(sub)
-                if dims is None or len(dims) != 4 or not head_like(dims[1]) or not time_like(dims[2]):
+                if dims is not None and len(dims) == 3 and _batch_times_heads(dims[0]) and time_like(dims[1]) \
+                        and head_dim_like(dims[2]):
+                    pass  # `x.view(B * n_heads, -1, d)`: heads folded into the batch, carved out of time
+                elif dims is None or len(dims) != 4 or not head_like(dims[1]) or not time_like(dims[2]):
                     continue
-                if literal_value(dims[2], None) == -1 and not head_dim_like(dims[3]):
+                elif literal_value(dims[2], None) == -1 and not head_dim_like(dims[3]):
                     continue  # `(B, heads, -1, N)` of a channels-first feature map is fine
                 receiver = sub.func.value  # type: ignore[attr-defined]  # an Attribute: shape_args saw `x.view(...)`
                 at = flow.order_of(sub, attention.index)

@@ -227,16 +227,22 @@ _LITERAL_TENSORS = {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torc
 _SYNTHETIC_TENSORS = {"torch.randint", "torch.arange"}
 
 
+def _ids_word(name: object) -> bool:
+    """`input_ids`, and any key or name ending in it (`padded_input_ids`, `chosen_input_ids`)."""
+    return isinstance(name, str) and (name == "input_ids" or name.endswith("_input_ids"))
+
+
 def ids_expression(expr: cst.BaseExpression, ids_names: set[str]) -> bool:
-    """`batch["input_ids"]`, `enc.input_ids`, or a name holding input ids."""
+    """`batch["input_ids"]`, `enc.input_ids` (any key or attribute ending in `input_ids`:
+    `batch["chosen_input_ids"]`), or a name holding input ids (`new_input_ids` included)."""
     if type(expr) is cst.Subscript and len(expr.slice) == 1:
         index = expr.slice[0].slice
         if type(index) is cst.Index and type(index.value) is cst.SimpleString:
-            return index.value.evaluated_value == "input_ids"
+            return _ids_word(index.value.evaluated_value)
     if type(expr) is cst.Attribute:
-        return expr.attr.value == "input_ids"
+        return _ids_word(expr.attr.value)
     if type(expr) is cst.Name:
-        return expr.value in ids_names or expr.value == "input_ids"
+        return expr.value in ids_names or _ids_word(expr.value)
     if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in ("to", "cuda"):
         return ids_expression(expr.func.value, ids_names)
     return False

@@ -781,6 +781,13 @@ def _causal_evidence(self: ModelView, causal_names: Sequence[str] = (),
         if evidence is not None:
             for name in names:
                 out[name] = evidence
+    for name, module_class in self.classes.items():
+        # an attention class that its own name declares causal (`CausalSelfAttention`,
+        # `SparseConvCausalAttention`): for that class alone, not the model around it
+        parts = snake_parts(name)
+        if name not in out and "causal" in parts and set(parts) & {"attention", "attn"} \
+                and not set(parts[:parts.index("causal")]) & {"non", "not", "bi", "un", "no"}:
+            out[name] = CausalEvidence(f"the class name `{name}`", module_class.node)
     return out
 
 
