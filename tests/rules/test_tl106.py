@@ -88,3 +88,28 @@ def test_logits_only_calls_are_clean(tmp_path):
     src = COLLATE.format(line="pass") + (
         "\n\ndef logits(model, enc):\n    return model(**enc, labels=enc[\"input_ids\"]).logits\n")
     assert lint(tmp_path, {"m.py": src}) == set()
+
+
+def test_labels_under_a_dict_key_and_ids_under_any_name(tmp_path):
+    """`{"labels": [seq.tolist() for seq in new_input_ids]}` copies padded ids as labels
+    (the name ends in `input_ids`); masking the pad positions first is clean."""
+    src = """
+        import torch
+
+
+        def pack(samples, pad_token_id, max_tokens):
+            new_input_ids = []
+            for ids in samples:
+                ids = torch.tensor(ids)
+                pad = torch.full((max_tokens - ids.numel(),), pad_token_id, dtype=torch.long)
+                new_input_ids.append(torch.cat((ids, pad)))
+            return {
+                "input_ids": [seq.tolist() for seq in new_input_ids],
+                "labels": [seq.tolist() for seq in new_input_ids],
+            }
+    """
+    assert lint(tmp_path / "a", {"m.py": src}) == {("m.py", 12, CODE)}
+    masked = src.replace(
+        '"labels": [seq.tolist() for seq in new_input_ids]',
+        '"labels": [[t if t != pad_token_id else -100 for t in seq.tolist()] for seq in new_input_ids]')
+    assert lint(tmp_path / "b", {"m.py": masked}) == set()

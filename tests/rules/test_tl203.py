@@ -477,3 +477,50 @@ def test_subclass_of_a_block_of_the_same_file_uses_the_bases_attributes(tmp_path
             return self.mlp_proj(self.attn_norm(x))
     """}
     assert lint_project(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_the_stream_added_to_itself_after_a_sub_layer(tmp_path):
+    """`x, _ = attn(x, x, x)` then `x = x + x` doubles the attention output: no residual
+    (also inside a loop over a zip of sub-module lists)."""
+    files = {"m.py": """
+        from torch import nn
+
+
+        def ffn(d):
+            return nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+
+        class Stack(nn.Module):
+            def __init__(self, d, depth):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.MultiheadAttention(d, 4, batch_first=True) for _ in range(depth)])
+                self.ffns = nn.ModuleList([ffn(d) for _ in range(depth)])
+
+            def forward(self, x):
+                for attn, ff in zip(self.layers, self.ffns):
+                    x, _ = attn(x, x, x, need_weights=False)
+                    x = x + x  # expect: TL203
+                    x = ff(x) + x
+                return x
+
+
+        class StackOk(nn.Module):
+            def __init__(self, d, depth):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.MultiheadAttention(d, 4, batch_first=True) for _ in range(depth)])
+                self.ffns = nn.ModuleList([ffn(d) for _ in range(depth)])
+
+            def forward(self, x):
+                for attn, ff in zip(self.layers, self.ffns):
+                    h, _ = attn(x, x, x, need_weights=False)
+                    x = h + x
+                    x = ff(x) + x
+                return x
+
+
+        class Doubling(nn.Module):
+            def forward(self, x):
+                x = x + x
+                return x
+    """}
+    assert sorted(lint(tmp_path, files)) == expected(files, CODE)

@@ -339,3 +339,48 @@ def test_tables_inside_containers(tmp_path):
                 return self.inner.t.pos_table(pos)
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_a_positional_result_bound_anew_before_it_is_read(tmp_path):
+    files = {"m.py": """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class Sinusoidal(nn.Module):
+            def __init__(self, max_len, d):
+                super().__init__()
+                self.register_buffer("pe", torch.zeros(max_len, d))
+
+            def forward(self, x):
+                return x + self.pe[: x.size(1)]
+
+
+        class Decoder(nn.Module):
+            def __init__(self, vocab, d, max_len):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, d)
+                self.embed_positions = Sinusoidal(max_len, d)
+                self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+
+            def forward(self, tokens):
+                e = self.embed(tokens)
+                x = self.embed_positions(e)  # expect: TL205
+                x = F.dropout(e, p=0.1, training=self.training)
+                return self.attn(x, x, x)[0]
+
+
+        class Encoder(nn.Module):
+            def __init__(self, vocab, d, max_len):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, d)
+                self.embed_positions = Sinusoidal(max_len, d)
+                self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+
+            def forward(self, tokens):
+                x = self.embed_positions(self.embed(tokens))
+                x = F.dropout(x, p=0.1, training=self.training)
+                return self.attn(x, x, x)[0]
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

@@ -221,3 +221,37 @@ def test_an_empty_mask_or_a_false_causal_flag_is_no_mask(tmp_path):
                 return idx
     """}
     assert lint(tmp_path, files, ["TL207"]) == expected(files, "TL207")
+
+
+def test_an_attention_class_named_causal_is_causal(tmp_path):
+    """`SparseCausalAttention` whose masked fill is out of place (its result dropped): the
+    scores reach the softmax unmasked; the in-place fill masks them; a class named
+    non-causal, or one without the word, is not judged by its name."""
+    body = """
+            def forward(self, q, k, v):
+                dots = torch.einsum("bid,bjd->bij", q, k) * self.scale
+                i, j = dots.shape[-2:]
+                causal_mask = torch.ones(i, j, device=q.device).triu_(j - i + 1).bool()
+                dots.{fill}(causal_mask, -torch.finfo(dots.dtype).max)
+                attn = dots.softmax(dim=-1){expect}
+                return torch.einsum("bij,bjd->bid", attn, v)
+    """
+    head = """
+        import torch
+        from torch import nn
+
+
+        class {name}(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.scale = dim ** -0.5
+    """
+
+    def source(name, fill, expect=""):
+        return head.format(name=name) + body.format(fill=fill, expect=expect)
+
+    files = {"m.py": source("SparseCausalAttention", "masked_fill", "  # expect: TL207")}
+    assert lint(tmp_path / "a", files, [CODE]) == expected(files, CODE)
+    assert lint(tmp_path / "b", {"m.py": source("SparseCausalAttention", "masked_fill_")}, [CODE]) == []
+    assert lint(tmp_path / "c", {"m.py": source("NonCausalAttention", "masked_fill")}, [CODE]) == []
+    assert lint(tmp_path / "d", {"m.py": source("SparseAttention", "masked_fill")}, [CODE]) == []

@@ -67,3 +67,30 @@ def test_sdpa_is_not_reported(tmp_path):
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     """}
     assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_a_key_only_normalisation_is_not_scaling(tmp_path):
+    """Normalising the keys alone leaves the query's norm, and the logits' scale, free;
+    cosine attention normalises both."""
+    files = {"m.py": """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class SharedQKAttention(nn.Module):
+            def forward(self, qk, v):
+                q = qk
+                k = F.normalize(qk, 2, dim=-1)
+                dots = torch.einsum("bie,bje->bij", q, k)  # expect: TL208
+                return torch.einsum("bij,bje->bie", dots.softmax(dim=-1), v)
+
+
+        class CosineAttention(nn.Module):
+            def forward(self, q, k, v):
+                q = F.normalize(q, dim=-1)
+                k = F.normalize(k, dim=-1)
+                dots = torch.einsum("bie,bje->bij", q, k)
+                return torch.einsum("bij,bje->bie", dots.softmax(dim=-1), v)
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

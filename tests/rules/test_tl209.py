@@ -102,3 +102,80 @@ def test_one_wrong_softmax_times_something_else_is_still_reported(tmp_path):
             return (torch.softmax(scores, dim=1) * torch.softmax(scores, dim=1)) @ v  # expect: TL209
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_the_rank_comes_from_the_class_that_holds_the_attention_module(tmp_path):
+    """`self.attention = DotAttention(...)` called with 4-D heads: `nn.Softmax(dim=2)` of
+    its scores normalises over the queries; the same class called with 3-D tensors is fine."""
+    dot = """
+        import math
+
+        import torch
+        from torch import nn
+
+
+        class DotAttention(nn.Module):
+            def __init__(self, key_size):
+                super(DotAttention, self).__init__()  # the class named in `super(...)` is no other use
+                self.scale = math.sqrt(key_size)
+                self.softmax = nn.Softmax(dim=2)
+
+            def forward(self, q, k, v):
+                scores = torch.matmul(q, k.transpose(-1, -2)) / self.scale
+                return torch.matmul(self.softmax(scores), v)  # expect: TL209
+    """
+    heads = """
+
+        class MultiHeadAttention(nn.Module):
+            def __init__(self, d_model, n_head):
+                super().__init__()
+                self.n_head = n_head
+                self.qkv = nn.Linear(d_model, 3 * d_model)
+                self.attention = DotAttention(d_model // n_head)
+
+            def forward(self, x):
+                b, t, c = x.size()
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                q = q.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+                k = k.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+                v = v.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+                return self.attention(q, k, v).transpose(1, 2).reshape(b, t, c)
+    """
+    single = """
+
+        class SingleHead(nn.Module):
+            def __init__(self, d_model):
+                super().__init__()
+                self.qkv = nn.Linear(d_model, 3 * d_model)
+                self.attention = DotAttention(d_model)
+
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                return self.attention(q, k, v)
+    """
+    files = {"m.py": dot + heads}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+    files = {"m.py": (dot + single).replace("  # expect: TL209", "")}
+    assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_an_einsum_names_the_key_axis(tmp_path):
+    """`bihd,bjhd->bijh`: the keys are axis 2, so `dim=2` is right and `dim=1` (the
+    queries) is wrong even though neither is the last axis."""
+    files = {"m.py": """
+        import torch
+
+
+        def wrong(q, k, v, scale):
+            scores = torch.einsum("bihd,bjhd->bijh", q, k) * scale
+            attn = scores.softmax(dim=1)  # expect: TL209
+            return torch.einsum("bijh,bjhd->bihd", attn, v)
+
+
+        def right(q, k, v, scale):
+            scores = torch.einsum("bihd,bjhd->bijh", q, k) * scale
+            attn = scores.softmax(dim=2)
+            return torch.einsum("bijh,bjhd->bihd", attn, v)
+    """}
+    found = lint(tmp_path, files, [CODE])
+    assert found == expected(files, CODE)

@@ -38,11 +38,13 @@ def _copied_ids(ctx: FileContext, expr: cst.BaseExpression) -> cst.BaseExpressio
         if type(expr) is cst.Subscript:
             expr = expr.value
             continue
-        if type(expr) in (cst.ListComp, cst.GeneratorExp) and type(expr.for_in.target) is cst.Name \
-                and expr.for_in.inner_for_in is None and not expr.for_in.ifs \
-                and _copies_name(expr.elt, expr.for_in.target.value):  # type: ignore[attr-defined]
-            expr = expr.for_in.iter  # type: ignore[attr-defined]  # `[seq.tolist() for seq in ids]`
-            continue
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):  # `[seq.tolist() for seq in ids]`
+            loop = expr.for_in
+            if (type(loop.target) is cst.Name and loop.inner_for_in is None and not loop.ifs
+                    and _copies_name(expr.elt, loop.target.value)):
+                expr = loop.iter
+                continue
+            return None
         return None
     return None
 

@@ -58,7 +58,8 @@ class MissingResidual(Rule):
 
 def _names_bound(statement) -> set[str]:
     out: set[str] = set()
-    if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and type(statement.body[0]) is cst.Assign:
+    if (type(statement) is cst.SimpleStatementLine and len(statement.body) == 1
+            and type(statement.body[0]) is cst.Assign):
         for target in statement.body[0].targets:
             for node in walk(target.target):
                 if type(node) is cst.Name:
@@ -69,7 +70,7 @@ def _names_bound(statement) -> set[str]:
 def _doubled_outputs(fn: cst.FunctionDef) -> list[tuple[cst.CSTNode, str]]:
     """`x, _ = attn(x, x, x)` then `x = x + x`: the stream, just overwritten by a call that
     read it, added to itself."""
-    out = []
+    out: list[tuple[cst.CSTNode, str]] = []
     for block in walk(fn.body):
         if type(block) is not cst.IndentedBlock:
             continue

@@ -69,7 +69,7 @@ def _table_name(expr) -> str | None:
 _FACTORIES = frozenset({"zeros", "empty", "ones", "randn", "rand", "zeros_like", "Tensor", "FloatTensor"})
 
 
-def _layout(expr, locals_: dict[str, tuple[int, int] | None]) -> tuple[int, int] | None:
+def _layout(index, expr, locals_: dict[str, tuple[int, int] | None]) -> tuple[int, int] | None:
     """(rank, positions' axis) of a table expression: `torch.zeros(n, 1, d)` is (3, 0),
     `torch.zeros(1, n, d)` (3, 1), `torch.zeros(n, d)` (2, 0); `unsqueeze`, `transpose`,
     `nn.Parameter(...)` and local names follow."""
@@ -78,11 +78,11 @@ def _layout(expr, locals_: dict[str, tuple[int, int] | None]) -> tuple[int, int]
     if type(expr) is not cst.Call:
         return None
     func = expr.func
-    name = dotted_name(func) or ""
+    name = index.qualify(func) or dotted_name(func) or ""
     args = [a.value for a in expr.args if a.keyword is None and not a.star]
     if name.rsplit(".", 1)[-1] in ("Parameter", "Buffer") and args:
-        return _layout(args[0], locals_)
-    if name.rsplit(".", 1)[-1] in _FACTORIES and name.split(".")[0] in ("torch", "nn") and len(args) in (2, 3):
+        return _layout(index, args[0], locals_)
+    if name.rsplit(".", 1)[-1] in _FACTORIES and name.startswith("torch.") and len(args) in (2, 3):
         ones = [literal_value(a, None) == 1 for a in args]
         if len(args) == 2:
             return None if ones[0] else (2, 0)
@@ -93,7 +93,7 @@ def _layout(expr, locals_: dict[str, tuple[int, int] | None]) -> tuple[int, int]
         return None
     if type(func) is not cst.Attribute:
         return None
-    base = _layout(func.value, locals_)
+    base = _layout(index, func.value, locals_)
     if base is None:
         return None
     rank, axis = base
@@ -102,14 +102,14 @@ def _layout(expr, locals_: dict[str, tuple[int, int] | None]) -> tuple[int, int]
         at = values[0] % (rank + 1)
         return (rank + 1, axis + 1 if at <= axis else axis)
     if func.attr.value in ("transpose", "swapaxes") and len(values) == 2 and all(isinstance(v, int) for v in values):
-        a, b = (v % rank for v in values)  # type: ignore[operator]
+        a, b = (v % rank for v in values)
         return (rank, b if axis == a else a if axis == b else axis)
     if func.attr.value in ("to", "float", "detach", "clone", "contiguous", "requires_grad_"):
         return base
     return None
 
 
-def _table_layouts(module_class) -> dict[str, tuple[int, int]]:
+def _table_layouts(index, module_class) -> dict[str, tuple[int, int]]:
     """`self.<positional attr>` -> its (rank, positions' axis), when every way `__init__`
     builds it agrees (a table built per branch of a flag has no single layout)."""
     init = module_class.methods.get("__init__")
@@ -120,14 +120,14 @@ def _table_layouts(module_class) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int] | None] = {}
 
     def store(table: str, value) -> None:
-        layout = _layout(value, locals_)
+        layout = _layout(index, value, locals_)
         out[table] = layout if out.get(table, layout) == layout else None
 
     for node in walk(init.body):
         if type(node) is cst.Assign and len(node.targets) == 1:
             target = node.targets[0].target
             if type(target) is cst.Name:
-                layout = _layout(node.value, locals_)
+                layout = _layout(index, node.value, locals_)
                 reads_itself = any(type(n) is cst.Name and n.value == target.value for n in walk(node.value))
                 if not reads_itself:
                     if target.value in fresh and fresh[target.value] != layout:
@@ -223,7 +223,7 @@ class PositionalSliceWrongAxis(Rule):
         input's axis 1 as the sequence, but the table's positions lie on axis 0, so they
         broadcast onto the input's axis 0; and the other way round for a `(1, max_len, d)`
         table sliced on its axis 1 by the input's axis 0."""
-        layouts = _table_layouts(module_class)
+        layouts = _table_layouts(ctx.index, module_class)
         if not layouts:
             return
         for method, fn in module_class.methods.items():

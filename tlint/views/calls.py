@@ -359,7 +359,7 @@ class _CompleteSites:
                 continue  # class-level metadata (`_can_record_outputs = {"attentions": Layer}`)
             parent = self.index.parent(node)
             outer = self.index.parent(parent) if type(parent) is cst.Arg else None
-            if type(outer) is cst.Call and dotted_name(outer.func) in ("isinstance", "issubclass"):
+            if type(outer) is cst.Call and dotted_name(outer.func) in ("isinstance", "issubclass", "super"):
                 continue
             return None
         out = []

@@ -19,8 +19,8 @@ from tlint.cst import literal_value, snake_parts, walk
 
 _PADDING_PARAM_NAMES = {"attention_mask", "key_padding_mask", "src_key_padding_mask", "padding_mask",
                         "pad_mask", "tgt_key_padding_mask", "memory_key_padding_mask", "attn_mask_pad",
-                        # which input positions hold tokens (BERT's `input_mask`, `seq_mask`, `src_key_mask`)
-                        "input_mask", "inputs_mask", "seq_mask", "sequence_mask", "src_key_mask", "key_mask"}
+                        # which input positions hold tokens (BERT's `input_mask`, `seq_mask`)
+                        "input_mask", "inputs_mask", "seq_mask", "sequence_mask"}
 
 
 def is_padding_mask_name(name: str) -> bool:
