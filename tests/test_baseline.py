@@ -158,3 +158,36 @@ def test_engine_codes_are_left_alone(code):
     source = "x = f()\n"
     done = add_suppressions(source, [_diag(code, (1, 1), (1, 8))])
     assert done.text == source and done.added == 0
+
+
+def _finding(code: str, line: int) -> Diagnostic:
+    return Diagnostic(code, "x", "warning", "m", "a.py", Range(Position(line, 1), Position(line, 5)))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("x = 1\n", "# tlint: ignore-file[TL209]\nx = 1\n"),
+    ("", "# tlint: ignore-file[TL209]\n"),
+    ("#!/usr/bin/env python\r\nx = 1\r\n", "#!/usr/bin/env python\r\n# tlint: ignore-file[TL209]\r\nx = 1\r\n"),
+    ("#!/usr/bin/env python", "#!/usr/bin/env python\n# tlint: ignore-file[TL209]\n"),
+    ("# -*- coding: latin-1 -*-\nx = 1\n", "# -*- coding: latin-1 -*-\n# tlint: ignore-file[TL209]\nx = 1\n"),
+    ("#!/bin/python\n# vim: set fileencoding=utf-8 :\nx = 1\n",
+     "#!/bin/python\n# vim: set fileencoding=utf-8 :\n# tlint: ignore-file[TL209]\nx = 1\n"),
+    ('"""Doc."""\n# tlint: ignore-file[TL101]  legacy\n', '"""Doc."""\n# tlint: ignore-file[TL101, TL209]  legacy\n'),
+    ("x = 1  # tlint: ignore-file[TL209]\n", None),
+    ("# tlint: ignore-file\nx = 1\n", None),
+    ('s = "# tlint: ignore-file[TL209]"\n', '# tlint: ignore-file[TL209]\ns = "# tlint: ignore-file[TL209]"\n'),
+])
+def test_file_suppression_placement_and_merge(text, expected):
+    from tlint.baseline import add_file_suppression
+
+    assert add_file_suppression(text, "TL209") == expected
+    if expected is not None:  # what it writes suppresses the code everywhere in the file
+        diag = _finding("TL209", expected.count("\n") or 1)
+        apply_suppressions([diag], parse_suppressions(expected))
+        assert diag.suppressed
+
+
+def test_file_suppression_never_for_engine_codes():
+    from tlint.baseline import add_file_suppression
+
+    assert add_file_suppression("x = 1\n", "TL001") is None and add_file_suppression("x = 1\n", "TL002") is None

@@ -117,6 +117,23 @@ def test_exclude(tmp_path, lint, capsys, monkeypatch):
     assert main_in(tmp_path, "vendored/bad.py", capsys=capsys, monkeypatch=monkeypatch).returncode == 1
 
 
+def test_dot_slash_patterns_keep_a_leading_dot(tmp_path, lint):
+    """`./.scripts/*` is `.scripts/*` (only the `./` goes), in `per-file-ignores` and
+    `exclude`; `./scripts/*` does not reach `.scripts/`."""
+    make_project(tmp_path, {".scripts/bad.py": SYNTAX_ERROR, ".tools/bad.py": SYNTAX_ERROR,
+                            "scripts/bad.py": SYNTAX_ERROR, "bad.py": SYNTAX_ERROR,
+                            "tlint.toml": 'extend-exclude = ["./.tools"]\n'
+                                          '[per-file-ignores]\n"./.scripts/*" = ["parse-error"]\n'})
+    proc = lint(tmp_path)
+    assert re.findall(r"^\S+(?=:\d+:\d+: TL001)", proc.stdout, re.MULTILINE) == ["bad.py", "scripts/bad.py"]
+    settings = load_settings(tmp_path / "tlint.toml", tmp_path)
+    assert settings.ignored_for(".scripts/bad.py") and not settings.ignored_for("scripts/bad.py")
+    assert settings.is_excluded(".tools/bad.py") and not settings.is_excluded("tools/bad.py")
+    settings.exclude, settings.per_file_ignores = ["././.tools/", "./scripts"], {"./scripts/*": ["TL001"]}
+    assert settings.is_excluded(".tools/x.py") and settings.is_excluded("scripts/x.py")
+    assert not settings.is_excluded(".scripts/x.py") and not settings.ignored_for(".scripts/x.py")
+
+
 def test_command_line_wins_over_config(tmp_path, lint):
     make_project(tmp_path, {"bad.py": SYNTAX_ERROR, "tlint.toml": 'select = ["TL1"]\n'})
     assert lint(tmp_path).returncode == 0

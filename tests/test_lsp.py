@@ -26,6 +26,7 @@ SOFTMAX_AT = {"utf-16": (21, 33), "utf-8": (23, 35)}
 UNUSED = 's = "😀"  # tlint: ignore\n'
 UNUSED_FIXED = 's = "😀"\n'
 CONFIG = '[tool.tlint]\nextend-select = ["TL002"]\n'
+DISABLE = "tlint: Disable "
 
 
 class Client:
@@ -206,6 +207,9 @@ def test_diagnostics_code_actions_and_close(project):
         assert diag["range"] == {"start": {"line": SOFTMAX_LINE, "character": SOFTMAX_AT["utf-16"][0]},
                                  "end": {"line": SOFTMAX_LINE, "character": SOFTMAX_AT["utf-16"][1]}}
         actions = code_actions(client, uri, (SOFTMAX_LINE, 0), (SOFTMAX_LINE, 40))
+        assert [a["title"] for a in actions if DISABLE in a["title"]] == [
+            "tlint: Disable TL209 for this line", "tlint: Disable TL209 for this file"]
+        actions = [a for a in actions if DISABLE not in a["title"]]
         if diag["data"]["fix"] is None:
             assert actions == []
         else:  # an unsafe fix: marked in its title, never part of "fix all"
@@ -271,6 +275,57 @@ def test_diagnostics_code_actions_and_close(project):
         assert params["diagnostics"] == []
         stop(client)
         assert "Traceback" not in client.errors()
+    finally:
+        client.close()
+
+
+def test_disable_for_this_line_and_file_write_what_add_suppressions_writes(project):
+    """The quick fixes that suppress a finding: the edit "for this line" gives the text
+    `tlint check --add-suppressions` writes for the same finding, "for this file" a
+    `# tlint: ignore-file[CODE]` line (merged into one that is there); after either, the
+    server shows no finding. TL002 (an engine code) offers neither."""
+    disk = project / "on_disk.py"
+    disk.write_text(SOFTMAX, encoding="utf-8")
+    assert run_tlint("check", "--add-suppressions", "on_disk.py", cwd=project).returncode == 0
+    expected_line = disk.read_text(encoding="utf-8")
+    assert expected_line != SOFTMAX and "# tlint: ignore[TL209]" in expected_line
+    uri = (project / "edited.py").as_uri()
+    client = Client(project)
+    try:
+        start(client, project, {"workspace": {"workspaceEdit": {"documentChanges": True}}})
+        open_document(client, uri, SOFTMAX, version=1)
+        _, params = client.published(uri, version=1)
+        assert [d["code"] for d in params["diagnostics"]] == ["TL209"]
+        actions = {a["title"]: a for a in code_actions(client, uri, (SOFTMAX_LINE, 22), (SOFTMAX_LINE, 22))
+                   if DISABLE in a["title"]}
+        assert sorted(actions) == ["tlint: Disable TL209 for this file", "tlint: Disable TL209 for this line"]
+        line = actions["tlint: Disable TL209 for this line"]
+        assert line["kind"] == "quickfix" and line["diagnostics"][0]["code"] == "TL209"
+        (document_change,) = line["edit"]["documentChanges"]
+        assert document_change["textDocument"] == {"uri": uri, "version": 1}
+        (edit,) = document_change["edits"]  # one small edit at the end of the line, after the emoji
+        assert edit["range"]["start"]["line"] == SOFTMAX_LINE and edit["newText"] == "  # tlint: ignore[TL209]"
+        assert apply_edits(SOFTMAX, [edit]) == expected_line
+        whole_file = apply_edits(SOFTMAX, text_edits(actions["tlint: Disable TL209 for this file"], uri))
+        assert whole_file == "# tlint: ignore-file[TL209]\n" + SOFTMAX
+
+        # each applied: nothing is shown any more
+        for version, text in ((2, expected_line), (3, whole_file)):
+            seen = len(client.notifications)
+            change(client, uri, text, version)
+            _, params = client.published(uri, version=version, after=seen)
+            assert params["diagnostics"] == []
+            assert [a for a in code_actions(client, uri, (0, 0), (SOFTMAX_LINE + 1, 0)) if DISABLE in a["title"]] == []
+
+        # a file-level comment that is there takes the code; an engine code offers no disable
+        merged = "# tlint: ignore-file[TL101]\n" + SOFTMAX + UNUSED
+        change(client, uri, merged, 4)
+        actions = code_actions(client, uri, (0, 0), (SOFTMAX_LINE + 2, 0))
+        titles = [a["title"] for a in actions if DISABLE in a["title"]]
+        assert titles == ["tlint: Disable TL209 for this line", "tlint: Disable TL209 for this file"]
+        file_action = next(a for a in actions if a["title"].endswith("for this file"))
+        assert apply_edits(merged, text_edits(file_action, uri)).startswith("# tlint: ignore-file[TL101, TL209]\n")
+        stop(client)
     finally:
         client.close()
 

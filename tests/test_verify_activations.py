@@ -136,12 +136,46 @@ def test_png_maps_go_to_the_artifacts_folder_only(tmp_path):
         sys.modules.pop("pad_attention", None)
     probe = probes_of(result)["attention-maps"]
     files = [Path(f) for f in probe["extra"]["artifacts"]]
-    assert [f.name for f in files] == ["attention-sample1.png", "attention-sample2.png"]
+    assert [f.name for f in files] == [f"attention-sample{s}-layer{n}.png" for s in (1, 2) for n in (0, 1)]
     assert sorted(art.iterdir()) == files
     for f in files:
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 5000
     assert {p for p in project.rglob("*")} == before  # nothing written into the user's tree
-    assert f"2 PNG maps in {art}" in probe["detail"]
+    assert f"4 PNG maps in {art}" in probe["detail"]
+
+
+@pytest.mark.skipif(not _has_matplotlib(), reason="matplotlib is not installed (the dev extra installs it)")
+def test_png_map_has_colour_bar_token_ticks_and_layer_head_titles(tmp_path, monkeypatch):
+    """What a reader needs on each map: a title naming layer and head, one tick label per
+    position (the token id, `PAD` in red at the pad positions), and a colour bar."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from tlint.verify import activations
+
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig: figures.append(fig))
+    ids = torch.tensor([[5, 17, 42, 8, 0, 0], [3, 4, 5, 6, 7, 9]])
+    keep = ids != 0
+    weights = torch.softmax(torch.randn(2, 2, 6, 6), dim=-1)
+    files, note = activations.render_png([weights, weights], [{"module": "blocks.0.attn"}, {"module": "blocks.1.attn"}],
+                                         ids, keep, [0], tmp_path)
+    assert note == "" and [Path(f).name for f in files] == ["attention-sample0-layer0.png",
+                                                              "attention-sample0-layer1.png"]
+    fig = figures[1]
+    maps = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in maps] == ["layer 1 (blocks.1.attn), head 0", "layer 1 (blocks.1.attn), head 1"]
+    for ax in maps:
+        for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+            assert [t.get_text() for t in labels] == ["5", "17", "42", "8", "PAD", "PAD"]
+            assert [t.get_color() for t in labels][-2:] == ["red", "red"]
+            assert "red" not in [t.get_color() for t in labels][:4]
+    (bar,) = [ax for ax in fig.axes if not ax.images]  # the colour bar's own axes
+    assert bar.get_ylabel() == "attention weight"
+    assert "layer 1 (blocks.1.attn), sample 0: 4 real tokens of 6" in fig._suptitle.get_text()
+    assert all(Path(f).stat().st_size > 5000 for f in files)
 
 
 def test_without_matplotlib_the_probe_runs_and_says_how_to_get_the_maps(tmp_path, monkeypatch):
@@ -181,9 +215,9 @@ def test_cli_json_fields_and_text_tables(tmp_path):
     assert {row["kind"] for row in probes["activation-ranges"]["activations"]} >= {"attention", "mlp", "norm"}
     written = {p.relative_to(project).as_posix() for p in project.rglob("*")} - before
     if _has_matplotlib():
-        assert written == {"art", "art/attention-sample1.png", "art/attention-sample2.png"}
-        assert probes["attention-maps"]["artifacts"] == [str(project / "art" / f"attention-sample{i}.png")
-                                                         for i in (1, 2)]
+        names = [f"attention-sample{i}-layer{n}.png" for i in (1, 2) for n in (0, 1)]
+        assert written == {"art", *(f"art/{name}" for name in names)}
+        assert probes["attention-maps"]["artifacts"] == [str(project / "art" / name) for name in names]
     else:
         assert written == set() and PLOT_HINT in probes["attention-maps"]["detail"]
     # the text report draws the same figures: the table, the terminal heatmap, the files

@@ -162,6 +162,42 @@ def add_suppressions(text: str, diagnostics: list[Diagnostic], reason: str = "")
     return FileSuppressions("".join(out), added, left)
 
 
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
+
+
+def add_file_suppression(text: str, code: str, reason: str = "") -> str | None:
+    """The text with `code` suppressed for the whole file (the editor's "Disable TLxxx for
+    this file"): merged into the file's first `# tlint: ignore-file[...]` comment as
+    `add_suppressions` merges codes, else a comment line `# tlint: ignore-file[CODE]` at the
+    top, below a shebang and an encoding declaration (which must stay first). None when
+    the file already suppresses `code` everywhere, or `code` is never suppressed."""
+    if code in NOT_SUPPRESSIBLE:
+        return None
+    file_level = [s for s in parse_suppressions(text) if s.file_level and s.kind == "tlint"]
+    if any(not s.selectors or code in s.selectors for s in file_level):
+        return None
+    lines = [m.group() for m in _LINE.finditer(text)]
+    if lines and lines[-1] == "":
+        lines.pop()
+    newline = next(iter(_NEWLINE.findall(text)), "\n")
+    tail = f" {reason}" if reason else ""
+    mergeable = [s for s in file_level if s.bracket is not None]
+    if mergeable:
+        sup = mergeable[0]
+        raw = lines[sup.line - 1]
+        body = _NEWLINE.sub("", raw)
+        lines[sup.line - 1] = _merged(body, sup, [code]) + raw[len(body):]
+        return "".join(lines)
+    at = 1 if lines and lines[0].startswith("#!") else 0
+    for index, line in enumerate(lines[:2]):
+        if _CODING.match(line):
+            at = index + 1
+    if at and not _NEWLINE.search(lines[at - 1]):  # the last line has no line end yet
+        lines[at - 1] += newline
+    lines.insert(at, f"# tlint: ignore-file[{code}]{tail}{newline}")
+    return "".join(lines)
+
+
 @dataclass
 class BaselineOutcome:
     texts: dict[Path, str] = field(default_factory=dict)  # changed files' new texts

@@ -111,6 +111,8 @@ def build_parser() -> _Parser:
     check.add_argument("--show-settings", action="store_true",
                        help="print the settings the first path is linted with, and exit")
     check.add_argument("--show-files", action="store_true", help="print the files that would be linted, and exit")
+    check.add_argument("--show-config-schema", choices=("tlint", "pyproject"), nargs="?", const="tlint",
+                       help="print the JSON Schema of a tlint.toml / [tool.tlint] (or of a pyproject.toml), and exit")
     check.add_argument("--show-fixes", action="store_true",
                        help="list the fixes applied (with --fix) or that --fix would apply, per file and code")
     check.add_argument("--stdin-filename", metavar="NAME", help="read the source from stdin, linted as NAME")
@@ -305,6 +307,11 @@ def _error(message: str) -> int:
 def _check(args: argparse.Namespace) -> int:
     from tlint.reporters import STATISTICS_FORMATS
 
+    if args.show_config_schema:  # for editors (tlint/config_schema.py)
+        from tlint.config_schema import schema_text
+
+        sys.stdout.write(schema_text(args.show_config_schema))
+        return 0
     if args.statistics and args.format not in STATISTICS_FORMATS:
         raise UsageError(f"--statistics works with --output-format {', '.join(STATISTICS_FORMATS)}")
     if args.fix_only and (args.diff or args.add_suppressions is not None):

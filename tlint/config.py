@@ -121,16 +121,22 @@ def _exclude_regex(patterns: tuple[str, ...]) -> re.Pattern | None:
     """One regex that matches what `_glob_match` matches, for any of `patterns`."""
     alternatives = []
     for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        pattern = pattern.lstrip("./") if pattern.startswith("./") else pattern
+        pattern = _relative(pattern).rstrip("/")
         alternatives.append(fnmatch.translate(pattern))
         if "**/" in pattern:
             alternatives.append(fnmatch.translate(pattern.replace("**/", "")))
     return re.compile("|".join(f"(?:{a})" for a in alternatives)) if alternatives else None
 
 
+def _relative(pattern: str) -> str:
+    """A pattern without its leading `./` (`./.scripts/*` is `.scripts/*`, not `scripts/*`)."""
+    while pattern.startswith("./"):
+        pattern = pattern[2:].lstrip("/")
+    return pattern
+
+
 def _glob_match(path: str, pattern: str) -> bool:
-    pattern = pattern.lstrip("./") if pattern.startswith("./") else pattern
+    pattern = _relative(pattern)
     return fnmatch.fnmatchcase(path, pattern) or (
         "**/" in pattern and fnmatch.fnmatchcase(path, pattern.replace("**/", ""))
     )

@@ -6,126 +6,217 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tlint.memo import seen_file, seen_folder, seen_marker
 
 
-@dataclass(frozen=True)
-class _Pattern:
-    base: Path
-    regex: re.Pattern
-    negated: bool
-    dir_only: bool
-    prefix: str = field(init=False)  # the base folder as a POSIX string ending in `/`
+class _IgnoreFile:
+    """The patterns of one ignore file, matched against paths relative to `prefix` (its
+    folder as a POSIX string ending in `/`; for `.git/info/exclude` and `core.excludesFile`
+    the work tree's top).
 
-    def __post_init__(self) -> None:
-        text = self.base.as_posix()
-        object.__setattr__(self, "prefix", text if text.endswith("/") else text + "/")
+    Each line is compiled by pathspec's gitignore pattern (git's wildmatch: anchoring,
+    `**`, character classes, escapes, trailing spaces, `!`, a trailing `/`). pathspec's
+    regexes also match the contents of a matched folder (the match then has its folder
+    mark group); a walk asks about each folder before its contents, as git does, so only a
+    pattern's match of the path itself counts here, and the last such match decides."""
 
+    __slots__ = ("prefix", "patterns")
 
-def _translate(glob: str) -> str:
-    """A gitignore glob (already stripped of anchors) to a regex over a relative path."""
-    out, i = [], 0
-    while i < len(glob):
-        ch = glob[i]
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if glob.startswith("/**", i) and i + 3 == len(glob):
-            out.append("/.*")
-            i += 3
-            continue
-        if glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if ch == "*":
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "[":
-            end = glob.find("]", i + 1)
-            if end == -1:
-                out.append(re.escape(ch))
-            else:
-                body = glob[i + 1 : end].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = end
-        elif ch == "\\" and i + 1 < len(glob):
-            i += 1
-            out.append(re.escape(glob[i]))
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return "".join(out)
+    def __init__(self, base: Path, lines: list[str]) -> None:
+        from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern  # only where patterns exist
+
+        text = base.as_posix()
+        self.prefix = text if text.endswith("/") else text + "/"
+        compiled = (GitIgnoreSpecPattern(line) for line in lines)
+        # last first: the first match of the path itself decides
+        self.patterns: list[tuple[re.Pattern, bool]] = [
+            (p.regex, p.include) for p in compiled if p.include is not None and p.regex is not None][::-1]
+
+    def decision(self, text: str, is_dir: bool) -> bool | None:
+        """True: ignored, False: re-included by a `!` pattern, None: no pattern matches."""
+        if not text.startswith(self.prefix):
+            return None
+        rel = text[len(self.prefix):]
+        if not rel:
+            return None
+        folder = rel + "/"
+        for regex, include in self.patterns:
+            match = regex.match(rel)
+            if match is not None and match.groupdict().get(_FOLDER_MARK) is None:
+                return include
+            if is_dir:  # a pattern ending in `/` matches a folder only (its mark then ends the path)
+                match = regex.match(folder)
+                if match is not None and match.groupdict().get(_FOLDER_MARK) is not None \
+                        and match.end(_FOLDER_MARK) == len(folder):
+                    return include
+        return None
 
 
-def _parse_gitignore(path: Path) -> list[_Pattern]:
+_FOLDER_MARK = "ps_d"  # the group pathspec's gitignore regexes give the `/` after a matched folder
+
+
+def _read_patterns(path: Path) -> list[str]:
+    """The lines of an ignore file that hold a pattern (git reads it as bytes; undecodable
+    bytes are kept as replacement characters, which match nothing real)."""
+    seen_file(path)
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        data = path.read_bytes()
     except OSError:
         return []
-    patterns = []
-    for line in lines:
-        line = line.rstrip()
-        if not line or line.startswith("#"):
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]  # git drops a CR before the LF
+    return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _git_dir(top: Path) -> Path | None:
+    """The git folder shared by all work trees of the repository whose work tree is `top`
+    (`top/.git` is a folder, or a file `gitdir: PATH` as in a linked work tree or a
+    submodule; a linked work tree's `commondir` names the shared folder)."""
+    dot = top / ".git"
+    if dot.is_dir():
+        return dot
+    try:
+        first = dot.read_text(encoding="utf-8", errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    if not first.startswith("gitdir:"):
+        return None
+    git_dir = (top / first[len("gitdir:"):].strip()).resolve()
+    try:
+        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return git_dir
+    return (git_dir / common).resolve()
+
+
+SYSTEM_GIT_CONFIG = Path("/etc/gitconfig")
+_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\]|\\.)*")?\s*\]\s*(.*)$')
+_EXCLUDES_FILE = re.compile(r"^\s*excludesfile\s*=\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def _excludes_file_setting(config: Path) -> str | None:
+    """`core.excludesFile` as one git config file sets it (the last one wins), or None.
+    A light reader: `[core]` sections and the key's value, quotes removed, `include`
+    directives not followed."""
+    seen_file(config)
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found, section = None, ""
+    for line in text.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section, line = header.group(1).lower(), header.group(2)
+        if section != "core":
             continue
-        negated = line.startswith("!")
-        if negated:
-            line = line[1:]
-        dir_only = line.endswith("/")
-        line = line.rstrip("/")
-        anchored = "/" in line
-        line = line.lstrip("/")
-        body = _translate(line)
-        regex = re.compile(("^" if anchored else "^(?:.*/)?") + body + "$")
-        patterns.append(_Pattern(path.parent, regex, negated, dir_only))
-    return patterns
+        match = _EXCLUDES_FILE.match(line)
+        if match:
+            value = re.split(r"\s[#;]", match.group(1), maxsplit=1)[0].strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            found = value
+    return found
+
+
+def _home() -> Path | None:
+    home = os.environ.get("HOME")
+    return Path(home) if home else None
+
+
+def _global_excludes(git_dir: Path | None, top: Path) -> Path | None:
+    """The file `core.excludesFile` names (the repository's config, then the user's, then
+    the system's), else git's default `$XDG_CONFIG_HOME/git/ignore` (`~/.config/git/ignore`)."""
+    home = _home()
+    xdg = os.environ.get("XDG_CONFIG_HOME") or (str(home / ".config") if home else None)
+    configs: list[Path] = [] if os.environ.get("GIT_CONFIG_NOSYSTEM") else [SYSTEM_GIT_CONFIG]
+    if xdg:
+        configs.append(Path(xdg) / "git" / "config")
+    if home:
+        configs.append(home / ".gitconfig")
+    if git_dir is not None:
+        configs.append(git_dir / "config")
+    value = None
+    for config in configs:
+        value = _excludes_file_setting(config) or value
+    if value is None:
+        return Path(xdg) / "git" / "ignore" if xdg else None
+    if value.startswith("~/") and home:
+        return home / value[2:]
+    path = Path(value)
+    return path if path.is_absolute() else top / path
 
 
 class GitIgnore:
-    """The .gitignore files from the git root down to a folder, applied in git's order."""
+    """Git's ignore rules for the folders of a walk, with git's precedence: the
+    `.gitignore` files from the folder up to the work tree's top (the deepest decides),
+    then `.git/info/exclude`, then the `core.excludesFile` file; within one file the last
+    matching pattern decides (pathspec's `GitIgnoreSpec`, git's wildmatch semantics).
+    Without a `.git` above, the `.gitignore` files up to the file system's root count (a
+    copy of a repository without its `.git` is linted alike)."""
 
     def __init__(self) -> None:
-        self._by_folder: dict[Path, list[_Pattern]] = {}
+        self._by_folder: dict[Path, tuple[_IgnoreFile, ...]] = {}
 
-    def _patterns(self, folder: Path) -> list[_Pattern]:
+    def _chain(self, folder: Path) -> tuple[_IgnoreFile, ...]:
+        """The ignore files that apply in `folder`, deepest first."""
         cached = self._by_folder.get(folder)
         if cached is None:
-            inherited: list[_Pattern] = []
-            if not (folder / ".git").exists() and folder.parent != folder:
-                inherited = self._patterns(folder.parent)
             seen_marker(folder / ".git")
-            seen_file(folder / ".gitignore")
-            cached = inherited + _parse_gitignore(folder / ".gitignore")
+            if (folder / ".git").exists():
+                outer = self._repository(folder)
+            elif folder.parent != folder:
+                outer = self._chain(folder.parent)
+            else:
+                outer = ()
+            lines = _read_patterns(folder / ".gitignore")
+            cached = ((_IgnoreFile(folder, lines),) if lines else ()) + outer
             self._by_folder[folder] = cached
         return cached
 
+    @staticmethod
+    def _repository(top: Path) -> tuple[_IgnoreFile, ...]:
+        """`.git/info/exclude`, then the `core.excludesFile` file, of the work tree `top`."""
+        git_dir = _git_dir(top)
+        out = []
+        if git_dir is not None:
+            lines = _read_patterns(git_dir / "info" / "exclude")
+            if lines:
+                out.append(_IgnoreFile(top, lines))
+        excludes = _global_excludes(git_dir, top)
+        if excludes is not None:
+            lines = _read_patterns(excludes)
+            if lines:
+                out.append(_IgnoreFile(top, lines))
+        return tuple(out)
+
     def ignored(self, path: Path, is_dir: bool) -> bool:
-        patterns = self._patterns(path.parent)
-        if not patterns:
+        """Whether git ignores `path` by the patterns of its folder's files (its parent
+        folders are not asked: a walk never enters an ignored folder)."""
+        chain = self._chain(path.parent)
+        if not chain:
             return False
-        result = False
         text = path.as_posix()
-        rels: dict[str, str | None] = {}  # per .gitignore folder: most patterns share one
-        for pattern in patterns:
-            if pattern.dir_only and not is_dir:
-                continue
-            prefix = pattern.prefix
-            if prefix in rels:
-                rel = rels[prefix]
-            else:
-                rel = rels[prefix] = text[len(prefix):] if text.startswith(prefix) else None
-            if rel is None:
-                continue
-            if pattern.regex.match(rel):
-                result = not pattern.negated
-        return result
+        for ignore_file in chain:
+            decision = ignore_file.decision(text, is_dir)
+            if decision is not None:
+                return decision
+        return False
+
+    def ignored_within(self, path: Path, top: Path, is_dir: bool) -> bool:
+        """Whether git ignores `path`, a path below the folder `top`: it or one of its
+        folders below `top` is ignored (a file in an ignored folder cannot be re-included)."""
+        rel = path.relative_to(top).parts
+        folder = top
+        for part in rel[:-1]:
+            folder = folder / part
+            if self.ignored(folder, True):
+                return True
+        return self.ignored(path, is_dir)
 
 
 def discover(paths: list[Path], settings_for,

@@ -12,8 +12,10 @@ characters unless the client negotiated another position encoding (utf-8/utf-32:
 picks the client's first choice), severity, code, codeDescription, source, data.fix.
 
 Code actions: one quick fix per finding that has a fix (unsafe ones say so in the title),
-and "Fix all safe tlint findings" (kind `source.fixAll.tlint`): the whole-document result
-of the `--fix` loop (tlint/fixes.py `fix_run`) on the in-memory text.
+"Disable TLxxx for this line" and "Disable TLxxx for this file" (the comments `tlint check
+--add-suppressions` writes, tlint/baseline.py), and "Fix all safe tlint findings" (kind
+`source.fixAll.tlint`): the whole-document result of the `--fix` loop (tlint/fixes.py
+`fix_run`) on the in-memory text.
 """
 
 from __future__ import annotations
@@ -290,6 +292,8 @@ class TlintServer(LanguageServer):
                     diagnostics=[_converter.structure(payload, types.Diagnostic)],
                     is_preferred=diag.fix.applicability == "safe",
                     edit=self.workspace_edit(uri, document.version, edits)))
+        if wanted(types.CodeActionKind.QuickFix):
+            actions += self.disable_actions(uri, document.version, linted, request)
         safe = any(d.fix is not None and d.fix.applicability == "safe" for d in linted.diagnostics)
         if safe and wanted(FIX_ALL_KIND):
             fixed = await self.fixed_text(uri, linted.text)
@@ -301,6 +305,40 @@ class TlintServer(LanguageServer):
                     edit=self.workspace_edit(uri, document.version, [types.TextEdit(range=whole, new_text=fixed)])))
         return actions
 
+    def disable_actions(self, uri: str, version: int | None, linted: Linted,
+                        request: types.Range) -> list[types.CodeAction]:
+        """"Disable TLxxx for this line" and "for this file" for each finding in the range:
+        the comments `tlint check --add-suppressions` writes (tlint/baseline.py), one action
+        per code and line, one per code for the file."""
+        from tlint.baseline import NOT_SUPPRESSIBLE, add_file_suppression, add_suppressions
+
+        actions: list[types.CodeAction] = []
+        line_done: set[tuple[str, int]] = set()
+        file_done: set[str] = set()
+        text = linted.text
+        for diag, payload in zip(linted.diagnostics, linted.payloads):
+            if diag.code in NOT_SUPPRESSIBLE or not _overlaps(payload["range"], request):
+                continue
+            diagnostic = _converter.structure(payload, types.Diagnostic)
+            key = (diag.code, diag.range.start.line)
+            if key not in line_done:
+                line_done.add(key)
+                done = add_suppressions(text, [diag])
+                if done.added and done.text != text:
+                    actions.append(types.CodeAction(
+                        title=f"tlint: Disable {diag.code} for this line", kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        edit=self.workspace_edit(uri, version, [text_edit(text, done.text, self.encoding)])))
+            if diag.code not in file_done:
+                file_done.add(diag.code)
+                new = add_file_suppression(text, diag.code)
+                if new is not None:
+                    actions.append(types.CodeAction(
+                        title=f"tlint: Disable {diag.code} for this file", kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        edit=self.workspace_edit(uri, version, [text_edit(text, new, self.encoding)])))
+        return actions
+
     async def fixed_text(self, uri: str, text: str) -> str | None:
         cached = self.fix_all.get(uri)
         if cached is not None and cached[0] == text:
@@ -309,6 +347,30 @@ class TlintServer(LanguageServer):
         fixed = await loop.run_in_executor(self.lint_pool, fix_all_text, self.document_path(uri), text)
         self.fix_all[uri] = (text, fixed)
         return fixed
+
+
+def _position(text: str, offset: int, encoding: str) -> types.Position:
+    """The LSP position of a code-point offset into `text`."""
+    lines = _NEWLINE.split(text[:offset])
+    return types.Position(line=len(lines) - 1, character=_units(lines[-1], encoding))
+
+
+def text_edit(old: str, new: str, encoding: str) -> types.TextEdit:
+    """One edit that turns `old` into `new`: the span between their common start and end
+    (never splitting a `\r\n`)."""
+    start = 0
+    limit = min(len(old), len(new))
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < limit - start and old[len(old) - 1 - end] == new[len(new) - 1 - end]:
+        end += 1
+    if 0 < start < len(old) and old[start - 1] == "\r" and old[start] == "\n":
+        start -= 1
+    if 0 < end and old[len(old) - end - 1:len(old) - end + 1] == "\r\n":
+        end -= 1
+    rng = types.Range(start=_position(old, start, encoding), end=_position(old, len(old) - end, encoding))
+    return types.TextEdit(range=rng, new_text=new[start:len(new) - end])
 
 
 def _overlaps(rng: dict, request: types.Range) -> bool:

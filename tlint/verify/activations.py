@@ -262,9 +262,16 @@ class AttentionMapsProbe(Probe):
         return {"sample": sample, "length": int(keys.sum()), "pad_columns": pad_cols, "layers": layers}
 
 
+MAX_TICKS = 40  # beyond this many positions, every n-th is labelled (pad boundaries always)
+HEAD_COLUMNS = 4  # heads per row of a figure
+
+
 def render_png(maps: list[torch.Tensor], layers: list[dict], ids: torch.Tensor, keep: torch.Tensor,
                samples: list[int], folder: Path) -> tuple[list[str], str]:
-    """One PNG per sample: a grid of layers (rows) × heads (columns), pad keys marked.
+    """One PNG per sample and layer (`attention-sample{S}-layer{L}.png`): a grid of its
+    heads, each titled with the layer and the head, queries down and keys across, the
+    ticks labelled with the position's token id or `PAD` (in red, the pad keys framed
+    red, the pad query rows greyed), one colour scale and its colour bar for the figure.
     Returns (the files written, a note when nothing could be written)."""
     try:
         import matplotlib
@@ -272,54 +279,77 @@ def render_png(maps: list[torch.Tensor], layers: list[dict], ids: torch.Tensor, 
         return [], PLOT_HINT
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return [], f"cannot create the artifacts folder {folder}: {exc.strerror or exc}"
     files: list[str] = []
-    heads = max(w.shape[1] for w in maps)
     for sample in samples:
-        length = int(keep[sample].sum())
-        fig, axes = plt.subplots(len(maps), heads, figsize=(1.9 * heads + 0.6, 1.9 * len(maps) + 0.6),
-                                 squeeze=False)
-        seq = keep.shape[1]
-        runs = _runs((~keep[sample]).tolist())
-        top = max(float(w[sample].max()) for w in maps) or 1.0  # one colour scale for the whole figure
-        for row, (weights, layer) in enumerate(zip(maps, layers)):
-            for head in range(heads):
-                ax = axes[row][head]
-                ax.set_xticks([])
-                ax.set_yticks([])
-                if head >= weights.shape[1]:
-                    ax.axis("off")
-                    continue
-                ax.imshow(weights[sample, head].numpy(), cmap="viridis", vmin=0.0, vmax=top,
-                          interpolation="nearest")
-                for first, count in runs:  # pad keys: red frame; pad query rows (not counted): greyed
-                    ax.add_patch(Rectangle((first - 0.5, -0.5), count, seq, fill=False, edgecolor="red",
-                                           linewidth=1.2))
-                    ax.add_patch(Rectangle((-0.5, first - 0.5), seq, count, color="white", alpha=0.6, linewidth=0))
-                if head == 0:
-                    mass = pad_mass(weights[sample:sample + 1], keep[sample:sample + 1])
-                    ax.set_ylabel(f"{layer['module']}\npad {mass:.0%}" if mass is not None else layer["module"],
-                                  fontsize=6)
-                if row == 0:
-                    ax.set_title(f"head {head}", fontsize=7)
-        fig.suptitle(f"attention, sample {sample}: {length} real tokens of {keep.shape[1]} "
-                     "(queries down, keys across)\nred frame: pad keys; greyed: pad queries; "
-                     f"colour 0 to {top:.2f}; pad: this sample's attention mass on pad keys", fontsize=8)
-        fig.tight_layout()
-        path = folder / f"attention-sample{sample}.png"
-        try:
-            fig.savefig(path, dpi=110)
-        except OSError as exc:
-            plt.close(fig)
-            return files, f"cannot write {path}: {exc.strerror or exc}"
-        plt.close(fig)
-        files.append(str(path))
+        top = max(float(w[sample].max()) for w in maps) or 1.0  # one colour scale for all of a sample's maps
+        for index, (weights, layer) in enumerate(zip(maps, layers)):
+            fig = _layer_figure(plt, weights, layer, index, ids[sample], keep[sample], sample, top)
+            path = folder / f"attention-sample{sample}-layer{index}.png"
+            try:
+                fig.savefig(path, dpi=100)
+            except OSError as exc:
+                return files, f"cannot write {path}: {exc.strerror or exc}"
+            finally:
+                plt.close(fig)
+            files.append(str(path))
     return files, ""
+
+
+def _layer_figure(plt, weights: torch.Tensor, layer: dict, index: int, ids: torch.Tensor, keep: torch.Tensor,
+                  sample: int, top: float):
+    """The figure of one layer's heads for one sample (see `render_png`)."""
+    from matplotlib.patches import Rectangle
+
+    heads = int(weights.shape[1])
+    seq = int(keep.shape[0])
+    columns = min(heads, HEAD_COLUMNS)
+    rows = math.ceil(heads / columns)
+    side = min(6.0, max(3.2, 0.17 * seq + 1.0))  # inches per map: room for one label per position
+    fig, axes = plt.subplots(rows, columns, figsize=(side * columns + 1.2, side * rows + 1.1), squeeze=False)
+    pads = [i for i in range(seq) if not bool(keep[i])]
+    labels = ["PAD" if i in pads else str(int(ids[i])) for i in range(seq)]
+    runs = _runs([not bool(k) for k in keep])
+    step = max(1, math.ceil(seq / MAX_TICKS))
+    ticks = sorted({*range(0, seq, step), *(first for first, _ in runs)})
+    fontsize = 7 if seq <= 24 else 6
+    image = None
+    for head in range(rows * columns):
+        ax = axes[head // columns][head % columns]
+        if head >= heads:
+            ax.axis("off")
+            continue
+        image = ax.imshow(weights[sample, head].numpy(), cmap="viridis", vmin=0.0, vmax=top, interpolation="nearest")
+        for first, count in runs:  # pad keys: red frame; pad query rows (not counted): greyed
+            ax.add_patch(Rectangle((first - 0.5, -0.5), count, seq, fill=False, edgecolor="red", linewidth=1.5))
+            ax.add_patch(Rectangle((-0.5, first - 0.5), seq, count, color="white", alpha=0.6, linewidth=0))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([labels[i] for i in ticks], rotation=90, fontsize=fontsize)
+        ax.set_yticks(ticks)
+        ax.set_yticklabels([labels[i] for i in ticks], fontsize=fontsize)
+        for tick_labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+            for tick, position in zip(tick_labels, ticks):
+                if position in pads:
+                    tick.set_color("red")
+                    tick.set_fontweight("bold")
+        ax.set_title(f"layer {index} ({layer['module']}), head {head}", fontsize=9)
+        ax.set_xlabel("key (token id)", fontsize=8)
+        ax.set_ylabel("query (token id)", fontsize=8)
+    mass = pad_mass(weights[sample:sample + 1], keep[None])
+    share = f"; attention mass on pad keys {mass:.1%}" if mass is not None else ""
+    fig.suptitle(f"attention weights, layer {index} ({layer['module']}), sample {sample}: "
+                 f"{int(keep.sum())} real tokens of {seq}{share}\n"
+                 "PAD (red): pad positions; red frame: pad keys; greyed rows: pad queries (not counted)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0, 0.92, 1))
+    if image is not None:
+        bar = fig.add_axes((0.93, 0.12, 0.015, 0.72))
+        fig.colorbar(image, cax=bar).set_label("attention weight", fontsize=8)
+    return fig
 
 
 def _runs(flags: list[bool]) -> list[tuple[int, int]]:

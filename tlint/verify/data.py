@@ -52,6 +52,7 @@ def checked_rules() -> dict[str, tuple[str, ...]]:
 PAD_RATIO_LIMIT = 0.5
 IGNORE_INDEX = -100
 DEFAULT_BATCHES = 50
+FIELDS = ("ids", "mask", "labels")  # the keys of `fields` in [tool.tlint.verify]
 _ID_NAMES = ("input_ids", "ids", "src", "tokens", "token_ids", "x", "inputs", "input")
 _MASK_NAMES = ("attention_mask", "mask", "src_mask", "padding_mask", "src_key_padding_mask", "key_padding_mask")
 _LABEL_NAMES = ("labels", "label", "targets", "target", "y", "lm_labels")
@@ -117,7 +118,7 @@ def resolve_data(config: dict[str, Any], config_path: Path | None, root: Path,
         raise OptionsError(f"{where}`eos-token-id` in [tool.tlint.verify] must be an integer, got {eos!r}")
     fields_ = config.get("fields", {})
     if not isinstance(fields_, dict) or not all(isinstance(v, str) for v in fields_.values()) \
-            or set(fields_) - {"ids", "mask", "labels"}:
+            or set(fields_) - set(FIELDS):
         raise OptionsError(f"{where}`fields` in [tool.tlint.verify] must be a table with string values for "
                            f"`ids`, `mask` and/or `labels`, e.g. {{ ids = \"src\", mask = \"src_mask\" }}; "
                            f"got {fields_!r}")

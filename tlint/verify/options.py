@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ _DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za
 
 
 NO_MODEL = "no model to verify"
+PADDING_SIDES = ("right", "left")
+MIN_SEQ_LEN = 4
 
 
 class OptionsError(Exception):
@@ -97,15 +100,18 @@ class VerifyOptions:
         return cls(**json.loads(text))
 
 
-# (config key, attribute, type check, what it must be)
-_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
-_POS_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer")
-_NUMBER = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a positive number")
-_BOOL = (lambda v: isinstance(v, bool), "true or false")
-_STR = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
-_TABLE = (lambda v: isinstance(v, dict), "a table of keyword arguments")
-_STR_LIST = (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings")
-_KEYS = {
+# (config key, attribute, type check, what it must be, its JSON Schema: tlint/config_schema.py)
+_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer", {"type": "integer"})
+_POS_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer",
+            {"type": "integer", "minimum": 1})
+_NUMBER = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a positive number",
+           {"type": "number", "exclusiveMinimum": 0})
+_BOOL = (lambda v: isinstance(v, bool), "true or false", {"type": "boolean"})
+_STR = (lambda v: isinstance(v, str) and v != "", "a non-empty string", {"type": "string", "minLength": 1})
+_TABLE = (lambda v: isinstance(v, dict), "a table of keyword arguments", {"type": "object"})
+_STR_LIST = (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings",
+             {"type": "array", "items": {"type": "string"}})
+KEY_CHECKS: dict[str, tuple[str, tuple[Callable[[Any], bool], str, dict[str, Any]]]] = {
     "model": ("model", _STR), "model-kwargs": ("model_kwargs", _TABLE), "vocab-size": ("vocab_size", _POS_INT),
     "pad-token-id": ("pad_token_id", _INT), "seq-len": ("seq_len", _POS_INT), "batch-size": ("batch_size", _POS_INT),
     "causal": ("causal", _BOOL), "call": ("call", _STR), "padding-side": ("padding_side", _STR),
@@ -124,15 +130,15 @@ def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags:
     where = f"{config_path}: " if config_path else ""
     values: dict[str, Any] = {}
     for key, value in config.items():
-        if key in _KEYS:
-            attr, (ok, what) = _KEYS[key]
+        if key in KEY_CHECKS:
+            attr, (ok, what, _) = KEY_CHECKS[key]
             if not ok(value):
                 raise OptionsError(f"{where}`{key}` in [tool.tlint.verify] must be {what}, got {value!r}")
             values[attr] = value
     for key, value in flags.items():
         if value is None:
             continue
-        attr, (ok, what) = _KEYS[key]
+        attr, (ok, what, _) = KEY_CHECKS[key]
         if not ok(value):
             raise OptionsError(f"--{key} must be {what}, got {value!r}", kind="usage")
         values[attr] = value
@@ -154,10 +160,10 @@ def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags:
             extra = f" or one of the built-in styles {styles}" if attr == "call" else ""
             raise OptionsError(f"`{attr}` must be a dotted path `package.module:name`{extra}; got {spec!r}",
                                kind="usage")
-    if values.get("padding_side", "right") not in ("right", "left"):
+    if values.get("padding_side", "right") not in PADDING_SIDES:
         raise OptionsError(f"`padding-side` must be \"right\" or \"left\", got {values['padding_side']!r}",
                            kind="usage")
-    if values.get("seq_len", 16) < 4:
+    if values.get("seq_len", 16) < MIN_SEQ_LEN:
         raise OptionsError("`seq-len` must be at least 4 (the probes pad and permute within a sequence)",
                            kind="usage")
     values["python_path"] = [str((root / p).resolve()) for p in values.get("python_path", [])]
