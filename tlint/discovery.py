@@ -1,5 +1,6 @@
-"""Find the `.py` files to lint: folders are walked (honouring `exclude` and `.gitignore`),
-named files are always linted."""
+"""Find the `.py` files to lint: folders are walked (honouring `exclude` and what git
+ignores: `.gitignore` files, `.git/info/exclude`, `core.excludesFile`), named files are
+always linted."""
 
 from __future__ import annotations
 
@@ -155,7 +156,7 @@ class GitIgnore:
     """Git's ignore rules for the folders of a walk, with git's precedence: the
     `.gitignore` files from the folder up to the work tree's top (the deepest decides),
     then `.git/info/exclude`, then the `core.excludesFile` file; within one file the last
-    matching pattern decides (pathspec's `GitIgnoreSpec`, git's wildmatch semantics).
+    matching pattern decides (`_IgnoreFile`: pathspec's patterns, git's wildmatch).
     Without a `.git` above, the `.gitignore` files up to the file system's root count (a
     copy of a repository without its `.git` is linted alike)."""
 
