@@ -52,6 +52,7 @@ BROKEN = {
     "broken:unscaled_attention": {"attention-entropy", "init-stats", "depth-growth"},
     "broken:softmax_wrong_axis": {"attention-entropy", "mask-leak", "padding-equivalence", "attention-maps"},
     "broken:no_residuals": {"depth-growth"},
+    "broken:zero_mask_fill": {"mask-leak", "padding-equivalence", "attention-maps"},
 }
 CORRECT = ("gpt:build_gpt", "bert:build_encoder", "bert:build_left_padding_encoder", "torch_encoder:TokenTagger")
 

@@ -174,7 +174,7 @@ def test_list_probes(tmp_path):
     assert [line.split()[0] for line in proc.stdout.splitlines()] == [
         "mask-leak", "causal-leak", "nan-trace", "position-blind", "batch-coupling", "grad-flow", "init-stats",
         "attention-entropy", "depth-growth",
-        "padding-equivalence", "activation-ranges", "attention-maps",
+        "padding-equivalence", "activation-ranges", "attention-maps", "eval-determinism",
         "optimizer-coverage", "overfit-batch", "warmup-ab"]
     assert "only with --probe overfit-batch or --probe training" in proc.stdout
 

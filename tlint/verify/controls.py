@@ -13,7 +13,10 @@ good):
   parameters and buffers named after positions, rotary `inv_freq`);
 - batch-coupling: the batch mean added to the token embeddings;
 - attention-entropy: the softmax taken over the query axis (TL209);
-- depth-growth (TL203): each block's residual removed by a forward hook (output - input).
+- depth-growth (TL203): each block's residual removed by a forward hook (output - input);
+- eval-determinism (TL214): dropout (p = 0.1, on in every mode) applied to each attention's
+  weights, `dropout_p=0.1` given to `scaled_dot_product_attention` and to
+  `multi_head_attention_forward` (with `training=True`).
 
 Two direct measurements sit here too: the attention's effective scale (`scale_ratio`:
 the factor between the scores and q·k/sqrt(d_head), tracked through the scalar products
@@ -142,6 +145,29 @@ class SoftmaxOverQueries(_AttentionEdit):
         self.edits += 1
         kwargs.pop("dim", None)
         return func(args[0], -2, *args[2:], **kwargs)
+
+
+class AttentionDropout(_AttentionEdit):
+    """Attention dropout left on in eval mode (TL214): dropout (p = 0.1, always on) on each
+    attention's weights, and `dropout_p=0.1` given to `scaled_dot_product_attention`."""
+
+    def softmax(self, func, args, kwargs):
+        self.edits += 1
+        return F.dropout(func(*args, **kwargs), 0.1, training=True)
+
+    def sdpa(self, func, args, kwargs):
+        self.edits += 1
+        extra = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale"), args[3:], strict=False))
+        return func(*args[:3], **{**kwargs, **extra, "dropout_p": 0.1})
+
+    def mha(self, func, args, kwargs):
+        self.edits += 1
+        args = list(args)
+        if len(args) > 10:  # (query, key, value, embed_dim, heads, in_proj w/b, bias_k/v, add_zero_attn, dropout_p)
+            args[10] = 0.1
+        else:
+            kwargs["dropout_p"] = 0.1
+        return func(*args, **{**kwargs, "training": True})
 
 
 # --- the effective attention scale (TL208) ---------------------------------------------
@@ -424,6 +450,8 @@ CONTROLS: dict[str, Callable[[ProbeContext], dict[str, Any]]] = {
     "mask-leak": _mask_control("mask-leak"),
     "padding-equivalence": _mask_control("padding-equivalence"),
     "depth-growth": _residual_control,
+    "eval-determinism": _with_mode(AttentionDropout, "eval-determinism",
+                                   "attention dropout left on in eval mode (p = 0.1 on the attention weights)"),
 }
 
 

@@ -24,6 +24,7 @@ PROBES = {
     "padding-equivalence": "does a sequence give the same outputs padded (right, left) and unpadded?",
     "activation-ranges": "what range does each sub-layer's output have (min, max, std, saturated, constant)?",
     "attention-maps": "where does attention go: share on pad positions per layer (PNG maps with --artifacts)?",
+    "eval-determinism": "does the model in eval mode give the same outputs twice for one batch (dropout off)?",
 }
 # The training probes (tlint/verify/training_probes.py): short seeded training runs, so they
 # run only when asked for (`--probe NAME`, or `--probe training` for the three), except

@@ -978,6 +978,8 @@ PROBE_CLASSES: dict[str, type[Probe]] = {
                                     AttentionEntropyProbe, PaddingEquivalenceProbe)
 }
 # Last, not at the top: tlint.verify.depth and tlint.verify.activations import this module
-# (a cycle), and register depth-growth, activation-ranges and attention-maps in PROBE_CLASSES.
+# (a cycle), and register depth-growth, eval-determinism, activation-ranges and attention-maps in
+# PROBE_CLASSES.
 import tlint.verify.depth  # noqa: E402, F401, I001
+import tlint.verify.determinism  # noqa: E402, F401
 import tlint.verify.activations  # noqa: E402, F401
