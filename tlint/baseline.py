@@ -52,10 +52,13 @@ class FileSuppressions:
 class _Lines:
     """A file's lines (with their ends), the lines a comment can end, and its comments."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, analysed: str | None = None) -> None:
+        """`analysed`: the text to tokenize when it is not `text` itself (a notebook cell with
+        its IPython syntax masked: same lines, same lengths)."""
         self.lines = [m.group() for m in _LINE.finditer(text)]
         if self.lines and self.lines[-1] == "":
             self.lines.pop()
+        text = text if analysed is None else analysed
         self.comment_safe: set[int] = set()  # lines whose end is a NEWLINE/NL token
         self.comments: dict[int, tuple[int, int]] = {}  # line -> 0-based [start, end) of its comment
         readline = io.StringIO(_NEWLINE.sub("\n", text)).readline
@@ -116,13 +119,15 @@ def _merged(line: str, sup: Suppression, codes: list[str]) -> str:
     return line[:at] + ", " + ", ".join(codes) + line[at:]
 
 
-def add_suppressions(text: str, diagnostics: list[Diagnostic], reason: str = "") -> FileSuppressions:
-    """The text with a suppression for each of `diagnostics` (one file's, unsuppressed)."""
+def add_suppressions(text: str, diagnostics: list[Diagnostic], reason: str = "",
+                     analysed: str | None = None) -> FileSuppressions:
+    """The text with a suppression for each of `diagnostics` (one file's, unsuppressed);
+    `analysed`: `text` as it is tokenized, when not itself (see `_Lines`)."""
     wanted = [d for d in diagnostics if not d.suppressed and d.code not in NOT_SUPPRESSIBLE]
     if not wanted:
         return FileSuppressions(text, 0, [])
     try:
-        lines = _Lines(text)
+        lines = _Lines(text, analysed)
     except (tokenize.TokenError, SyntaxError):
         return FileSuppressions(text, 0, wanted)
     placements: dict[tuple[int, bool], Placement] = {}
@@ -211,6 +216,7 @@ def baseline(result, reason: str = "") -> BaselineOutcome:
     """Suppressions for every unsuppressed finding of a lint `result` (engine.RunResult),
     file by file; nothing is written."""
     from tlint.encoding import decode_source, printable
+    from tlint.notebook import is_notebook
     from tlint.reading import read_source
 
     outcome = BaselineOutcome()
@@ -235,7 +241,8 @@ def baseline(result, reason: str = "") -> BaselineOutcome:
         if text is None:
             outcome.left.extend(suppressible)
             continue
-        done = add_suppressions(text, suppressible, reason)
+        done = (add_suppressions(text, suppressible, reason) if path is None or not is_notebook(path)
+                else _notebook_suppressions(text, suppressible, reason))
         outcome.left.extend(done.left)
         if done.added and done.text != text:
             assert path is not None and isinstance(data, bytes)  # (a text was read)
@@ -244,6 +251,35 @@ def baseline(result, reason: str = "") -> BaselineOutcome:
             outcome.added[path] = done.added
     outcome.left.sort(key=Diagnostic.sort_key)
     return outcome
+
+
+def _notebook_suppressions(text: str, diagnostics: list[Diagnostic], reason: str) -> FileSuppressions:
+    """`add_suppressions` in the cells of the notebook whose JSON is `text`: each cell is
+    edited as its own text (its IPython syntax masked for the tokenizer); only the changed
+    cells' sources are rewritten in the JSON (tlint/notebook.py `replace_sources`)."""
+    from tlint.notebook import NotebookError, load, replace_sources
+
+    try:
+        cells = {cell.number: cell for cell in load(text).cells}
+    except NotebookError:
+        return FileSuppressions(text, 0, list(diagnostics))
+    by_cell: dict[int, list[Diagnostic]] = {}
+    left: list[Diagnostic] = []
+    for diag in diagnostics:
+        if diag.cell in cells:
+            by_cell.setdefault(diag.cell, []).append(diag)
+        else:
+            left.append(diag)
+    new_texts: dict[int, str] = {}
+    added = 0
+    for number, found in by_cell.items():
+        cell = cells[number]
+        done = add_suppressions(cell.text, found, reason, cell.masked)
+        left.extend(done.left)
+        if done.added and done.text != cell.text:
+            new_texts[number] = done.text
+            added += done.added
+    return FileSuppressions(replace_sources(text, new_texts) if new_texts else text, added, left)
 
 
 def run_command(args, linter, paths: list[Path]) -> int:
@@ -282,9 +318,8 @@ def run_command(args, linter, paths: list[Path]) -> int:
     final.errors = list(dict.fromkeys(errors + final.errors))
     for diag in final.diagnostics:
         if not diag.suppressed:
-            start = diag.range.start
             why = "never suppressed" if diag.code in NOT_SUPPRESSIBLE else "no comment can reach it"
-            sys.stderr.write(f"{diag.path}:{start.line}:{start.column}: {diag.code} {diag.message} "
+            sys.stderr.write(f"{diag.path}:{diag.where()}: {diag.code} {diag.message} "
                              f"(not suppressed: {why})\n")
     for message in final.errors:
         sys.stderr.write(f"tlint: error: {message}\n")

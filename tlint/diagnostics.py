@@ -43,9 +43,13 @@ class Range:
 class Edit:
     range: Range
     content: str
+    cell: int | None = None  # in a notebook: the cell `range` is in (tlint/notebook.py)
 
     def to_json(self) -> dict[str, Any]:
-        return {"range": self.range.to_json(), "content": self.content}
+        out: dict[str, Any] = {"range": self.range.to_json(), "content": self.content}
+        if self.cell is not None:
+            out["cell"] = self.cell
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +76,22 @@ class Diagnostic:
     fix: Fix | None = None
     suppressed: bool = False
     detail: str | None = field(default=None, compare=False)  # e.g. a traceback for --verbose
+    # In a notebook: the cell (1-based, over all its cells) that `range` is in; None in a
+    # Python file, and for a notebook's own TL001 (its JSON's line and column).
+    cell: int | None = None
 
     def sort_key(self) -> tuple:
-        return (self.path, self.range.start.line, self.range.start.column, self.code, self.message)
+        return (self.path, self.cell or 0, self.range.start.line, self.range.start.column, self.code, self.message)
+
+    def where(self) -> str:
+        """`line:column`, or `cell N, line L, column C` in a notebook (the text formats)."""
+        start = self.range.start
+        if self.cell is None:
+            return f"{start.line}:{start.column}"
+        return f"cell {self.cell}, line {start.line}, column {start.column}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "code": self.code,
             "name": self.name,
             "severity": self.severity,
@@ -87,6 +101,9 @@ class Diagnostic:
             "fix": self.fix.to_json() if self.fix else None,
             "url": rule_url(self.code, self.name),
         }
+        if self.cell is not None:
+            out["cell"] = self.cell
+        return out
 
 
 def internal_error(what: Any, display: str, exc: BaseException, consequence: str = "") -> Diagnostic:

@@ -1,6 +1,6 @@
-"""Find the `.py` files to lint: folders are walked (honouring `exclude` and what git
-ignores: `.gitignore` files, `.git/info/exclude`, `core.excludesFile`), named files are
-always linted."""
+"""Find the files to lint: folders are walked for `.py` files and Jupyter notebooks
+(`.ipynb`, tlint/notebook.py), honouring `exclude` and what git ignores (`.gitignore`
+files, `.git/info/exclude`, `core.excludesFile`); named files are always linted."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tlint.memo import seen_file, seen_folder, seen_marker
+
+SUFFIXES = (".py", ".ipynb")  # what a folder walk lints
 
 
 class _IgnoreFile:
@@ -256,7 +258,7 @@ def discover(paths: list[Path], settings_for,
         for folder_path, real_folder, settings, filenames in walk_folders(
                 given, settings_for, cli_root, gitignore, onerror=unreadable):
             for name in filenames:
-                if not name.endswith(".py"):
+                if not name.endswith(SUFFIXES):
                     continue
                 file = folder_path / name
                 if not file.is_file():

@@ -133,6 +133,15 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
             result.parse_error = True
             return result
         text = loaded
+    if path.name[-6:].lower() == ".ipynb":  # its code cells, joined (tlint/notebook.py); see _finish_file
+        from tlint.notebook import load_diagnostic
+
+        notebook = load_diagnostic(text, display)
+        if isinstance(notebook, Diagnostic):
+            result.diagnostics.append(notebook)
+            result.parse_error = True
+            return result
+        text, result.cells = notebook.source, notebook.cell_map
     result.suppressions = _timed(timer, "phase: suppression comments", parse_suppressions, text)
     skip = prefilter and _timed(timer, "phase: pre-filter (token check)", prefilter_skips, text, settings, facts_only)
     statement_lines: list[int] = []
@@ -490,6 +499,10 @@ class Linter:
         apply_suppressions(diagnostics, result.suppressions)
         if "TL002" in enabled and "TL002" not in ignored:
             diagnostics.extend(unused_suppressions(result.suppressions, result.display, enabled))
+        if result.cells:  # a notebook: from the joined source to its cells
+            from tlint.notebook import to_cells
+
+            diagnostics = to_cells(diagnostics, result.cells)
         ruleset = settings.ruleset()
         for diag in diagnostics:  # the one place `severity` overrides apply, TL001/TL002 included
             diag.severity = ruleset.severity_of(diag.code, diag.severity)

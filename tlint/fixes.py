@@ -440,6 +440,13 @@ def apply_fixes(text: str, fixes: Iterable[Fix]) -> tuple[str, int]:
     The result must compile: when all of them together do not, they are taken one at a
     time, in source order, each kept only if the text still compiles with it (one broken
     fix does not block the others)."""
+    new, kept = choose_fixes(text, fixes)
+    return new, len(kept)
+
+
+def choose_fixes(text: str, fixes: Iterable[Fix]) -> tuple[str, list[list[tuple[int, int, str]]]]:
+    """`apply_fixes`, with the fixes applied as lists of (start offset, end offset, new
+    text) spans of `text` (a notebook applies them to its cells: tlint/notebook.py)."""
     lines = FileLines(text)
     taken: list[tuple[int, int]] = []
     chosen: list[list[tuple[int, int, str]]] = []
@@ -455,17 +462,17 @@ def apply_fixes(text: str, fixes: Iterable[Fix]) -> tuple[str, int]:
         taken.extend((s, e) for s, e, _ in spans)
         chosen.append(spans)
     if not chosen:
-        return text, 0
+        return text, []
     new = _edited(text, chosen)
     if _compiles(new):
-        return new, len(chosen)
+        return new, chosen
     kept: list[list[tuple[int, int, str]]] = []
     for spans in chosen:
         candidate = _edited(text, [*kept, spans])
         if _compiles(candidate):
             kept.append(spans)
             new = candidate
-    return (new, len(kept)) if kept else (text, 0)
+    return (new, kept) if kept else (text, [])
 
 
 def _edited(text: str, fixes: list[list[tuple[int, int, str]]]) -> str:
@@ -523,7 +530,11 @@ def wanted(diag, unsafe: bool) -> bool:
 
 
 def fix_run(linter, paths: list[Path], *, unsafe: bool, stdin: tuple[Path, str] | None = None) -> FixOutcome:
-    """Lint, apply the wanted fixes in memory, lint again, until stable."""
+    """Lint, apply the wanted fixes in memory, lint again, until stable. A notebook's text
+    is its JSON; its fixes edit the cells' sources (tlint/notebook.py)."""
+    from tlint.notebook import apply_fixes as apply_notebook_fixes
+    from tlint.notebook import is_notebook
+
     outcome = FixOutcome()
     stdin_path = stdin[0].absolute() if stdin is not None else None
     for number in range(MAX_PASSES + 1):
@@ -555,7 +566,10 @@ def fix_run(linter, paths: list[Path], *, unsafe: bool, stdin: tuple[Path, str] 
                     original, outcome.read[path] = loaded
                 outcome.originals[path] = original
                 outcome.texts[path] = original
-            new, count = apply_fixes(outcome.texts[path], fixes)
+            if is_notebook(path):  # a notebook's JSON: the fixes edit its cells
+                new, count = apply_notebook_fixes(outcome.texts[path], fixes)
+            else:
+                new, count = apply_fixes(outcome.texts[path], fixes)
             if count and new != outcome.texts[path]:
                 outcome.texts[path] = new
                 outcome.applied[path] = outcome.applied.get(path, 0) + count

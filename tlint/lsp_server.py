@@ -126,9 +126,13 @@ def _new_linter():
 
 
 def lint_text(path: Path, text: str, encoding: str) -> Linted:
-    """Lint the in-memory `text` as `path` (absolute). Never raises."""
+    """Lint the in-memory `text` as `path` (absolute). Never raises. A notebook is not
+    linted here (no notebook sync: `tlint check` lints notebooks)."""
     from tlint.config import ConfigError
+    from tlint.notebook import is_notebook
 
+    if is_notebook(path):
+        return Linted(text)
     display = path.as_posix()
     try:
         result = _new_linter().run([], stdin=(path, text))
@@ -147,10 +151,14 @@ def lint_text(path: Path, text: str, encoding: str) -> Linted:
 
 
 def fix_all_text(path: Path, text: str) -> str | None:
-    """The text after the safe-fix loop, or None when it would change nothing."""
+    """The text after the safe-fix loop, or None when it would change nothing (or for a
+    notebook, which the server does not lint)."""
     from tlint.config import ConfigError
     from tlint.fixes import fix_run
+    from tlint.notebook import is_notebook
 
+    if is_notebook(path):
+        return None
     try:
         outcome = fix_run(_new_linter(), [], unsafe=False, stdin=(path, text))
     except ConfigError:

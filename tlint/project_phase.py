@@ -20,7 +20,7 @@ from tlint.cache import FileCache
 from tlint.config import Settings
 from tlint.context import Timer
 from tlint.diagnostics import Diagnostic, internal_error
-from tlint.discovery import GitIgnore, walk_folders
+from tlint.discovery import SUFFIXES, GitIgnore, _excluded, walk_folders
 from tlint.memo import seen_file, seen_folder
 from tlint.project import ImportGraph, package_bases, scan_imports
 from tlint.project_memory import ProjectMemory
@@ -95,6 +95,15 @@ def resolve_file(result: FileResult, settings: Settings, project_of, timer: Time
                 Diagnostic(rule.code, rule.name, rule.severity, message, result.display, where))
 
 
+def _code(path: Path, text: str) -> str:
+    """The Python code of a file's text: a notebook's joined code cells (tlint/notebook.py)."""
+    if path.name[-6:].lower() != ".ipynb":
+        return text
+    from tlint.notebook import source_for_imports
+
+    return source_for_imports(text)
+
+
 def decide(when: ProjectCondition, kinds: set[str], *, final: bool) -> bool | None:
     """Keep (True), drop (False), or None: the file's own facts cannot decide yet."""
     if any(kind in kinds for kind in when.none_of):
@@ -122,14 +131,16 @@ class Project:
         gitignore = GitIgnore()
         folders = walk_folders(root, settings_for, root, gitignore,
                                keep_folder=lambda sub: not self._other_project(sub))
-        for folder_path, real_folder, _, filenames in folders:
+        for folder_path, real_folder, folder_settings, filenames in folders:
             for name in filenames:
-                if not name.endswith(".py"):
+                if not name.endswith(SUFFIXES):
                     continue
                 try:
                     file = (folder_path / name).resolve() if os.path.islink(folder_path / name) else real_folder / name
                 except (OSError, RuntimeError):  # a symlink loop
                     continue
+                if name.endswith(".ipynb") and _excluded(file, folder_settings, file):
+                    continue  # `extend-exclude = ["*.ipynb"]` keeps notebooks out of projects too
                 if file not in files and not gitignore.ignored(file, False):
                     self._add(files, file)
         for path in named:
@@ -179,11 +190,11 @@ class Project:
                 data = read_source(file, "")  # at most the size limit, never a FIFO
                 if not isinstance(data, bytes):
                     continue
-                imports[file] = scan_imports(data.decode("utf-8", errors="replace"))
+                imports[file] = scan_imports(_code(file, data.decode("utf-8", errors="replace")))
             if stat.st_mtime_ns < settled and stat.st_ctime_ns < settled:
                 table[str(file)] = (key, imports[file])
         for path, text in self.overrides.items():
-            imports[path] = scan_imports(text)
+            imports[path] = scan_imports(_code(path, text))
         if cache is not None and table != stored:
             cache.store_imports(settings, table)  # type: ignore[arg-type]  # set with cache
         elif self.memory is not None:

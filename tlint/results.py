@@ -74,6 +74,9 @@ class FileResult:
     # it used (None: absent): the cache checks them too.
     inputs: dict[Path, str | None] = field(default_factory=dict)
     unreadable: bool = False  # the file itself could not be read (TL001): never cached
+    # A notebook's cell map (tlint/notebook.py `CellMap`): its positions above are in its
+    # joined code cells until `Linter._finish_file` places them in the cells.
+    cells: list[tuple[int, int, int]] | None = None
 
     def fact_kinds(self) -> set[str]:
         return {fact.kind for fact in self.facts}

@@ -20,27 +20,39 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 class SourceLines:
     """The lines of each reported file, read once, for code frames and UTF-16 columns.
-    Standard input is passed in, under its display name."""
+    Standard input is passed in, under its display name. In a notebook, lines are a
+    cell's (`cell`: its number, as `Diagnostic.cell`)."""
 
     def __init__(self, texts: dict[str, str] | None = None) -> None:
-        self._texts = dict(texts or {})
-        self._lines: dict[str, list[str] | None] = {}
+        self._texts: dict[str, str | None] = dict(texts or {})
+        self._lines: dict[tuple[str, int | None], list[str] | None] = {}
 
-    def lines(self, path: str) -> list[str] | None:
-        if path not in self._lines:
-            text = self._texts.get(path)
+    def _text(self, path: str) -> str | None:
+        if path not in self._texts:
+            from tlint.encoding import decode_source
+
+            try:
+                self._texts[path] = decode_source(Path(path).read_bytes())
+            except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
+                self._texts[path] = None
+        return self._texts[path]
+
+    def lines(self, path: str, cell: int | None = None) -> list[str] | None:
+        key = (path, cell)
+        if key not in self._lines:
+            text = self._text(path)
             if text is None:
-                from tlint.encoding import decode_source
+                self._lines[key] = None
+            elif cell is None:
+                self._lines[key] = _NEWLINE.split(text)
+            else:
+                from tlint.notebook import cell_lines
 
-                try:
-                    text = decode_source(Path(path).read_bytes())
-                except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
-                    text = None
-            self._lines[path] = _NEWLINE.split(text) if text is not None else None
-        return self._lines[path]
+                self._lines[key] = cell_lines(text, cell)
+        return self._lines[key]
 
-    def line(self, path: str, lineno: int) -> str | None:
-        lines = self.lines(path)
+    def line(self, path: str, lineno: int, cell: int | None = None) -> str | None:
+        lines = self.lines(path, cell)
         if lines is None or not 1 <= lineno <= len(lines):
             return None
         return lines[lineno - 1]

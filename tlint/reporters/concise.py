@@ -1,5 +1,6 @@
 """`--output-format concise`: one line a finding, `path:line:col: CODE message` (Ruff's
 concise format; what editors' problem matchers and pre-commit read), then one summary line.
+In a notebook: `path:cell N, line L, column C: CODE message`.
 
 No code frame, no colour, no rich: the same bytes on a terminal and in a pipe."""
 
@@ -15,14 +16,13 @@ def line(diag) -> str:
     """`path:line:col: CODE message`, with ` [*]` for a safe fix (as in the text format) and
     ` [suppressed]` for a finding shown by --show-suppressed. A message is one line: a line
     break in it is written as a space. A file name's bytes that are not UTF-8: `\\xNN`."""
-    start = diag.range.start
     message = " ".join(diag.message.split("\n")) if "\n" in diag.message else diag.message
     marks = ""
     if diag.fix is not None and not diag.suppressed and diag.fix.applicability == "safe":
         marks += " [*]"
     if diag.suppressed:
         marks += " [suppressed]"
-    return f"{printable(diag.path)}:{start.line}:{start.column}: {diag.code} {printable(message)}{marks}\n"
+    return f"{printable(diag.path)}:{diag.where()}: {diag.code} {printable(message)}{marks}\n"
 
 
 def render(report: OutputReport, stream: TextIO, *, quiet: bool = False) -> None:

@@ -1,5 +1,8 @@
 """`--format github`: GitHub Actions workflow commands, one annotation per finding.
 
+A notebook's finding is an annotation of the file (no `line`: GitHub would count the
+lines of the notebook's JSON) whose message starts with `cell N, line L, column C:`.
+
 Escaping follows the Actions runner: `%`, CR and LF in the message; those and `:` and `,`
 in property values. A file name's bytes that are not UTF-8 are written `\\xNN`."""
 
@@ -24,11 +27,12 @@ def escape_property(value: str) -> str:
 def render(report: OutputReport, stream: TextIO) -> None:
     for diag in report.diagnostics:
         start, end = diag.range.start, diag.range.end
-        props = {
-            "file": printable(diag.path),
-            "line": start.line, "col": start.column,
-            "endLine": end.line, "endColumn": end.column,
-            "title": f"{diag.code} {diag.name}",
-        }
+        props: dict[str, object] = {"file": printable(diag.path)}
+        message = printable(diag.message)
+        if diag.cell is None:
+            props.update({"line": start.line, "col": start.column, "endLine": end.line, "endColumn": end.column})
+        else:  # a notebook: GitHub's lines would be the JSON's; the cell's position goes in the message
+            message = f"{diag.where()}: {message}"
+        props["title"] = f"{diag.code} {diag.name}"
         joined = ",".join(f"{key}={escape_property(str(value))}" for key, value in props.items())
-        stream.write(f"::{_LEVEL[diag.severity]} {joined}::{escape_data(printable(diag.message))}\n")
+        stream.write(f"::{_LEVEL[diag.severity]} {joined}::{escape_data(message)}\n")

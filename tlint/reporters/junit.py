@@ -51,8 +51,7 @@ def _attributes(**values: object) -> str:
 
 
 def finding_text(diag: Diagnostic) -> str:
-    start = diag.range.start
-    return (f"{printable(diag.path)}:{start.line}:{start.column}: {diag.code} [{diag.severity}] "
+    return (f"{printable(diag.path)}:{diag.where()}: {diag.code} [{diag.severity}] "
             f"{printable(diag.message)} ({diag.name})")
 
 

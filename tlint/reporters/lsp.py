@@ -1,6 +1,8 @@
 """`--format lsp`: JSON Lines of LSP `publishDiagnostics` params, one per linted file
 (files without findings too, so an editor clears stale ones). Positions are 0-based lines
-and UTF-16 code units, computed from each line's text."""
+and UTF-16 code units, computed from each line's text. In a notebook, positions are within
+one cell (a notebook cell is its own text document in an editor), named by `data.cell` (and
+each fix edit's `cell`): 1-based, over all the notebook's cells."""
 
 from __future__ import annotations
 
@@ -31,13 +33,13 @@ def utf16_character(line: str | None, column: int) -> int:
     return len(head.encode("utf-16-le")) // 2 + max(0, index - len(line))
 
 
-def lsp_position(sources: SourceLines, path: str, position: Position) -> dict[str, int]:
-    line = sources.line(path, position.line)
+def lsp_position(sources: SourceLines, path: str, position: Position, cell: int | None = None) -> dict[str, int]:
+    line = sources.line(path, position.line, cell)
     return {"line": position.line - 1, "character": utf16_character(line, position.column)}
 
 
-def lsp_range(sources: SourceLines, path: str, rng: Range) -> dict:
-    return {"start": lsp_position(sources, path, rng.start), "end": lsp_position(sources, path, rng.end)}
+def lsp_range(sources: SourceLines, path: str, rng: Range, cell: int | None = None) -> dict:
+    return {"start": lsp_position(sources, path, rng.start, cell), "end": lsp_position(sources, path, rng.end, cell)}
 
 
 def lsp_diagnostic(diag: Diagnostic, sources: SourceLines) -> dict:
@@ -45,17 +47,21 @@ def lsp_diagnostic(diag: Diagnostic, sources: SourceLines) -> dict:
     if diag.fix is not None:
         fix = {
             "applicability": diag.fix.applicability,
-            "edits": [{"range": lsp_range(sources, diag.path, edit.range), "newText": edit.content}
+            "edits": [{"range": lsp_range(sources, diag.path, edit.range, edit.cell), "newText": edit.content,
+                       **({"cell": edit.cell} if edit.cell is not None else {})}
                       for edit in diag.fix.edits],
         }
+    data: dict = {"fix": fix}
+    if diag.cell is not None:
+        data["cell"] = diag.cell
     return {
-        "range": lsp_range(sources, diag.path, diag.range),
+        "range": lsp_range(sources, diag.path, diag.range, diag.cell),
         "severity": _SEVERITY[diag.severity],
         "code": diag.code,
         "codeDescription": {"href": rule_url(diag.code, diag.name)},
         "source": "tlint",
         "message": printable(diag.message),
-        "data": {"fix": fix},
+        "data": data,
     }
 
 

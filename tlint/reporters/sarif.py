@@ -3,7 +3,9 @@
 One run; `tool.driver.rules` holds a descriptor for each code reported (sorted), and each
 result points at its rule by `ruleId` and `ruleIndex`. Regions are 1-based lines and 1-based
 columns in UTF-16 code units (`columnKind: "utf16CodeUnits"`), computed from each line's
-text. Relative paths are URIs against `%SRCROOT%`, the working directory.
+text. Relative paths are URIs against `%SRCROOT%`, the working directory. In a notebook,
+a region is in the notebook's own coordinates: lines and columns within one cell, named by
+the region's `properties.cell` (1-based, over all the notebook's cells).
 
 `tlint verify` builds its results with `result()` too: a finding's verdict maps to the
 result's `kind` and `level` and travels, with the probe and its figure, in `properties`."""
@@ -49,19 +51,24 @@ def artifact_location(path: str) -> dict[str, str]:
     return {"uri": quote(raw_name(candidate.as_posix())), "uriBaseId": SRCROOT}
 
 
-def region(sources: SourceLines, path: str, rng: Range) -> dict[str, int]:
+def region(sources: SourceLines, path: str, rng: Range, cell: int | None = None) -> dict[str, Any]:
+    """A SARIF region; in a notebook, lines and columns within `cell`, which the region's
+    property bag names (`"properties": {"cell": N}`)."""
     start, end = rng.start, rng.end
-    return {
+    out: dict[str, Any] = {
         "startLine": start.line,
-        "startColumn": utf16_column(sources.line(path, start.line), start.column),
+        "startColumn": utf16_column(sources.line(path, start.line, cell), start.column),
         "endLine": end.line,
-        "endColumn": utf16_column(sources.line(path, end.line), end.column),
+        "endColumn": utf16_column(sources.line(path, end.line, cell), end.column),
     }
+    if cell is not None:
+        out["properties"] = {"cell": cell}
+    return out
 
 
-def location(sources: SourceLines, path: str, rng: Range) -> dict[str, Any]:
+def location(sources: SourceLines, path: str, rng: Range, cell: int | None = None) -> dict[str, Any]:
     return {"physicalLocation": {"artifactLocation": artifact_location(path),
-                                 "region": region(sources, path, rng)}}
+                                 "region": region(sources, path, rng, cell)}}
 
 
 def rule_descriptor(code: str, name: str | None = None, severity: str | None = None) -> dict[str, Any]:
@@ -146,7 +153,7 @@ def error_log(kind: str, message: str) -> dict[str, Any]:
 def fixes(diag: Diagnostic, sources: SourceLines) -> list[dict[str, Any]]:
     if diag.fix is None:
         return []
-    replacements = [{"deletedRegion": region(sources, diag.path, edit.range),
+    replacements = [{"deletedRegion": region(sources, diag.path, edit.range, edit.cell),
                      "insertedContent": {"text": edit.content}} for edit in diag.fix.edits]
     return [{"description": {"text": diag.fix.message or f"{diag.fix.applicability} fix"},
              "artifactChanges": [{"artifactLocation": artifact_location(diag.path),
@@ -168,7 +175,7 @@ def render(report: OutputReport, stream: TextIO) -> None:
         if diag.suppressed:  # only present with --show-suppressed
             more["suppressions"] = [{"kind": "inSource"}]
         log.result(diag.code, printable(diag.message), level=LEVELS[diag.severity],
-                   locations=[location(report.sources, diag.path, diag.range)],
+                   locations=[location(report.sources, diag.path, diag.range, diag.cell)],
                    properties={"name": diag.name, "severity": diag.severity},
                    name=diag.name, severity=diag.severity, **more)
     write(log.document(properties={"files": len(report.files), "parseErrors": report.parse_errors}), stream)

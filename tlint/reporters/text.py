@@ -53,7 +53,7 @@ def _same_span(diagnostics: list[Diagnostic]) -> list[list[Diagnostic]]:
     two findings on one span are printed with one code frame."""
     groups: dict[tuple, list[Diagnostic]] = {}
     for diag in diagnostics:
-        groups.setdefault((diag.path, diag.range), []).append(diag)
+        groups.setdefault((diag.path, diag.cell, diag.range), []).append(diag)
     return list(groups.values())
 
 
@@ -75,9 +75,8 @@ def render_statistics(report: OutputReport, stream: TextIO, *, color: bool | Non
 
 
 def _headline(diag: Diagnostic) -> Text:
-    start = diag.range.start
     text = Text()
-    text.append(f"{printable(diag.path)}:{start.line}:{start.column}:", style="bold")
+    text.append(f"{printable(diag.path)}:{diag.where()}:", style="bold")
     text.append(" ")
     text.append(diag.code, style=_SEVERITY_STYLE[diag.severity])
     text.append(f" [{diag.severity}] ")
@@ -94,15 +93,17 @@ def _frame(group: list[Diagnostic], report: OutputReport) -> Text | None:
     """The flagged lines of one span, underlined: a span on one line gets one caret line; a
     multi-line span gets two, from its start to the end of its first line and from the
     indentation of its last line to its end (the lines between are shown without carets,
-    at most `_FRAME_LINES` - 2 of them, else `...`)."""
+    at most `_FRAME_LINES` - 2 of them, else `...`). In a notebook, the lines and their
+    numbers are the finding's cell's."""
     diag = group[0]
+    cell = diag.cell  # a notebook's finding: the lines of its cell
     start, end = diag.range.start, diag.range.end
     last_line, end_column = end.line, end.column
     if last_line > start.line and end_column <= 1:  # the span ends where a line starts: the line before
-        previous = report.sources.line(diag.path, last_line - 1)
+        previous = report.sources.line(diag.path, last_line - 1, cell)
         if previous is not None:
             last_line, end_column = last_line - 1, len(previous.rstrip()) + 1
-    first_text = report.sources.line(diag.path, start.line)
+    first_text = report.sources.line(diag.path, start.line, cell)
     if first_text is None:
         return None
     style = _SEVERITY_STYLE[max((d.severity for d in group), key=lambda sev: SEVERITY_RANK[sev])]
@@ -113,10 +114,10 @@ def _frame(group: list[Diagnostic], report: OutputReport) -> Text | None:
         rows.append((start.line, first_text, (start.column - 1, len(first_text.rstrip()))))
         middle = range(start.line + 1, last_line)
         if len(middle) <= _FRAME_LINES - 2:
-            rows += [(n, text, None) for n in middle if (text := report.sources.line(diag.path, n)) is not None]
+            rows += [(n, text, None) for n in middle if (text := report.sources.line(diag.path, n, cell)) is not None]
         else:
             rows.append((None, None, None))
-        last_text = report.sources.line(diag.path, last_line)
+        last_text = report.sources.line(diag.path, last_line, cell)
         if last_text is not None:
             indent = len(last_text) - len(last_text.lstrip())
             rows.append((last_line, last_text, (indent, end_column - 1)))
