@@ -383,3 +383,39 @@ def test_an_odd_notebook_name_in_every_format(tmp_path, capsys, monkeypatch):
         proc = run(root, capsys, monkeypatch, ".", *SELECT, "--format", fmt)
         assert proc.returncode == 1, (fmt, proc.stderr)
         assert "cell 6" in proc.stdout or '"cell": 6' in proc.stdout or "%01.ipynb" in proc.stdout, fmt
+
+
+def test_a_notebook_may_be_large_with_outputs_but_its_code_is_bounded(tmp_path, capsys, monkeypatch):
+    """Plots make notebooks large: 3 MiB of outputs are read (the limit is 16 MiB for a
+    notebook), a notebook over the limit is TL001 without a read, and so is 2 MiB of code."""
+    from tlint import reading
+
+    root = make_project(tmp_path / "p", {})
+    doc = nbformat.reads(notebook(TRAINER), as_version=4)
+    doc.cells[5].outputs = [nbformat.v4.new_output("display_data", data={"image/png": "A" * (3 * 2**20)})]
+    (root / "plots.ipynb").write_text(nbformat.writes(doc), encoding="utf-8")
+    _, found = json_findings(root, capsys, monkeypatch, "plots.ipynb", *SELECT)
+    assert found == {"plots.ipynb": TRAINER_FOUND}
+    doc.cells[5].outputs[0].data["image/png"] = "A" * (reading.MAX_NOTEBOOK_BYTES + 1)
+    (root / "plots.ipynb").write_text(nbformat.writes(doc), encoding="utf-8")
+    code = notebook([("code", "x = 1\n" * (reading.MAX_FILE_BYTES // 6 + 1))])
+    (root / "code.ipynb").write_text(code, encoding="utf-8")
+    doc_out = json.loads(run(root, capsys, monkeypatch, ".", "--select", "TL001", "--no-cache",
+                             "--format", "json").stdout)
+    messages = {d["path"]: d["message"] for d in doc_out["diagnostics"]}
+    assert messages["plots.ipynb"].startswith("file too large to lint (16.0 MiB; the limit is 16 MiB)")
+    assert messages["code.ipynb"].startswith("file too large to lint (2.0 MiB; the limit is 2 MiB)")
+
+
+def test_a_cross_file_message_names_the_other_notebooks_cell(tmp_path, capsys, monkeypatch):
+    """TL104 compares the tokenizers of related files; a notebook's is named by cell and line."""
+    root = make_project(tmp_path / "p", {})
+    load = "from transformers import AutoTokenizer\n"
+    write_notebook(root / "train.ipynb", [("markdown", "# Train"), ("code", "import torch"),
+                                          ("code", load + "tok = AutoTokenizer.from_pretrained('bert-base-cased')")])
+    write_notebook(root / "infer.ipynb", [("code", load + "\ntok = AutoTokenizer.from_pretrained('bert-base-uncased')")])
+    doc, found = json_findings(root, capsys, monkeypatch, ".", "--select", "TL104", "--no-cache")
+    assert found == {"infer.ipynb": [("TL104", 1, 3, 7)], "train.ipynb": [("TL104", 3, 2, 7)]}
+    messages = {d["path"]: d["message"] for d in doc["diagnostics"]}
+    assert "differs from the one built at train.ipynb:cell 3, line 2 (" in messages["infer.ipynb"]
+    assert "differs from the one built at infer.ipynb:cell 1, line 3 (" in messages["train.ipynb"]

@@ -151,6 +151,7 @@ class Project:
             seen_folder(base)
         self.graph = ImportGraph(root, imports=self._scan_imports(files), extra_bases=extra)
         self._facts: dict[Path, list[Fact]] = {}
+        self._cells: dict[Path, list[tuple[int, int, int]]] = {}  # the notebooks' cell maps
         # Bit sets over `self.graph.order`: the files whose facts are read, and per fact
         # kind the files that have one, so a related set's kinds are a few integer ANDs.
         self._read = 0
@@ -212,6 +213,8 @@ class Project:
                 settings = self.settings_for(path.parent, self.root)
                 result = self.analyse_facts(path, settings, self.overrides.get(path))
             facts = self._facts[path] = result.facts
+            if result.cells:
+                self._cells[path] = result.cells
             bit = self.graph.bit.get(path)
             if bit is not None:
                 self._read |= 1 << bit
@@ -245,7 +248,10 @@ class Project:
         one mapping (and so the rules' `project_index` of it)."""
         if path not in self.graph.bit:
             facts = self.facts_of(path)
-            return RelatedFacts({path: [f for f in facts if f.kind in kinds] if kinds else facts})
+            alone = RelatedFacts({path: [f for f in facts if f.kind in kinds] if kinds else facts})
+            if path in self._cells:
+                alone.cells[path] = self._cells[path]
+            return alone
         mask = self._related_mask(path, scope)
         if kinds:
             having = 0
@@ -260,6 +266,8 @@ class Project:
             for other in self.graph.paths(mask):
                 facts = self.facts_of(other)
                 related[other] = [f for f in facts if f.kind in wanted] if kinds else facts
+                if other in self._cells:
+                    related.cells[other] = self._cells[other]
             if len(self._shared) >= 64:  # unfiltered sets can be large: keep the recent ones
                 del self._shared[next(iter(self._shared))]
             self._shared[key] = related

@@ -33,6 +33,10 @@ _MAX_SAFE_NESTING = 150
 # largest hand-written file we know of; files over `GUARD_BYTES` are also analysed under
 # the per-file time limit (see `needs_guard`).
 MAX_FILE_BYTES = 2 * 2**20
+# A notebook's file is mostly its cells' outputs (plots as base64 PNG, logs): its JSON may be
+# this large (`json.loads` of 16 MiB takes about 0.2 s); its code, once its cells are joined,
+# is held to `MAX_FILE_BYTES` like a module's (`parse_source`).
+MAX_NOTEBOOK_BYTES = 16 * 2**20
 # LibCST's native parser overflows its stack somewhere past 3,000 to 8,000 nested nodes
 # (measured with LibCST 1.9: 4,000 chained subscripts crash it, 3,000 do not; 8,000
 # additions or attribute accesses crash it, 4,000 do not).
@@ -72,9 +76,9 @@ def parse_error(display: str, message: str, line: int = 1, column: int = 1) -> D
                       Range(Position(line, column), Position(line, column)))
 
 
-def _too_large(display: str, size: int) -> Diagnostic:
+def _too_large(display: str, size: int, limit: int = MAX_FILE_BYTES) -> Diagnostic:
     return parse_error(display, f"file too large to lint ({size / 2**20:.1f} MiB; the limit is "
-                        f"{MAX_FILE_BYTES // 2**20} MiB): exclude it in the configuration")
+                        f"{limit // 2**20} MiB): exclude it in the configuration")
 
 
 def _libcst_depth_risk(tree, start: int = 0) -> bool:
@@ -261,7 +265,9 @@ def read_source(path: Path, display: str) -> bytes | Diagnostic:
     bytes), or TL001 when it cannot be read, is not a regular file (a FIFO, a device, a
     link to one) or is too large. The type and size are checked on the opened file before
     anything is read, and at most `MAX_FILE_BYTES` + 1 bytes are ever read: a file that
-    grows, or is replaced by a FIFO, between discovery and this read is TL001 too."""
+    grows, or is replaced by a FIFO, between discovery and this read is TL001 too. A
+    notebook (`.ipynb`) may be up to `MAX_NOTEBOOK_BYTES`."""
+    limit = MAX_NOTEBOOK_BYTES if path.name[-6:].lower() == ".ipynb" else MAX_FILE_BYTES
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
@@ -277,10 +283,10 @@ def read_source(path: Path, display: str) -> bytes | Diagnostic:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return _not_regular(display, info.st_mode)
-        if info.st_size > MAX_FILE_BYTES:
-            return _too_large(display, info.st_size)
+        if info.st_size > limit:
+            return _too_large(display, info.st_size, limit)
         chunks = []
-        left = MAX_FILE_BYTES + 1
+        left = limit + 1
         while left > 0:
             chunk = os.read(fd, min(left, max(info.st_size + 1, 65536)))
             if not chunk:
@@ -292,8 +298,8 @@ def read_source(path: Path, display: str) -> bytes | Diagnostic:
     finally:
         os.close(fd)
     data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    if len(data) > MAX_FILE_BYTES:  # it grew after the size check
-        return _too_large(display, len(data))
+    if len(data) > limit:  # it grew after the size check
+        return _too_large(display, len(data), limit)
     return data
 
 

@@ -139,6 +139,25 @@ class RelatedFacts(dict[Path, list[Fact]]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._indexes: dict[int, tuple[Rule, Any]] = {}
+        # the notebooks among them: their cell maps (tlint/notebook.py), for `place`
+        self.cells: dict[Path, list[tuple[int, int, int]]] = {}
+
+    def place(self, other: Path, rng: Range | None, start: Path) -> str:
+        """Where a fact of `other` is, as a message about `start` names it: the path relative
+        to `start`'s folder and the line (`data.py:12`), or the cell and line in a notebook
+        (`train.ipynb:cell 4, line 2`)."""
+        import os
+
+        where = os.path.relpath(other, start.parent).replace(os.sep, "/")
+        if rng is None:
+            return f"{where}:1"
+        cells = self.cells.get(other)
+        if cells:
+            from tlint.notebook import cell_position
+
+            cell, position = cell_position(cells, rng.start)
+            return f"{where}:cell {cell}, line {position.line}"
+        return f"{where}:{rng.start.line}"
 
     def index_for(self, rule: Rule) -> Any:
         entry = self._indexes.get(id(rule))

@@ -3,8 +3,6 @@ or with different settings (cross-file, on the `tokenizer` facts)."""
 
 from __future__ import annotations
 
-import os
-
 from tlint.rules.base import Rule
 from tlint.views.facts import TOKENIZER_OPTIONS
 
@@ -45,8 +43,7 @@ class TokenizerMismatch(Rule):
                     continue
                 reason = self._difference(fact, other, same_file=other_path == path)
                 if reason:
-                    where = os.path.relpath(other_path, path.parent).replace(os.sep, "/")
-                    differences.append(f"{where}:{other.range.start.line if other.range else 1} ({reason})")
+                    differences.append(f"{related.place(other_path, other.range, path)} ({reason})")
             if differences:
                 yield fact.range, ("this tokenizer differs from the one built at " + ", ".join(differences)
                                    + ": text is encoded differently in training and evaluation/inference "

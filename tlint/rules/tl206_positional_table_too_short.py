@@ -4,8 +4,6 @@ literal sequence length the project's data is built with (cross-file, on the
 
 from __future__ import annotations
 
-import os
-
 from tlint.rules.base import Rule
 
 
@@ -49,12 +47,11 @@ class PositionalTableTooShort(Rule):
                 continue
             reported.add(fact.range)
             other, data = max(longer, key=lambda item: (item[1].data.length, str(item[0])))
-            where = os.path.relpath(other, path.parent).replace(os.sep, "/")
-            line = data.range.start.line if data.range else 1
+            where = related.place(other, data.range, path)
             length = data.data.length
             yield fact.range, (
                 f"positional table of {size} positions ({fact.data.what}) is shorter than the sequence length "
-                f"{length} the data is built with ({data.data.what} at {where}:{line}): "
+                f"{length} the data is built with ({data.data.what} at {where}): "
                 f"positions {size}..{length - 1} "
                 "index past the table (an IndexError or a CUDA device-side assert), or the model never learned them; "
                 "size the table and the data from one config value")
