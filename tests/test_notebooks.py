@@ -419,3 +419,19 @@ def test_a_cross_file_message_names_the_other_notebooks_cell(tmp_path, capsys, m
     messages = {d["path"]: d["message"] for d in doc["diagnostics"]}
     assert "differs from the one built at train.ipynb:cell 3, line 2 (" in messages["infer.ipynb"]
     assert "differs from the one built at infer.ipynb:cell 1, line 3 (" in messages["train.ipynb"]
+
+
+def test_a_notebook_analysed_under_the_parse_guard_keeps_its_cell_map(tmp_path):
+    """A file LibCST might crash on is analysed in a child process (tlint/guard.py); a
+    notebook's result comes back with its cell map, so its findings still land in cells."""
+    from tlint.config import ConfigResolver
+    from tlint.engine import Linter, _analyse_guarded
+
+    root = make_project(tmp_path / "p", {})
+    path = write_notebook(root / "n.ipynb", TRAINER)
+    settings = Linter(ConfigResolver(), jobs=1, select=["TL111"]).settings_for(root)
+    result = _analyse_guarded(path, "n.ipynb", settings, None, path.read_bytes(), False, True, 60.0)
+    assert result.cells == nb.load(path.read_text(encoding="utf-8")).cell_map
+    assert [(p.diagnostic.code, p.diagnostic.range.start.line) for p in result.pending] == [("TL111", 11)]
+    placed = nb.to_cells([p.diagnostic for p in result.pending], result.cells)
+    assert [(d.cell, d.range.start.line, d.range.start.column) for d in placed] == [(4, 2, 12)]
