@@ -435,3 +435,15 @@ def test_a_notebook_analysed_under_the_parse_guard_keeps_its_cell_map(tmp_path):
     assert [(p.diagnostic.code, p.diagnostic.range.start.line) for p in result.pending] == [("TL111", 11)]
     placed = nb.to_cells([p.diagnostic for p in result.pending], result.cells)
     assert [(d.cell, d.range.start.line, d.range.start.column) for d in placed] == [(4, 2, 12)]
+
+
+def test_fix_removes_unused_suppressions_in_cells(tmp_path, capsys, monkeypatch):
+    root = make_project(tmp_path / "p", {})
+    path = write_notebook(root / "n.ipynb", [("code", "import torch\n# tlint: ignore[TL105]\nx = 1"),
+                                             ("markdown", "text"), ("code", "y = 2  # tlint: ignore[TL101]")])
+    before = path.read_text(encoding="utf-8")
+    proc = run(root, capsys, monkeypatch, "n.ipynb", "--select", "TL002,TL101,TL105", "--no-cache", "--fix")
+    assert proc.returncode == 0 and "fixed 2 findings" in proc.stderr
+    after = path.read_text(encoding="utf-8")
+    assert [c.source for c in nbformat.reads(after, as_version=4).cells] == ["import torch\nx = 1", "text", "y = 2"]
+    assert _outside_sources(before) == _outside_sources(after)

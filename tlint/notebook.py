@@ -302,15 +302,20 @@ def to_cells(diagnostics: list[Diagnostic], cell_map: CellMap) -> list[Diagnosti
 # --- reading cells for reporters ------------------------------------------------------------
 
 
-def cell_lines(text: str, number: int) -> list[str] | None:
-    """The lines of cell `number` of the notebook whose JSON is `text` (None if none)."""
+def cell_texts(text: str) -> list[str | None]:
+    """Each cell's source (None where unreadable) of the notebook whose JSON is `text`;
+    [] when it is not a notebook."""
     try:
         cells = _cells(parse_json(text))
-        if not 1 <= number <= len(cells):
-            return None
-        return _NEWLINE.split(_cell_text(cells[number - 1], number))
     except NotebookError:
-        return None
+        return []
+    out: list[str | None] = []
+    for number, cell in enumerate(cells, start=1):
+        try:
+            out.append(_cell_text(cell, number))
+        except NotebookError:
+            out.append(None)
+    return out
 
 
 # --- --fix: edits to cells, cells back into the JSON ----------------------------------------

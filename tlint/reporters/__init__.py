@@ -26,6 +26,7 @@ class SourceLines:
     def __init__(self, texts: dict[str, str] | None = None) -> None:
         self._texts: dict[str, str | None] = dict(texts or {})
         self._lines: dict[tuple[str, int | None], list[str] | None] = {}
+        self._cells: dict[str, list[str | None]] = {}  # a notebook's cells, parsed once
 
     def _text(self, path: str) -> str | None:
         if path not in self._texts:
@@ -46,9 +47,13 @@ class SourceLines:
             elif cell is None:
                 self._lines[key] = _NEWLINE.split(text)
             else:
-                from tlint.notebook import cell_lines
+                if path not in self._cells:
+                    from tlint.notebook import cell_texts
 
-                self._lines[key] = cell_lines(text, cell)
+                    self._cells[path] = cell_texts(text)
+                cells = self._cells[path]
+                source = cells[cell - 1] if 1 <= cell <= len(cells) else None
+                self._lines[key] = _NEWLINE.split(source) if source is not None else None
         return self._lines[key]
 
     def line(self, path: str, lineno: int, cell: int | None = None) -> str | None:
