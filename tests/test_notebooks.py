@@ -447,3 +447,13 @@ def test_fix_removes_unused_suppressions_in_cells(tmp_path, capsys, monkeypatch)
     after = path.read_text(encoding="utf-8")
     assert [c.source for c in nbformat.reads(after, as_version=4).cells] == ["import torch\nx = 1", "text", "y = 2"]
     assert _outside_sources(before) == _outside_sources(after)
+
+
+@pytest.mark.parametrize("text", ['{"cells": [], "x": ' + "9" * 5000 + "}", "[" * 100000 + "]" * 100000, "\ufeff{"])
+def test_hostile_notebook_json_is_tl001_not_a_crash(tmp_path, capsys, monkeypatch, text):
+    root = make_project(tmp_path / "p", {})
+    (root / "bad.ipynb").write_text(text, encoding="utf-8")
+    proc = run(root, capsys, monkeypatch, "bad.ipynb", "--no-cache", "--format", "json")
+    doc = json.loads(proc.stdout)
+    assert [d["code"] for d in doc["diagnostics"]] == ["TL001"] and proc.returncode == 1
+    assert doc["diagnostics"][0]["message"].startswith(("invalid notebook JSON", "not a Jupyter notebook"))

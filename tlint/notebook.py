@@ -114,7 +114,7 @@ def _python(document: dict) -> bool:
                   else None,
                   (metadata.get("kernelspec") or {}).get("language") if isinstance(metadata.get("kernelspec"), dict)
                   else None):
-        if isinstance(value, str) and value.strip() and value.strip().lower() != "python":
+        if isinstance(value, str) and value.strip() and not value.strip().lower().startswith("python"):
             return False
     return True
 
@@ -127,6 +127,8 @@ def parse_json(text: str):
         raise NotebookError(f"invalid notebook JSON: {exc.msg}", exc.lineno, exc.colno) from None
     except RecursionError:
         raise NotebookError("invalid notebook JSON: nested too deeply") from None
+    except ValueError as exc:  # a number Python refuses to convert (more than 4300 digits)
+        raise NotebookError(f"invalid notebook JSON: {exc}") from None
 
 
 def load(text: str) -> Notebook:
