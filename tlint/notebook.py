@@ -73,10 +73,6 @@ class Notebook:
     source: str  # the joined, masked source the engine parses
     cell_map: CellMap
 
-    def raw_source(self) -> str:
-        """The joined source with the cells as written (same positions as `source`)."""
-        return "".join(_normalized(cell.text) + "\n" for cell in self.cells)
-
 
 def _normalized(text: str) -> str:
     return text if not text or text.endswith(("\n", "\r")) else text + "\n"
@@ -491,12 +487,3 @@ def replace_sources(text: str, new_texts: dict[int, str]) -> str:
         cursor = span[1]
     out.append(text[cursor:])
     return "".join(out)
-
-
-def cell_sources(text: str) -> dict[int, str]:
-    """Cell number -> source text of each code cell with text (for `--add-suppressions`)."""
-    return {cell.number: cell.text for cell in load(text).cells}
-
-
-def cell_masked(text: str) -> dict[int, str]:
-    return {cell.number: cell.masked for cell in load(text).cells}
