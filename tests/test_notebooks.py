@@ -5,7 +5,6 @@ only the fixed cells' sources, TL001 for broken JSON, notebooks in the project g
 from __future__ import annotations
 
 import json
-import os
 import xml.etree.ElementTree as ET
 
 import jsonschema
@@ -258,7 +257,6 @@ def test_fix_round_trip_of_a_jupyter_written_notebook(tmp_path, capsys, monkeypa
     assert nbformat.writes(new) + "\n" == after  # as Jupyter itself would write it
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores permissions")
 def test_fix_skips_a_read_only_notebook(tmp_path, capsys, monkeypatch):
     root = make_project(tmp_path / "p", {})
     path = write_notebook(root / "n.ipynb", TRAINER)
