@@ -62,6 +62,8 @@ RULE_MODULES: tuple[str, ...] = (
     "tl314_loss_on_probabilities",
     "tl315_weight_decay_on_norm_and_bias",
     "tl316_grad_norm_not_monitored",
+    "tl317_accumulation_window_broken",
+    "tl318_schedule_sized_in_epochs",
 )
 
 
