@@ -16,7 +16,7 @@ from tests.torchutil import import_torch
 torch = import_torch()
 
 from tlint.verify.data import CHECKS, DataOptions
-from tlint.verify.scan_data import Drawn, _checks, _normalise, _tokenizer_agreement
+from tlint.verify.scan_data import Drawn, _checks, _loader_order, _normalise, _sample_order, _tokenizer_agreement
 
 DEMO = REPO / "fixtures" / "demo"
 CLEAN = REPO / "fixtures" / "data"
@@ -43,7 +43,7 @@ def test_clean_loaders_pass_and_text_shows_the_histogram():
     proc = run_tlint("scan-data", cwd=CLEAN)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sequence lengths (train loader" in proc.stdout and "#" in proc.stdout
-    assert "15 checks, 0 failed" in proc.stdout
+    assert "16 checks, 0 failed" in proc.stdout
     assert not list(CLEAN.rglob("__pycache__"))
 
 
@@ -117,6 +117,10 @@ def test_demo_loaders_fail_their_checks_with_figures():
     assert checks["label-pad-ignored"]["status"] == "pass"
     assert checks["mask-pad-agreement"]["status"] == "pass"
     assert checks["length-histogram"]["status"] == "pass"
+    assert checks["loader-order"]["status"] == "fail" and checks["loader-order"]["figure"] == 8
+    assert checks["loader-order"]["rule"] == "TL114" and "loader-order" not in _by(document, "eval")
+    verdicts = {(f["code"], f["verdict"]) for f in document["findings"]}
+    assert ("TL114", "confirmed") in verdicts
     assert not list(DEMO.rglob("__pycache__"))
 
 
@@ -238,3 +242,50 @@ def test_only_the_projects_own_files_are_linted(tmp_path):
     assert _users_file(str(root / "src/pkg/feed.py"), [root, root / "src"])
     assert not _users_file(str(root / ".venv/lib/python3.11/site-packages/lib.py"), [root])
     assert not _users_file(str(tmp_path / "elsewhere.py"), [root])
+
+
+# --- loader-order: batch order vs dataset order ------------------------------------------
+
+class _Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        yield from range(32)
+
+
+def _order(loader, batches=50):
+    return _loader_order(_sample_order(loader, DataOptions(dataloader="m:f", root=".", batches=batches)), "train")
+
+
+def test_loader_order_fails_in_dataset_order_and_passes_shuffled():
+    from torch.utils.data import DataLoader, RandomSampler
+
+    data = list(range(40))
+    entry = _order(DataLoader(data, batch_size=4))
+    assert entry["status"] == "fail" and entry["figure"] == 40 and entry["rule"] == "TL114"
+    assert "0, 1, 2" in entry["detail"] and "SequentialSampler" in entry["detail"]
+    assert _order(DataLoader(data, batch_size=4), batches=3)["figure"] == 12  # only the drawn batches
+    shuffled = DataLoader(data, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
+    assert _order(shuffled)["status"] == "pass"
+    sampled = DataLoader(data, batch_size=4, sampler=RandomSampler(data, generator=torch.Generator().manual_seed(1)))
+    assert _order(sampled)["status"] == "pass"
+    assert _order(DataLoader(data, batch_size=None, shuffle=True,
+                             generator=torch.Generator().manual_seed(2)))["status"] == "pass"
+
+
+def test_loader_order_skips_when_it_cannot_see_the_order():
+    from torch.utils.data import DataLoader
+
+    streamed = _order(DataLoader(_Stream(), batch_size=4))
+    assert streamed["status"] == "skip" and "IterableDataset" in streamed["detail"]
+    few = _order(DataLoader(list(range(6)), batch_size=2))
+    assert few["status"] == "skip" and "too few" in few["detail"]
+    generator = _order(iter([[1, 2], [3, 4]]))
+    assert generator["status"] == "skip" and "not a torch DataLoader" in generator["detail"]
+    assert _loader_order(None, "train")["status"] == "skip"
+
+
+def test_loader_order_is_a_train_loader_check_only():
+    ids = torch.tensor([[5, 6, 0, 0], [7, 8, 9, 0]])
+    opts = DataOptions(dataloader="m:f", root=".", pad_token_id=0)
+    drawn = Drawn("m:f", [_normalise({"input_ids": ids}, opts, "m:f", 0)], None)
+    assert "loader-order" in {c["check"] for c in _checks(drawn, "train", opts)}
+    assert "loader-order" not in {c["check"] for c in _checks(drawn, "eval", opts)}

@@ -30,6 +30,8 @@ RULE_MODULES: tuple[str, ...] = (
     "tl110_nan_unchecked_input",
     "tl111_pad_to_max_length",
     "tl112_nonfinite_padding_value",
+    "tl113_mask_padded_with_pad_id",
+    "tl114_training_loader_not_shuffled",
     "tl201_inconsistent_norm_placement",
     "tl202_missing_final_norm",
     "tl203_missing_residual",

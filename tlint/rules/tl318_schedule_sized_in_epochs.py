@@ -19,6 +19,7 @@ import libcst as cst
 
 from tlint.cst import get_arg, last_name, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
+from tlint.views.bindings import PARAM
 from tlint.views.training import OPTIMIZER_STEP, SCHEDULER_STEP, SchedulerSite, TrainingView
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class ScheduleSizedInEpochs(Rule):
             steps = loop.of(OPTIMIZER_STEP)
             for event in loop.of(SCHEDULER_STEP):
                 call = event.node
-                if type(call) is not cst.Call or call.args or not _bound_to(bindings, view.receiver(call), sized):
+                if type(call) is not cst.Call or call.args or not _bound_to(ctx, view.receiver(call), sized):
                     continue
                 if not steps or not any(_paced_like(event, step) for step in steps):
                     continue
@@ -109,6 +110,9 @@ def _counts_epochs(bindings: BindingsView, expr: cst.BaseExpression, depth: int 
     if depth > 4:
         return False
     found: bool | None = None
+    dotted = {id(part) for node in walk(expr) if type(node) is cst.Attribute for part in (node.value, node.attr)}
+    dotted |= {id(n) for node in walk(expr) if type(node) is cst.Subscript for n in walk(node.value)
+               if any(type(e.slice) is cst.Index and type(e.slice.value) is cst.SimpleString for e in node.slice)}
     for node in walk(expr):
         if type(node) is cst.Call:
             name = last_name(node.func)
@@ -130,13 +134,8 @@ def _counts_epochs(bindings: BindingsView, expr: cst.BaseExpression, depth: int 
             continue
         if type(node) is not cst.Name:
             continue
-        parent_attribute = False  # (a Name under an Attribute is its receiver: `args` of `args.epochs`)
-        for other in walk(expr):
-            if type(other) is cst.Attribute and other.value is node:
-                parent_attribute = True
-                break
-        if parent_attribute:
-            continue
+        if id(node) in dotted:
+            continue  # the receiver or the attribute of `args.epochs`: judged on the Attribute
         parts = set(snake_parts(node.value))
         if parts & _STEP_WORDS:
             return False
@@ -155,15 +154,31 @@ def _counts_epochs(bindings: BindingsView, expr: cst.BaseExpression, depth: int 
     return found
 
 
-def _bound_to(bindings: BindingsView, receiver: cst.BaseExpression | None, sites: dict[cst.Call, SchedulerSite]) -> bool:
-    """`receiver` holds one of `sites` (every binding that reaches it is one)."""
+def _bound_to(ctx: FileContext, receiver: cst.BaseExpression | None, sites: dict[cst.Call, SchedulerSite],
+              depth: int = 0) -> bool:
+    """`receiver` holds one of `sites` on every path: its bindings (a parameter's through
+    the arguments of every call site of its function) are all such constructions."""
+    bindings = ctx.bindings
     if type(receiver) is cst.Name:
         bound = bindings.reaching(receiver)
     elif type(receiver) is cst.Attribute:
         bound = bindings.attribute(receiver)
     else:
         return False
-    return bool(bound) and all(b.value in sites for b in bound)
+    if not bound or depth > 3:
+        return False
+    for binding in bound:
+        if binding.value in sites:
+            continue
+        param = binding.node
+        if binding.kind != PARAM or type(param) is not cst.Param or type(binding.scope) is not cst.FunctionDef:
+            return False
+        callers = ctx.calls.callers(binding.scope)
+        if not callers or any(site.arguments is None or param.name.value not in site.arguments
+                              or not _bound_to(ctx, site.arguments[param.name.value], sites, depth + 1)
+                              for site in callers):
+            return False
+    return True
 
 
 def _iterates_epochs(loop: TrainingLoop) -> bool:

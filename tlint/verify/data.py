@@ -31,6 +31,7 @@ CHECKS: dict[str, str] = {
     "label-alignment": "labels equal to the inputs, or shifted by one (causal LM)?",
     "label-pad-ignored": "pad positions in labels set to -100?",
     "eos-masked": "EOS tokens labelled -100?",
+    "loader-order": "train loader: samples drawn in dataset order (not shuffled)?",
     "tokenizer-agreement": "train and eval loaders: same vocabulary, pad id, padding side?",
     "length-histogram": "sequence lengths (information)",
 }

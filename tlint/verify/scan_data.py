@@ -98,6 +98,7 @@ class Drawn:
     spec: str
     batches: list[Batch]
     tokenizer: Any
+    order: dict[str, Any] | None = None  # the sampling order of a DataLoader (`_sample_order`)
 
 
 def _draw(spec: str, setting: str, options: DataOptions, roots: list[Path]) -> Drawn:
@@ -124,7 +125,38 @@ def _draw(spec: str, setting: str, options: DataOptions, roots: list[Path]) -> D
         raise UserCodeError("loader", f"iterating `{spec}` raised at batch {index}: {_describe(exc, roots)}") from None
     if not batches:
         raise UserCodeError("loader", f"`{spec}` yielded no batch: nothing to scan")
-    return Drawn(spec, batches, _find_tokenizer(loader))
+    return Drawn(spec, batches, _find_tokenizer(loader), _sample_order(loader, options))
+
+
+ORDER_MIN_SAMPLES = 8  # fewer drawn indices cannot tell a shuffle from dataset order
+
+
+def _sample_order(loader: Any, options: DataOptions) -> dict[str, Any]:
+    """Which dataset indices a torch DataLoader draws for its first batches: its batch
+    sampler's (or, with `batch_size=None`, its sampler's) first `options.batches` batches,
+    flattened. A `skip` reason instead when the order cannot be seen: not a DataLoader, an
+    IterableDataset (the stream decides), a sampler that raises, or too few samples."""
+    from torch.utils.data import DataLoader, IterableDataset
+
+    if not isinstance(loader, DataLoader):
+        return {"skip": f"the loader is a {type(loader).__name__}, not a torch DataLoader: its sampling order "
+                        "is not visible"}
+    if isinstance(loader.dataset, IterableDataset):
+        return {"skip": "the dataset is an IterableDataset: its order is the stream's, not a sampler's"}
+    sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
+    indices: list[int] = []
+    try:
+        for drawn in itertools.islice(iter(sampler), options.batches):
+            if isinstance(drawn, (list, tuple)):
+                indices.extend(int(i) for i in drawn)
+            else:
+                indices.append(int(drawn))
+    except BaseException as exc:  # noqa: BLE001 - user code: anything can happen
+        return {"skip": f"iterating the loader's sampler raised {type(exc).__name__}"}
+    if len(indices) < ORDER_MIN_SAMPLES:
+        return {"skip": f"only {len(indices)} samples drawn: too few to tell a shuffle from dataset order"}
+    return {"indices": indices, "sampler": type(sampler).__name__ if loader.batch_sampler is None
+            else type(getattr(loader.batch_sampler, "sampler", loader.batch_sampler)).__name__}
 
 
 def _iterable(obj: Any) -> bool:
@@ -301,6 +333,8 @@ def _checks(drawn: Drawn, loader: str, options: DataOptions) -> list[dict[str, A
     alignment = _label_alignment(batches, loader, options, facts)
     out += [alignment, _label_pad(batches, loader, facts), _eos_masked(batches, loader, facts),
             _lengths(batches, loader, facts)]
+    if loader == "train":  # evaluation reads in order on purpose
+        out.append(_loader_order(drawn.order, loader))
     return out
 
 
@@ -606,6 +640,28 @@ def _observed(drawn: Drawn) -> dict[str, Any]:
     if sides:
         info["padding side"] = sides.most_common(1)[0][0]
     return info
+
+
+def _loader_order(order: dict[str, Any] | None, loader: str) -> dict[str, Any]:
+    """Batch order vs dataset order: the train loader draws indices 0, 1, 2, ... in turn."""
+    unit = "samples drawn in dataset order"
+    if order is None or "skip" in order:
+        return _entry("loader-order", loader, "skip", None, unit,
+                      order["skip"] if order else "the loader's sampling order was not recorded")
+    indices: list[int] = order["indices"]
+    in_order = indices == list(range(len(indices)))
+    runs = sum(1 for a, b in zip(indices, indices[1:]) if b == a + 1)
+    shown = ", ".join(str(i) for i in indices[:8]) + (", ..." if len(indices) > 8 else "")
+    if in_order:
+        return _entry("loader-order", loader, "fail", len(indices), unit,
+                      f"the {len(indices)} samples of the first batches are dataset items {shown} in turn "
+                      f"({order['sampler']}): every epoch sees the same batches in the same order; pass "
+                      "shuffle=True (or a random sampler), unless the dataset was shuffled beforehand",
+                      extra={"indices": indices[:64], "sampler": order["sampler"]})
+    return _entry("loader-order", loader, "pass", 0, unit,
+                  f"the first batches draw dataset items {shown} ({order['sampler']}; {runs} of "
+                  f"{len(indices) - 1} consecutive pairs in order): not the dataset's order",
+                  extra={"indices": indices[:64], "sampler": order["sampler"]})
 
 
 def _tokenizer_agreement(train: Drawn, evaluation: Drawn | None) -> dict[str, Any]:

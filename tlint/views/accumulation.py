@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.cst import last_name, walk
+from tlint.cst import dotted_name, last_name, walk
 from tlint.views.training_common import BACKWARD, OPTIMIZER_STEP, Condition, Event, TrainingLoop
 
 if TYPE_CHECKING:
@@ -55,11 +55,14 @@ def framework_accumulates(view: TrainingView, loop: TrainingLoop) -> bool:
                for event in loop.events for item in event.contexts)
 
 
-def since_last_step(loop: TrainingLoop, step: Event) -> list[Event]:
-    """The events between the previous optimiser step of the iteration and `step`."""
+def since_last_step(view: TrainingView, loop: TrainingLoop, step: Event) -> list[Event]:
+    """The events between the previous step of the same optimiser in the iteration and
+    `step` (two optimisers stepped side by side share their backwards)."""
     events = list(loop.events)
     end = next(i for i, e in enumerate(events) if e is step)
-    start = max((i for i, e in enumerate(events[:end]) if e.kind == OPTIMIZER_STEP), default=-1)
+    mine = dotted_name(view.optimizer_of(step)) if view.optimizer_of(step) is not None else None
+    start = max((i for i, e in enumerate(events[:end]) if e.kind == OPTIMIZER_STEP and (
+        mine is None or view.optimizer_of(e) is None or dotted_name(view.optimizer_of(e)) == mine)), default=-1)
     return events[start + 1:end]
 
 
@@ -76,7 +79,7 @@ def windows(view: TrainingView, bindings: BindingsView, loop: TrainingLoop) -> l
 
 
 def _window(view: TrainingView, bindings: BindingsView, loop: TrainingLoop, step: Event) -> Window | None:
-    feeding = [e for e in since_last_step(loop, step) if e.kind == BACKWARD]
+    feeding = [e for e in since_last_step(view, loop, step) if e.kind == BACKWARD]
     for condition in step.conditions:
         if condition.negated:
             continue
