@@ -28,6 +28,8 @@ def check(tmp_path, files):
         ("mask_token_ids", "tokenizer.pad_token_id", False),  # ids of mask tokens
         ("input_ids", "tokenizer.pad_token_id", False),
         ("attention_mask", "fill", False),  # not named a pad id
+        ("label_mask", "tokenizer.pad_token_id", False),  # a label mask, not an attention mask
+        ("attention_mask", "self.pad_token_label_id", False),  # the pad of labels (the ignore index)
     ],
 )
 def test_pad_sequence_targets_and_values(tmp_path, target, value, flagged):

@@ -152,3 +152,26 @@ def test_fix_passes_shuffle_true(tmp_path):
             train_loader = DataLoader(train_set, batch_size=8, shuffle=True)
             return train_loader
     """, unsafe=True)
+
+
+def test_random_access_and_stream_named_datasets(tmp_path):
+    check(tmp_path, {"train.py": """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class RandomWindows(Dataset):
+            def __init__(self, data, seq_len):
+                self.data, self.seq_len = data, seq_len
+
+            def __getitem__(self, index):
+                start = torch.randint(0, self.data.size(0) - self.seq_len, (1,))
+                return self.data[start: start + self.seq_len]
+
+            def __len__(self):
+                return self.data.size(0) // self.seq_len
+
+        def build(data, train_iterator):
+            train_loader = DataLoader(RandomWindows(data, 64), batch_size=4)
+            train_dataloader = DataLoader(train_iterator, batch_size=4)
+            return train_loader, train_dataloader
+    """})

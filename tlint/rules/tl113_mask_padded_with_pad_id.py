@@ -29,7 +29,10 @@ if TYPE_CHECKING:
 _MASK_PARTS = frozenset({"mask", "masks"})
 # a padding mask (True = pad), or the id of a mask token: not an attention mask
 _NOT_ATTENTION = frozenset({"pad", "padding", "padded", "id", "ids", "idx", "index", "token", "tokens", "causal",
-                            "triu", "tril", "future", "subsequent", "look", "ahead"})
+                            "triu", "tril", "future", "subsequent", "look", "ahead",
+                            "label", "labels", "loss", "slot", "target", "targets"})  # (a label mask: not attention)
+# the pad of labels (`pad_token_label_id`, usually the ignore index): not a token pad id
+_LABEL_PARTS = frozenset({"label", "labels", "target", "targets", "loss"})
 _NUMPY_FULL = frozenset({"numpy.full", "numpy.full_like"})
 _LIST_METHODS = frozenset({"extend", "append"})
 
@@ -146,11 +149,17 @@ class MaskPaddedWithPadId(Rule):
             if current is None:
                 return False
             if pad_id_like(current):
-                return True
+                return not set(snake_parts(_last(current))) & _LABEL_PARTS
             if type(current) is not cst.Name:
                 return False
             current = bindings.expression(current)
         return False
+
+
+def _last(expr: cst.BaseExpression) -> str:
+    if type(expr) is cst.Attribute:
+        return expr.attr.value
+    return expr.value if type(expr) is cst.Name else ""
 
 
 def _repeated_element(expr: cst.BaseExpression) -> cst.BaseExpression | None:

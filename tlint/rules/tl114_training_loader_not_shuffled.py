@@ -44,6 +44,17 @@ _SHUFFLES = frozenset({"random.shuffle", "numpy.random.shuffle", "numpy.random.p
                        "sklearn.utils.shuffle", "random.sample"})
 _SHUFFLE_METHODS = frozenset({"shuffle", "permutation", "random_split", "train_test_split"})
 _ITERABLE_BASES = ("IterableDataset", "IterDataPipe", "WebDataset")
+# a dataset named as a stream of items (`train_iterator`, `train_iter`, `datapipe`)
+_ITERABLE_PARTS = frozenset({"iterator", "iter", "iterable", "pipe", "datapipe", "generator", "gen"})
+
+
+def _ignores_index(method: cst.FunctionDef) -> bool:
+    """`__getitem__(self, index)` whose body never reads `index`."""
+    params = method.params.params
+    if len(params) < 2:
+        return False
+    name = params[1].name.value
+    return not any(type(n) is cst.Name and n.value == name for n in walk(method.body))
 
 
 def _parts(name: str | None) -> set[str]:
@@ -176,7 +187,8 @@ class TrainingLoaderNotShuffled(Rule):
             if current is None:
                 return False
             for node in walk(current):
-                if type(node) in (cst.Name, cst.Attribute) and _parts(last_name(node)) & _ORDERED_PARTS:
+                if type(node) in (cst.Name, cst.Attribute) \
+                        and _parts(last_name(node)) & (_ORDERED_PARTS | _ITERABLE_PARTS):
                     return True
             if type(current) is cst.Call:
                 return self._iterable_call(ctx, current)
@@ -208,9 +220,11 @@ class TrainingLoaderNotShuffled(Rule):
             bases = [index.qualify(b.value) or dotted_name(b.value) or "" for b in cls.bases]
             if any(b.endswith(_ITERABLE_BASES) for b in bases):
                 return True
-            if any("__iter__" == s.name.value for s in cls.body.body if type(s) is cst.FunctionDef) and not any(
-                    "__getitem__" == s.name.value for s in cls.body.body if type(s) is cst.FunctionDef):
+            methods = {s.name.value: s for s in cls.body.body if type(s) is cst.FunctionDef}
+            if "__iter__" in methods and "__getitem__" not in methods:
                 return True
+            if "__getitem__" in methods and _ignores_index(methods["__getitem__"]):
+                return True  # it draws a random item whatever the index: the order means nothing
             local = [index.classes_by_name.get(last_name(b.value) or "") for b in cls.bases]
             cls = next((c for c in local if c is not None), None)
         return False
