@@ -96,3 +96,17 @@ def test_fix_pads_with_zero(tmp_path):
             attention_mask = pad_sequence(masks, batch_first=True, padding_value=0)
             return attention_mask
     """)
+
+
+def test_masks_padded_as_ids_by_the_tokenizer(tmp_path):
+    check(tmp_path, {"collate.py": """
+        class Collator:
+            def __init__(self, tokenizer):
+                self.tokenizer = tokenizer
+
+            def __call__(self, features):
+                batch = self.tokenizer.pad({"input_ids": [f["input_ids"] for f in features]}, return_tensors="pt")
+                batch["attention_mask"] = self.tokenizer.pad(  # expect: TL113
+                    {"input_ids": [f["attention_mask"] for f in features]}, return_tensors="pt")["input_ids"]
+                return batch
+    """})

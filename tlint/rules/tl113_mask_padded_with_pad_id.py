@@ -21,7 +21,7 @@ import libcst as cst
 from tlint import fixes
 from tlint.cst import get_arg, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
-from tlint.views.facts_data import FULL_TENSORS, FUNCTIONAL_PAD, PAD_SEQUENCE, pad_id_like
+from tlint.views.facts_data import FULL_TENSORS, FUNCTIONAL_PAD, PAD_SEQUENCE, pad_id_like, tokenizer_like
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -70,8 +70,8 @@ class MaskPaddedWithPadId(Rule):
         seen: set[int] = set()
         for call in index.calls:
             found = self._padded_call(ctx, call)
-            if found is not None and id(found[1]) not in seen:
-                seen.add(id(found[1]))
+            if found is not None and id(found[0]) not in seen:
+                seen.add(id(found[0]))
                 self._report(ctx, *found)
         for node in index.assignments:  # list padding by hand: `mask = mask + [pad_id] * n`, `mask += ...`
             target = node.targets[0].target if type(node) is cst.Assign and len(node.targets) == 1 else \
@@ -85,12 +85,14 @@ class MaskPaddedWithPadId(Rule):
                         seen.add(id(found[1]))
                         self._report(ctx, *found)
 
-    def _report(self, ctx: FileContext, node: cst.CSTNode, value: cst.BaseExpression, how: str) -> None:
+    def _report(self, ctx: FileContext, node: cst.CSTNode, value: cst.BaseExpression | None, how: str) -> None:
         ctx.report(node, f"the attention mask is {how} the token pad id: padded slots get a non-zero mask value "
                          "(1 or more), so the model attends to padding wherever the pad id is not 0; pad masks "
-                         "with 0", fix=fixes.fix("safe", "Pad the mask with `0`", fixes.replace(value, "0")))
+                         "with 0", fix=fixes.fix("safe", "Pad the mask with `0`", fixes.replace(value, "0"))
+                   if value is not None else None)
 
-    def _padded_call(self, ctx: FileContext, call: cst.Call) -> tuple[cst.CSTNode, cst.BaseExpression, str] | None:
+    def _padded_call(self, ctx: FileContext, call: cst.Call) -> tuple[cst.CSTNode, cst.BaseExpression | None,
+                                                                      str] | None:
         index = ctx.index
         qualified = index.qualify(call.func)
         func = call.func
@@ -102,6 +104,15 @@ class MaskPaddedWithPadId(Rule):
             value, padded, how = get_arg(call, "fill_value", 1), None, "pre-filled with"
         elif type(func) is cst.Attribute and func.attr.value == "new_full":
             value, padded, how = get_arg(call, "fill_value", 1), None, "pre-filled with"
+        elif type(func) is cst.Attribute and func.attr.value == "pad" and call.args \
+                and tokenizer_like(ctx.data, func.value):
+            # `tokenizer.pad({"input_ids": masks})`: the masks padded as ids, with the pad id
+            mapping = call.args[0].value
+            if type(mapping) is cst.Dict and any(
+                    type(e) is cst.DictElement and literal_value(e.key, None) == "input_ids" and _names_a_mask(e.value)
+                    for e in mapping.elements):
+                return call, None, "padded as token ids, with"
+            return None
         elif type(func) is cst.Attribute and func.attr.value in _LIST_METHODS and call.args:
             # `mask.extend([pad_id] * n)` / `mask.append(pad_id)`
             if not _names_a_mask(func.value):
