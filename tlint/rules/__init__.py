@@ -32,6 +32,7 @@ RULE_MODULES: tuple[str, ...] = (
     "tl112_nonfinite_padding_value",
     "tl113_mask_padded_with_pad_id",
     "tl114_training_loader_not_shuffled",
+    "tl115_ignore_index_wrong_vocabulary",
     "tl201_inconsistent_norm_placement",
     "tl202_missing_final_norm",
     "tl203_missing_residual",
