@@ -126,7 +126,8 @@ class MaskPaddedWithPadId(Rule):
             return None
         if value is None or not self._pad_id(ctx, value.value):
             return None
-        if not (_names_a_mask(padded.value if padded is not None else None) or _names_a_mask(_destination(index, call))):
+        padded_value = padded.value if padded is not None else None
+        if not (_names_a_mask(padded_value) or _names_a_mask(_destination(index, call))):
             return None
         return call, value.value, how
 

@@ -17,7 +17,7 @@ unless both ids are known to be equal (then either is right).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import libcst as cst
 
@@ -78,11 +78,17 @@ class IgnoreIndexWrongVocabulary(Rule):
             if type(func) is cst.Attribute and func.attr.value in _COMPARE_METHODS and len(call.args) == 1 \
                     and self._target_side(ctx, func.value) and self._source_pad(ctx, call.args[0].value, targets):
                 self._report_mask(ctx, call.args[0].value, targets)
-        for node in index.assignments:
-            value = getattr(node, "value", None)
-            for comparison in walk(value) if value is not None else ():
-                if type(comparison) is not cst.Comparison or len(comparison.comparisons) != 1:
+        roots: list[cst.CSTNode] = [v for node in index.assignments if (v := getattr(node, "value", None)) is not None]
+        # (and every comparison of a function that takes target tokens: `return trg != pad`)
+        roots += [f for f in index.functions
+                  if any(set(snake_parts(p.name.value)) & _TARGET_TENSORS for p in f.params.params)]
+        seen: set[int] = set()
+        for root in roots:
+            for comparison in walk(root):
+                if type(comparison) is not cst.Comparison or len(comparison.comparisons) != 1 \
+                        or id(comparison) in seen:
                     continue
+                seen.add(id(comparison))
                 left, right = comparison.left, comparison.comparisons[0].comparator
                 if type(comparison.comparisons[0].operator) not in (cst.NotEqual, cst.Equal):
                     continue
@@ -131,13 +137,16 @@ class IgnoreIndexWrongVocabulary(Rule):
                     out.setdefault(name, []).append(value)
 
         for node in index.assignments:
-            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+            if type(node) is cst.Assign:
+                targets = [t.target for t in node.targets]
+            else:  # an annotated or augmented assignment
+                targets = [cast("cst.AnnAssign | cst.AugAssign", node).target]
+            single = len(targets) == 1 and type(targets[0]) in (cst.Name, cst.Attribute) and node.value is not None
+            value = ctx.bindings.value(node.value) if single else UNKNOWN
             for target in targets:
-                for element in walk(target):
-                    if type(element) in (cst.Name, cst.Attribute) and (
-                            type(element) is cst.Name or element is target):
-                        add(last_name(element), ctx.bindings.value(node.value) if node.value is not None and len(
-                            targets) == 1 and type(target) in (cst.Name, cst.Attribute) else UNKNOWN)
+                for element in walk(target):  # (`a, b = ...`; `self.x = ...` gives `self` and `x`)
+                    if type(element) is cst.Name:
+                        add(element.value, value)
         for function in index.functions:
             for param in function.params.params:
                 add(param.name.value, UNKNOWN)
