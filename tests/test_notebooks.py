@@ -385,7 +385,7 @@ def test_an_odd_notebook_name_in_every_format(tmp_path, capsys, monkeypatch):
 
 def test_a_notebook_may_be_large_with_outputs_but_its_code_is_bounded(tmp_path, capsys, monkeypatch):
     """Plots make notebooks large: 3 MiB of outputs are read (the limit is 16 MiB for a
-    notebook), a notebook over the limit is TL001 without a read, and so is 2 MiB of code."""
+    notebook), a notebook over the limit is TL001 without a read, and so is more than MAX_FILE_BYTES of code."""
     from tlint import reading
 
     root = make_project(tmp_path / "p", {})
@@ -402,7 +402,7 @@ def test_a_notebook_may_be_large_with_outputs_but_its_code_is_bounded(tmp_path, 
                              "--format", "json").stdout)
     messages = {d["path"]: d["message"] for d in doc_out["diagnostics"]}
     assert messages["plots.ipynb"].startswith("file too large to lint (16.0 MiB; the limit is 16 MiB)")
-    assert messages["code.ipynb"].startswith("file too large to lint (2.0 MiB; the limit is 2 MiB)")
+    assert messages["code.ipynb"].startswith("file too large to lint (1.0 MiB; the limit is 1 MiB)")
 
 
 def test_a_cross_file_message_names_the_other_notebooks_cell(tmp_path, capsys, monkeypatch):

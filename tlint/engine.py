@@ -11,12 +11,13 @@ in `context.py`, the result types in `results.py`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
@@ -26,6 +27,7 @@ from tlint.context import FileContext, Timer, ViewError, view  # noqa: F401 - re
 from tlint.cst import clear_caches
 from tlint.diagnostics import Diagnostic, Range, internal_error
 from tlint.discovery import discover
+from tlint.elide import drop_touching
 from tlint.fixes import FileLines, PendingFix, anchors, resolve_fix
 from tlint.memo import seen_file
 from tlint.positions import node_ranges
@@ -83,16 +85,47 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
     try:
         result = _analyse_file(path, display, settings, text, data, facts_only, prefilter, timer,
                                time_limit is not None)
-    except NeedsGuard:
+    except NeedsGuard as risk:
         clear_caches()
         assert time_limit is not None  # (raised only with a guard)
-        result = _analyse_guarded(path, display, settings, text, data, facts_only, prefilter, time_limit)
+        if risk.reason != "large":
+            result = _analyse_guarded(path, display, settings, text, data, facts_only, prefilter, time_limit)
+        else:  # a large file: one at a time in the run, its time limit grown with its size
+            with _big_file_lane():
+                result = _analyse_guarded(path, display, settings, text, data, facts_only, prefilter,
+                                          time_limit + LARGE_FILE_SECONDS_PER_MIB * risk.size / 2**20)
     except Exception as exc:
         result = FileResult(path, display)
         result.diagnostics.append(internal_error("tlint", display, exc, " (the file was not checked)"))
     finally:
         clear_caches()
     return result
+
+
+# A large file's guarded analysis may take this much longer per MiB (LibCST: about 20 s per
+# MiB of dense code on a loaded machine), on top of the parse time limit.
+LARGE_FILE_SECONDS_PER_MIB = 60.0
+# Shared by the workers of one run (`Linter._in_workers`): large files, whose trees cost
+# hundreds of MiB, are analysed one at a time; None in a process of its own.
+_BIG_FILE_LOCK: Any = None
+
+
+def _set_big_file_lock(lock: Any, then: Callable[[], Any] | None = None) -> None:
+    """A worker's initializer: keep the run's large-file lock (and run `then`)."""
+    global _BIG_FILE_LOCK
+    _BIG_FILE_LOCK = lock
+    if then is not None:
+        then()
+
+
+@contextmanager
+def _big_file_lane() -> Iterator[None]:
+    lock = _BIG_FILE_LOCK
+    if lock is None:
+        yield
+        return
+    with lock:
+        yield
 
 
 def _analyse_guarded(path: Path, display: str, settings: Settings, text: str | None,
@@ -145,8 +178,9 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
     result.suppressions = _timed(timer, "phase: suppression comments", parse_suppressions, text)
     skip = prefilter and _timed(timer, "phase: pre-filter (token check)", prefilter_skips, text, settings, facts_only)
     statement_lines: list[int] = []
+    elided: list[tuple[int, int, int, int]] = []  # constant tables not built as trees (tlint/elide.py)
     module = _timed(timer, "phase: syntax check (Python compile)", parse_source, text, display, syntax_only=skip,
-                    statement_lines=statement_lines, timer=timer, guard=guard)
+                    statement_lines=statement_lines, timer=timer, guard=guard, elided=elided)
     if isinstance(module, Diagnostic):
         result.diagnostics.append(module)
         result.parse_error = True
@@ -161,7 +195,7 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
             return result
         # Python's tree shows a fact only LibCST's can place
         module = _timed(timer, "phase: syntax check (Python compile)", parse_source, text, display,
-                        statement_lines=statement_lines, timer=timer, guard=guard)
+                        statement_lines=statement_lines, timer=timer, guard=guard, elided=elided)
         if isinstance(module, Diagnostic):
             result.diagnostics.append(module)
             result.parse_error = True
@@ -222,7 +256,7 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
         found = report.fix
         if isinstance(found, PendingFix):
             lines = lines or FileLines(text)
-            found = resolve_fix(found, module, lines, ranges)
+            found = drop_touching(resolve_fix(found, module, lines, ranges), elided)
         diag = Diagnostic(rule.code, rule.name, rule.severity, report.message, display,
                           ranges.get(report.node, Range.point(1)), found)
         if report.when is None:
@@ -468,7 +502,11 @@ class Linter:
         work, initializer = ((profile.profiled_task, profile.activate) if self.profile is not None
                              else (analyse_task, None))
         try:
-            with ProcessPoolExecutor(max_workers=workers, initializer=initializer) as pool:
+            import multiprocessing
+
+            context = multiprocessing.get_context()
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_set_big_file_lock,
+                                     initargs=(context.Lock(), initializer)) as pool:
                 out = list(pool.map(work, tasks, chunksize=chunk))
         except BrokenProcessPool:
             return [self._isolated(task) for task in tasks]

@@ -17,6 +17,7 @@ import libcst as cst
 
 from tlint.context import Timer
 from tlint.diagnostics import Diagnostic, Position, Range
+from tlint.elide import ELIDE_MIN_BYTES
 from tlint.encoding import decode_source, printable
 from tlint.rules import ENGINE_CODES
 
@@ -26,13 +27,15 @@ if TYPE_CHECKING:
 # Python's own parser refuses more than 200 nested brackets; LibCST's native parser can
 # crash the process on such input, so deeper files are checked by `compile` first.
 _MAX_SAFE_NESTING = 150
-# Files above this size (generated data, mostly) are reported, not read whole nor parsed.
-# Measured (`tlint check --select ALL` of one file made of copies of transformers'
-# modeling_utils.py, the largest file of that package at 273 KiB): 1 MiB takes 4 s and
-# 270 MB, 4 MiB 20 s and 1 GB. 2 MiB (about 10 s and 500 MB at most) is seven times the
-# largest hand-written file we know of; files over `GUARD_BYTES` are also analysed under
-# the per-file time limit (see `needs_guard`).
-MAX_FILE_BYTES = 2 * 2**20
+# Files above this size (generated data and test tables, mostly) are reported, not read
+# whole nor parsed. LibCST's tree of dense code costs about 600 bytes per byte of source
+# (measured with LibCST 1.9: torch's `testing/_internal/common_methods_invocations.py`,
+# 1.3 MiB, holds 770 MiB once parsed and takes 22 s), so 1 MiB bounds one file at about
+# 600 MiB and 20 s; it is still nearly four times the largest hand-written file we know of
+# (transformers' modeling_utils.py, 273 KiB). Files over `GUARD_BYTES` are analysed in a
+# child process, one at a time in a run (tlint/engine.py), and their constant tables are
+# not built as trees (tlint/elide.py).
+MAX_FILE_BYTES = 2**20
 # A notebook's file is mostly its cells' outputs (plots as base64 PNG, logs): its JSON may be
 # this large (`json.loads` of 16 MiB takes about 0.2 s); its code, once its cells are joined,
 # is held to `MAX_FILE_BYTES` like a module's (`parse_source`).
@@ -45,8 +48,9 @@ _MAX_LIBCST_DEPTH = 3000
 # a `match` statement (measured with LibCST 1.9: depth 8 takes 0.13 s, 9 0.5 s, 12 about
 # 47 s); more than this many levels is parsed under the time limit.
 _MAX_PATTERN_NESTING = 5
-# Files over this size are parsed under the time limit too (about 2 s of parse per MiB).
-GUARD_BYTES = 2**20
+# Files over this size are analysed in a child process (its memory goes back to the system
+# when it ends), one at a time in a run, under a time limit that grows with their size.
+GUARD_BYTES = ELIDE_MIN_BYTES
 # The time limit of a guarded parse (and the analysis that follows it), in seconds.
 PARSE_TIME_LIMIT = 20.0
 
@@ -152,9 +156,10 @@ class NeedsGuard(Exception):
     on or spend minutes on: the caller analyses the file in a child process under a time
     limit (tlint/guard.py). `reason` says which risk it is."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, size: int = 0) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.size = size  # the text's length, for a "large" one
 
 
 def _pattern_nesting_risk(text: str, tree) -> bool:
@@ -182,7 +187,7 @@ def _pattern_nesting_risk(text: str, tree) -> bool:
 
 def parse_source(text: str, display: str, *, syntax_only: bool = False,
                  statement_lines: list | None = None, timer: Timer | None = None,
-                 guard: bool = False) -> cst.Module | Diagnostic | Any:
+                 guard: bool = False, elided: list | None = None) -> cst.Module | Diagnostic | Any:
     """The LibCST module, or a TL001 diagnostic saying why the file cannot be parsed.
     With `syntax_only`, a file Python compiles gives Python's own `ast.Module` instead
     (LibCST is not run); one it refuses still goes to LibCST, as below. A `statement_lines`
@@ -198,7 +203,10 @@ def parse_source(text: str, display: str, *, syntax_only: bool = False,
     With `guard`, a parse LibCST might crash on or spend minutes on raises `NeedsGuard`
     instead of running here: a file Python refuses (the depth guards need Python's tree;
     LibCST may still know its syntax), one over `GUARD_BYTES`, one with deeply nested
-    `match` patterns."""
+    `match` patterns.
+
+    An `elided` list asks for the constant tables of a large file to be left out of
+    LibCST's tree (tlint/elide.py) and receives their spans."""
     if len(text) > MAX_FILE_BYTES:
         return _too_large(display, len(text.encode("utf-8", "surrogatepass")))
     if "\x00" in text:  # CPython refuses them (a ValueError before 3.12); LibCST does not
@@ -226,14 +234,20 @@ def parse_source(text: str, display: str, *, syntax_only: bool = False,
         if py_error is not None:
             raise NeedsGuard("Python refuses it")
         if len(text) > GUARD_BYTES:
-            raise NeedsGuard("large")
+            raise NeedsGuard("large", len(text))
         if _pattern_nesting_risk(text, tree):
             raise NeedsGuard("nested match patterns")
     if statement_lines is not None and py_error is None:
         statement_lines.extend(min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
                                for stmt in tree.body)  # type: ignore[attr-defined]  # "exec": an ast.Module
+    source = text
+    if elided is not None and py_error is None and len(text) >= ELIDE_MIN_BYTES:
+        from tlint.elide import elide_tables
+
+        source, spans = elide_tables(text, tree)
+        elided.extend(spans)
     try:
-        return cst.parse_module(text) if timer is None else timer("phase: LibCST parse", cst.parse_module, text)
+        return cst.parse_module(source) if timer is None else timer("phase: LibCST parse", cst.parse_module, source)
     except cst.ParserSyntaxError as exc:
         # LibCST's native parser leaves raw_column at 0 (and raw_line often on the line
         # before); CPython's own parser gives the real position and a clearer message.
