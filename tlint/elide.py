@@ -5,10 +5,11 @@ LibCST 1.9: torch's `sparse/_triton_ops_meta.py`, 490 KiB, most of it one dict o
 tuples, holds 620 MiB once parsed). No rule reads a table of hundreds of constants, so in
 a large file (`ELIDE_MIN_BYTES`) each literal list, tuple, set or dict made only of
 constants (numbers, strings, bytes, `None`, booleans, signed numbers), names and dotted
-names (`torch.float16`), and nested such literals, with at least `MIN_CONSTANTS` of them is handed to LibCST with everything between
-its brackets turned into spaces, line breaks kept: an empty literal at the same place, so
-every line and column after it is where it was. The file's text itself is unchanged (the
-suppression comments, code frames and the cache read it, not the tree).
+names (`torch.float16`), and nested such literals, with at least `MIN_CONSTANTS` of them,
+is handed to LibCST with everything between its brackets turned into spaces, line breaks
+kept: an empty literal at the same place, so every line and column after it is where it
+was. The file's text itself is unchanged (the suppression comments, code frames and the
+cache read it, not the tree).
 
 A fix whose edits touch an elided span is dropped (the finding stays, without a fix): a
 fix renders nodes of the tree, which no longer hold the table's text (`drop_touching`).
@@ -53,7 +54,7 @@ def _constants(node: ast.AST) -> int:
             total += 1
         elif kind is ast.Attribute:
             while type(item) is ast.Attribute:
-                item = item.value  # type: ignore[attr-defined]
+                item = item.value
             if type(item) is not ast.Name:
                 return -1
             total += 1
