@@ -17,13 +17,14 @@ from typing import Any
 
 from tlint import __version__
 
-SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean")
+SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean", "diagnose")
 CHECK_FORMATS = ("text", "concise", "json", "github", "lsp", "sarif", "junit")  # tlint.reporters.FORMATS
 RULE_FORMATS = ("text", "json")
 VERIFY_FORMATS = ("text", "json", "sarif", "lsp")
 SCAN_DATA_FORMATS = ("text", "json")
+DIAGNOSE_FORMATS = ("text", "json")
 COMMAND_FORMATS = {"check": CHECK_FORMATS, "rule": RULE_FORMATS, "verify": VERIFY_FORMATS,
-                   "scan-data": SCAN_DATA_FORMATS}
+                   "scan-data": SCAN_DATA_FORMATS, "diagnose": DIAGNOSE_FORMATS}
 FORMAT_ENV = "TLINT_OUTPUT_FORMAT"
 STDIN_NAME = "-"
 
@@ -166,6 +167,15 @@ def build_parser() -> _Parser:
     lsp = sub.add_parser("lsp", help="serve diagnostics and fixes to an editor over stdio (needs the lsp extra)")
     lsp.add_argument("--stdio", action="store_true", help="accepted for clients that pass it (stdio is the transport)")
     lsp.set_defaults(handler=_lsp)
+    diagnose = sub.add_parser("diagnose", help="read a training run's logs: spikes, NaN, stuck loss, schedule; "
+                              "compare two runs")
+    diagnose.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                          help="a run folder or log file (trainer_state.json, metrics.csv, TensorBoard events, "
+                          "tlint-watch.jsonl); a second RUN compares the two")
+    diagnose.add_argument("--artifacts", type=Path, metavar="DIR",
+                          help="write PNG plots (loss, learning rate, gradient norm, pad share) here")
+    _add_format(diagnose, DIAGNOSE_FORMATS)
+    diagnose.set_defaults(handler=_diagnose)
     return parser
 
 
@@ -253,6 +263,14 @@ def _lsp(args: argparse.Namespace) -> int:
     from tlint.lsp_server import serve
 
     return serve()
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    if len(args.runs) > 2:
+        raise UsageError("tlint diagnose takes one run, or two to compare")
+    from tlint.diagnose.command import run_command
+
+    return run_command(args)
 
 
 def _verify(args: argparse.Namespace) -> int:

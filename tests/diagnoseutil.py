@@ -1,0 +1,96 @@
+"""Real training runs for `tlint diagnose`'s tests: a tiny GPT-2 built from a config (no hub
+download) trained for a few dozen steps by the Hugging Face Trainer (trainer_state.json,
+TensorBoard events, config.json and the pickled training_args.bin, as `save_state` and
+`save_model` write them), and a helper that runs `tlint diagnose` in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.torchutil import import_torch
+
+torch = import_torch()
+
+V, S, D = 100, 16, 32  # vocabulary, sequence length, width
+STEPS = 40
+
+
+def gpt2(seed: int = 0):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(vocab_size=V, n_positions=S, n_embd=D, n_layer=2, n_head=2, resid_pdrop=0.0,
+                        embd_pdrop=0.0, attn_pdrop=0.0)
+    return GPT2LMHeadModel(config)
+
+
+def progressions(n: int, seed: int) -> list[dict]:
+    """Learnable sequences: arithmetic progressions mod V-1 (tokens 1..V-1)."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        start = int(torch.randint(1, V, (1,), generator=gen))
+        inc = int(torch.randint(1, 4, (1,), generator=gen))
+        ids = torch.tensor([(start + k * inc) % (V - 1) + 1 for k in range(S)])
+        out.append({"input_ids": ids, "attention_mask": torch.ones(S, dtype=torch.long), "labels": ids.clone()})
+    return out
+
+
+def pairs_shifted_twice(n: int, seed: int) -> list[dict]:
+    """Question/answer pairs (a random token, then a fixed function of it), with the labels
+    shifted by the data pipeline although the model shifts them again: each position is
+    then trained to predict the token two ahead, which is random: nothing to learn."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        qs = torch.randint(1, V, (S // 2,), generator=gen)
+        answers = (qs * 7 + 3) % (V - 1) + 1
+        ids = torch.stack([qs, answers], dim=1).reshape(-1)
+        labels = torch.cat([ids[1:], torch.tensor([-100])])  # the bug: shifted here, and again in the model
+        out.append({"input_ids": ids, "attention_mask": torch.ones(S, dtype=torch.long), "labels": labels})
+    return out
+
+
+def hf_run(out: Path, *, lr: float = 3e-3, warmup: int = 8, data=None, steps: int = STEPS) -> Path:
+    """Train with the real Trainer (TensorBoard logging, evaluation every 10 steps) and save
+    what a user's run folder holds."""
+    from transformers import Trainer, TrainingArguments, default_data_collator
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train = data(steps * 8, 0) if data else progressions(steps * 8, 0)
+        evals = data(32, 1) if data else progressions(32, 1)
+        args = TrainingArguments(str(out), max_steps=steps, per_device_train_batch_size=8, learning_rate=lr,
+                                 lr_scheduler_type="linear", warmup_steps=warmup, logging_steps=1,
+                                 eval_strategy="steps", eval_steps=10, report_to=["tensorboard"], use_cpu=True,
+                                 save_strategy="no", disable_tqdm=True, dataloader_num_workers=0, seed=0)
+        trainer = Trainer(model=gpt2(), args=args, train_dataset=train, eval_dataset=evals,
+                          data_collator=default_data_collator)
+        trainer.train()
+        trainer.save_state()  # trainer_state.json
+        trainer.save_model()  # config.json, model.safetensors, training_args.bin (a pickle: never read)
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def losses(run: Path) -> dict[int, float]:
+    history = json.loads((run / "trainer_state.json").read_text())["log_history"]
+    return {h["step"]: h["loss"] for h in history if "loss" in h}
+
+
+def diagnose_json(capsys, *args: str) -> tuple[int, dict]:
+    from tlint.cli import main
+
+    code = main(["diagnose", *map(str, args), "--format", "json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def kinds(document: dict, run: int = 0) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for f in document["runs"][run]["findings"]:
+        out.setdefault(f["kind"], []).append(f)
+    return out

@@ -1,0 +1,141 @@
+"""`tlint diagnose` on bad and hostile input: a clear one-line message and exit 2, never a
+traceback; files bounded in size; `tlint check` never imports the diagnose package."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cliutil import run_tlint, tlint_env
+from tlint.cli import main
+from tlint.diagnose import readers
+
+
+def one_line_error(capsys, *args: str) -> str:
+    code = main(["diagnose", *map(str, args)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("tlint: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def write(folder: Path, name: str, data: str | bytes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return folder
+
+
+@pytest.mark.parametrize("name, data, expected", [
+    ("trainer_state.json", "{not json", "not valid JSON"),
+    ("trainer_state.json", "[" * 100_000 + "]" * 100_000, "not valid JSON"),
+    ("trainer_state.json", '{"log_history": [{"step": 1, "loss": 1' + "0" * 5000 + "}]}", "not valid JSON"),
+    ("trainer_state.json", '{"log_history": 3}', "no log_history list"),
+    ("trainer_state.json", b"\xff\xfe\x00garbage", "not UTF-8"),
+    ("trainer_state.json", '{"log_history": [{"step": "x", "loss": "y"}]}', "hold no loss"),
+    ("metrics.csv", "epoch,train_loss\n0,1.0\n", "no step column"),
+    ("metrics.csv", 'step,train_loss\n1,"unterminated\n', "hold no loss"),
+    ("tlint-watch.jsonl", '{"event": "start"}\n[1, 2]\n', "not a tlint.watch event"),
+    ("tlint-watch.jsonl", '{"event": "window", "step": 3\n', "not valid JSON"),
+    ("events.out.tfevents.1.host", b"\x00" * 7 + b"garbage", "TensorBoard"),
+    ("config.json", "{}", "no training log found"),
+])
+def test_broken_logs_exit_2_with_one_line(tmp_path, capsys, name, data, expected):
+    err = one_line_error(capsys, write(tmp_path / "run", name, data))
+    assert expected in err
+
+
+def test_truncated_tensorboard_file(tmp_path, capsys):
+    from torch.utils.tensorboard import SummaryWriter  # the writer HF's callback uses
+
+    folder = tmp_path / "tb"
+    writer = SummaryWriter(str(folder))
+    for step in range(1, 30):
+        writer.add_scalar("train/loss", 1.0 / step, step)
+    writer.close()
+    events = next(folder.glob("events.out.tfevents.*"))
+    data = events.read_bytes()
+    events.write_bytes(data[: len(data) - 7])  # a run killed while writing: the reader keeps what is whole
+    run = readers.read_run(folder)
+    assert 20 < len(run.series["loss"]) < 29
+    events.write_bytes(data[:40] + b"\x13" * 64 + data[104:])  # a corrupted record: the reader stops there
+    assert "not a readable TensorBoard event file" in one_line_error(capsys, folder)
+
+
+def test_oversized_file_is_refused_before_reading(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(readers, "MAX_BYTES", 1000)
+    folder = write(tmp_path / "run", "trainer_state.json", json.dumps({"log_history": [{"step": 1, "loss": 1.0}] * 100}))
+    assert "over the 1,000-byte limit" in one_line_error(capsys, folder)
+
+
+def test_missing_path_empty_folder_and_three_runs(tmp_path, capsys):
+    assert "no such file or folder" in one_line_error(capsys, tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    assert "no training log found" in one_line_error(capsys, tmp_path / "empty")
+    assert "one run, or two" in one_line_error(capsys, tmp_path, tmp_path, tmp_path)
+
+
+def test_symlinks_are_not_followed_out_of_the_run_folder(tmp_path, capsys):
+    outside = write(tmp_path / "outside", "trainer_state.json", json.dumps({"log_history": [{"step": 1, "loss": 1}]}))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "linked").symlink_to(outside, target_is_directory=True)
+    assert "no training log found" in one_line_error(capsys, tmp_path / "run")
+
+
+def test_too_many_entries(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(readers, "MAX_ENTRIES", 50)
+    for i in range(60):
+        (tmp_path / f"f{i}.txt").write_text("")
+    assert "more than 50 entries" in one_line_error(capsys, tmp_path)
+
+
+def test_json_format_reports_the_error_in_the_document(tmp_path, capsys):
+    folder = write(tmp_path / "run", "trainer_state.json", "{")
+    assert main(["diagnose", str(folder), "--format", "json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schema" / "diagnose-output.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert "not valid JSON" in doc["error"] and "runs" not in doc
+
+
+def test_missing_tensorboard_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+    write(tmp_path / "run", "events.out.tfevents.1.host", b"")
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    err = one_line_error(capsys, tmp_path / "run")
+    assert "needs the tensorboard package" in err and "tlint-pytorch[diagnose]" in err
+
+
+def test_cli_subprocess_bad_input_has_no_traceback(tmp_path):
+    folder = write(tmp_path / "run", "trainer_state.json", "[[[")
+    proc = run_tlint("diagnose", str(folder), cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "not valid JSON" in proc.stderr
+
+
+def test_check_does_not_import_diagnose(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    code = ("import sys, tlint.cli\n"
+            "code = tlint.cli.main(['check', '.', '--no-cache'])\n"
+            "print(code, sorted(m for m in sys.modules if m.startswith(('tlint.diagnose', 'tensorboard', "
+            "'matplotlib', 'yaml'))))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=tlint_env(), timeout=60)
+    assert proc.stdout.splitlines()[-1] == "0 []", proc.stderr
+
+
+def test_nan_and_huge_values_in_json_logs_are_read_as_numbers(tmp_path, capsys):
+    history = [{"step": s, "loss": 2.0 - s / 100} for s in range(1, 40)]
+    history[20]["loss"] = "NaN"
+    text = json.dumps({"log_history": history}).replace('"NaN"', "NaN")
+    text = text.replace('"loss": 1.9}', '"loss": 1e999}')  # step 10: inf
+    folder = write(tmp_path / "run", "trainer_state.json", text)
+    assert main(["diagnose", str(folder), "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    nan = [f for f in doc["runs"][0]["findings"] if f["kind"] == "nonfinite"][0]
+    assert nan["steps"] == {"first": 10, "last": 21}
