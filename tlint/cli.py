@@ -1,9 +1,14 @@
-"""The `tlint` command line: `check` (the default), `rule`, `verify`, `scan-data`, `lsp`, `clean`.
+"""The `tlint` command line: `check` (the default), `rule`, `verify`, `scan-data`, `lsp`, `clean`,
+`diagnose`.
 
 Exit codes (README "What tlint guarantees"): 0 nothing at or above `--fail-on`; 1 findings at or above it;
 2 usage, configuration or internal error (any TL003 too, whatever `--exit-zero` says).
 This module imports only the standard library at start-up; the engine, rich and the
 reporters load when a subcommand needs them (and torch never does).
+
+Over 800 lines: one parser holds every subcommand's arguments, and it is built on each
+`tlint check`, so the arguments of a subcommand whose package must not load for `check`
+(diagnose) are defined here rather than in that package.
 """
 
 from __future__ import annotations
