@@ -55,6 +55,14 @@ def _pad_word(words: set[str]) -> bool:
     return any(w.startswith("pad") for w in words)
 
 
+def _target_pad_word(name: str) -> bool:
+    """A target pad name (`TRG_PAD_IDX`, `tgt_pad_id`), checked cheaply first."""
+    if "pad" not in name.lower():
+        return False
+    words = set(snake_parts(name))
+    return bool(words & _TARGET) and _pad_word(words) and not words & _SOURCE
+
+
 class IgnoreIndexWrongVocabulary(Rule):
     code = "TL115"
     name = "ignore-index-wrong-vocabulary"
@@ -64,6 +72,8 @@ class IgnoreIndexWrongVocabulary(Rule):
 
     def check(self, ctx: FileContext) -> None:
         index = ctx.index
+        if not any(_target_pad_word(name) for name in index.identifiers):
+            return  # (no target pad id in the file: nothing to confuse it with)
         targets = self._target_pad_names(ctx)
         if not targets:
             return
@@ -130,23 +140,21 @@ class IgnoreIndexWrongVocabulary(Rule):
         index = ctx.index
         out: dict[str, list[Any]] = {}
 
-        def add(name: str | None, value: Any) -> None:
-            if name:
-                words = set(snake_parts(name))
-                if words & _TARGET and _pad_word(words) and not words & _SOURCE:
-                    out.setdefault(name, []).append(value)
+        def add(name: str, value: Any) -> None:
+            if _target_pad_word(name):
+                out.setdefault(name, []).append(value)
 
         for node in index.assignments:
             if type(node) is cst.Assign:
                 targets = [t.target for t in node.targets]
             else:  # an annotated or augmented assignment
                 targets = [cast("cst.AnnAssign | cst.AugAssign", node).target]
-            single = len(targets) == 1 and type(targets[0]) in (cst.Name, cst.Attribute) and node.value is not None
-            value = ctx.bindings.value(node.value) if single else UNKNOWN
             for target in targets:
                 for element in walk(target):  # (`a, b = ...`; `self.x = ...` gives `self` and `x`)
-                    if type(element) is cst.Name:
-                        add(element.value, value)
+                    if type(element) is cst.Name and _target_pad_word(element.value):
+                        single = len(targets) == 1 and type(target) in (cst.Name, cst.Attribute) \
+                            and node.value is not None
+                        add(element.value, ctx.bindings.value(node.value) if single else UNKNOWN)
         for function in index.functions:
             for param in function.params.params:
                 add(param.name.value, UNKNOWN)
