@@ -94,3 +94,60 @@ def kinds(document: dict, run: int = 0) -> dict[str, list[dict]]:
     for f in document["runs"][run]["findings"]:
         out.setdefault(f["kind"], []).append(f)
     return out
+
+
+def lightning_run(out: Path, *, lr: float = 3e-3, warmup: int = 8, steps: int = STEPS, watch: bool = False) -> Path:
+    """Train with Lightning (CSVLogger writing metrics.csv and hparams.yaml, the learning rate
+    through LearningRateMonitor, a linear warmup then linear decay); with `watch`,
+    tlint.watch's LightningCallback writes tlint-watch.jsonl next to them. The run folder
+    (the logger's version folder) is returned."""
+    import lightning as L
+    from lightning.pytorch.callbacks import LearningRateMonitor
+    from lightning.pytorch.loggers import CSVLogger
+
+    class Module(L.LightningModule):
+        def __init__(self, lr: float, warmup: int, steps: int):
+            super().__init__()
+            self.save_hyperparameters()
+            self.model = gpt2()
+
+        def training_step(self, batch, batch_idx):
+            loss = self.model(**batch).loss
+            self.log("train_loss", loss)
+            return loss
+
+        def validation_step(self, batch, batch_idx):
+            self.log("val_loss", self.model(**batch).loss)
+
+        def configure_optimizers(self):
+            optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr)
+
+            def factor(step: int) -> float:
+                if step < self.hparams.warmup:
+                    return (step + 1) / self.hparams.warmup
+                return max(0.0, (self.hparams.steps - step) / max(1, self.hparams.steps - self.hparams.warmup))
+
+            schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def loader(data):
+        stacked = [{k: torch.stack([r[k] for r in data[i:i + 8]]) for k in data[0]} for i in range(0, len(data), 8)]
+        return torch.utils.data.DataLoader(stacked, batch_size=None)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        callbacks: list = [LearningRateMonitor(logging_interval="step")]
+        if watch:
+            import tlint.watch
+
+            callbacks.append(tlint.watch.LightningCallback(every=5, print_summary=False))
+        trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=CSVLogger(str(out), name="lit"),
+                            callbacks=callbacks, enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False, log_every_n_steps=1, val_check_interval=10,
+                            check_val_every_n_epoch=None, num_sanity_val_steps=0, deterministic=True)
+        L.seed_everything(0, verbose=False)
+        trainer.fit(Module(lr, warmup, steps), loader(progressions(steps * 8, 0)), loader(progressions(32, 1)))
+        return Path(trainer.logger.log_dir)
+    finally:
+        torch.set_num_threads(threads)

@@ -50,6 +50,7 @@ def test_broken_logs_exit_2_with_one_line(tmp_path, capsys, name, data, expected
 
 
 def test_truncated_tensorboard_file(tmp_path, capsys):
+    pytest.importorskip("torch")
     from torch.utils.tensorboard import SummaryWriter  # the writer HF's callback uses
 
     folder = tmp_path / "tb"
@@ -139,3 +140,16 @@ def test_nan_and_huge_values_in_json_logs_are_read_as_numbers(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     nan = [f for f in doc["runs"][0]["findings"] if f["kind"] == "nonfinite"][0]
     assert nan["steps"] == {"first": 10, "last": 21}
+
+
+def test_every_cause_names_real_rules_and_probes():
+    from tlint.diagnose import findings
+    from tlint.verify.options import PROBES, TRAINING_PROBES
+
+    rules_dir = Path(__file__).resolve().parents[1] / "rules"
+    codes = {p.name[:5] for p in rules_dir.glob("TL*.md")}
+    causes = [v for v in vars(findings).values() if isinstance(v, findings.Cause)]
+    assert len(causes) >= 15
+    for cause in causes:
+        assert set(cause.rules) <= codes, cause
+        assert set(cause.probes) <= set(PROBES) | set(TRAINING_PROBES), cause

@@ -64,6 +64,8 @@ def config_differences(a: Run, b: Run) -> tuple[list[dict[str, Any]], list[str]]
             if a.config.get(key) != b.config.get(key):
                 skipped.append(key)
             continue
+        if (key not in a.config or key not in b.config) and key.startswith("watch."):
+            continue  # tlint.watch's own metadata, when one run was watched and the other not
         if key not in a.config or key not in b.config:
             out.append({"key": key, "a": a.config.get(key), "b": b.config.get(key),
                         "recorded": "a" if key in a.config else "b"})

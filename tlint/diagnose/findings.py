@@ -57,11 +57,12 @@ class Finding:
 
 # the hypotheses, each with what tests it
 NO_WARMUP = Cause("no learning-rate warmup: the first updates use the full learning rate", ["TL304"], ["warmup-ab"])
-HIGH_LR = Cause("learning rate too high for this model and batch", ["TL307"], ["warmup-ab"])
+HIGH_LR = Cause("learning rate too high for this model and batch (or raised by unscaled gradient accumulation)",
+                ["TL307", "TL311", "TL317"], ["warmup-ab"])
 NO_CLIP = Cause("gradients not clipped (or clipped in the wrong place, or before unscaling under AMP)",
                 ["TL301", "TL302", "TL303", "TL316"], ["warmup-ab"])
-SCHEDULER = Cause("scheduler stepped out of order or per epoch (the schedule applied is not the one meant)",
-                  ["TL305", "TL306"], [])
+SCHEDULER = Cause("scheduler stepped out of order, per epoch, or sized in epochs but stepped per batch "
+                  "(the schedule applied is not the one meant)", ["TL305", "TL306", "TL318"], [])
 ADAM_EPS = Cause("Adam epsilon too small for the precision (updates blow up when a second moment is ~0)",
                  ["TL308"], [])
 INIT = Cause("initialisation or normalisation lets activations grow with depth",
@@ -70,12 +71,12 @@ NAN_MASK = Cause("a masked row with no visible key (-inf fill, fully padded sequ
                  ["TL210", "TL112", "TL213"], ["nan-trace", "mask-leak"])
 NAN_INPUT = Cause("non-finite values in the inputs", ["TL110"], ["nan-trace"])
 LABELS = Cause("labels broken: shifted twice, or pads not ignored, or labels not paired with their inputs",
-               ["TL109", "TL106", "TL108", "TL107"], ["overfit-batch"])
+               ["TL109", "TL106", "TL108", "TL107", "TL115"], ["overfit-batch"])
 LOSS_INPUT = Cause("loss computed on probabilities, or gradients never reach the weights",
                    ["TL314", "TL309", "TL310"], ["overfit-batch", "grad-flow", "optimizer-coverage"])
 TOKENIZER = Cause("train and eval data tokenized or preprocessed differently", ["TL104"], ["padding-equivalence"])
 EVAL_MODE = Cause("model evaluated in training mode (dropout on in eval)", ["TL312", "TL214"], ["eval-determinism"])
-MASKS = Cause("padding not masked, so padded eval batches see pad tokens", ["TL101", "TL102", "TL103"],
+MASKS = Cause("padding not masked, so padded eval batches see pad tokens", ["TL101", "TL102", "TL103", "TL113"],
               ["mask-leak", "padding-equivalence"])
 OVERFIT = Cause("the model memorises the training set (too little data or regularisation, too many epochs)",
                 ["TL315"], [])

@@ -63,7 +63,11 @@ class Run:
     watch_findings: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    locked: set[str] = field(default_factory=set)  # series an earlier, preferred log already gave
+
     def add(self, series: str, step: int, value: float) -> None:
+        if series in self.locked:
+            return
         points = self.series.setdefault(series, [])
         if sum(len(p) for p in self.series.values()) >= MAX_POINTS:
             raise DiagnoseError(f"{self.path}: more than {MAX_POINTS:,} logged points")
@@ -101,9 +105,13 @@ def read_run(path: Path) -> Run:
         raise DiagnoseError(f"{path}: no training log found (trainer_state.json, metrics.csv, "
                             "events.out.tfevents.*, tlint-watch.jsonl)")
     kinds = {_kind(f) for f in logs}
-    # HF writes the same scalars to trainer_state.json and TensorBoard: trainer_state wins, the
-    # event file then adds its wall times (throughput) and the recorded arguments
-    for f in sorted(logs, key=lambda f: ("hf", "watch", "csv", "tb").index(_kind(f) or "tb")):
+    # The same scalars can reach several logs (the Trainer writes trainer_state.json and
+    # TensorBoard; tlint.watch logs through the framework's loggers): a series comes from the
+    # first log that has it, the framework's own first, so steps are never mixed across logs
+    # that number them differently (Lightning's CSV from 0, the watch from 1). Later logs add
+    # what the first lack: wall times (throughput), gradient norms, pad share, arguments.
+    for f in sorted(logs, key=lambda f: ("hf", "csv", "watch", "tb").index(_kind(f) or "tb")):
+        run.locked = {name for name, points in run.series.items() if points}
         kind = _kind(f)
         if kind == "hf":
             _read_trainer_state(f, run)
@@ -117,6 +125,7 @@ def read_run(path: Path) -> Run:
     for f in files:
         if f.name in CONFIG_FILES and f.suffix in (".json", ".yaml", ".yml"):
             _read_config(f, run)
+    run.locked = set()
     run.finish()
     if not run.series.get("loss") and not run.series.get("eval_loss"):
         raise DiagnoseError(f"{path}: the logs hold no loss ({', '.join(run.sources)})")
@@ -251,23 +260,35 @@ def _series_of(name: str) -> str | None:
     return None
 
 
+def _columns(names: list[str]) -> dict[str, str]:
+    """Column or key -> series, one column per series: the framework's own over tlint.watch's
+    (`tlint/...`), then the shortest name (`lr-AdamW` over `lr-AdamW/pg1`, group 0)."""
+    chosen: dict[str, str] = {}
+    for name in names:
+        series = _series_of(name)
+        if series is None:
+            continue
+        rank = (name.startswith("tlint"), len(name), name)
+        if series not in chosen or rank < (chosen[series].startswith("tlint"), len(chosen[series]), chosen[series]):
+            chosen[series] = name
+    return {name: series for series, name in chosen.items()}
+
+
 def _read_trainer_state(f: Path, run: Run) -> None:
     state = _load_json(_read_text(f), str(f))
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise DiagnoseError(f"{f}: no log_history list (is this a Hugging Face trainer_state.json?)")
-    for entry in history:
-        if not isinstance(entry, dict):
-            continue
+    entries = [e for e in history if isinstance(e, dict) and not any(k in e for k in _PER_RUN)]
+    # (the end-of-run summary is left out: its train_loss is the run's mean, not a step's loss)
+    columns = _columns(sorted({k for e in entries for k in e if isinstance(k, str)}))
+    for entry in entries:
         step = _step(entry.get("step"))
         if step is None:
             continue
-        if any(k in entry for k in _PER_RUN):
-            continue  # the end-of-run summary (train_loss is the run's mean, not a step's loss)
-        for key, value in entry.items():
-            series = _series_of(key) if isinstance(key, str) else None
-            number = _number(value)
-            if series is not None and number is not None:
+        for key, series in columns.items():
+            number = _number(entry.get(key))
+            if number is not None:
                 run.add(series, step, number)
     for key in ("train_batch_size", "max_steps", "logging_steps", "eval_steps", "num_train_epochs",
                 "gradient_accumulation_steps"):
@@ -284,14 +305,14 @@ def _read_metrics_csv(f: Path, run: Run) -> None:
                           None)
         if step_field is None:
             raise DiagnoseError(f"{f}: no step column (columns: {', '.join(fields[:12])})")
-        columns = {c: _series_of(c) for c in fields if c != step_field}
+        columns = _columns([c for c in fields if c != step_field])
         for row in reader:
             step = _step(row.get(step_field))
             if step is None:
                 continue
             for column, series in columns.items():
                 cell = row.get(column)
-                if series is None or cell is None or cell == "":
+                if cell is None or cell == "":
                     continue
                 number = _number(cell)
                 if number is not None:
