@@ -5,6 +5,7 @@ only the fixed cells' sources, TL001 for broken JSON, notebooks in the project g
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 
 import jsonschema
@@ -455,3 +456,14 @@ def test_hostile_notebook_json_is_tl001_not_a_crash(tmp_path, capsys, monkeypatc
     doc = json.loads(proc.stdout)
     assert [d["code"] for d in doc["diagnostics"]] == ["TL001"] and proc.returncode == 1
     assert doc["diagnostics"][0]["message"].startswith(("invalid notebook JSON", "not a Jupyter notebook"))
+
+
+def test_a_notebook_name_that_is_not_utf8(tmp_path, capsys, monkeypatch):
+    root = make_project(tmp_path / "p", {})
+    name = os.fsdecode(b"r\xe9glage.ipynb")
+    write_notebook(root / name, TRAINER)
+    concise = run(root, capsys, monkeypatch, ".", *SELECT, "--output-format", "concise").stdout
+    assert concise.splitlines()[0].startswith("r\\xe9glage.ipynb:cell 4, line 2, column 12: TL111")
+    sarif = json.loads(run(root, capsys, monkeypatch, ".", *SELECT, "--format", "sarif").stdout)
+    location = sarif["runs"][0]["results"][1]["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "r%E9glage.ipynb" and location["region"]["properties"] == {"cell": 6}
