@@ -1,7 +1,8 @@
 """eval-determinism (TL214): two eval-mode forwards of one batch must agree. The probe fails
 on a model whose attention dropout stays on in eval mode and names where; it passes on the
 zoo's correct models, whose positive control (attention dropout injected) it catches; the
-control leaves the model as it was; and the verdicts of TL214 and TL213 follow from it."""
+control leaves the model as it was; the other probes' paired forwards share one seed; and
+the verdicts of TL214 and TL213 follow from it."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ PROBE = "eval-determinism"
 @pytest.fixture(scope="module")
 def runs():
     try:
-        return {model: run_in_process(model, probes=[PROBE, "mask-leak"])
+        return {model: run_in_process(model, probes=[PROBE, "mask-leak", "causal-leak"])
                 for model in ("broken:eval_dropout", "broken:zero_mask_fill", "gpt:build_gpt", "bert:build_encoder")}
     finally:
         for name in ZOO_MODULES:
@@ -34,6 +35,13 @@ def test_dropout_left_on_in_eval_fails_and_names_the_attention(runs):
     probe = probes_of(runs["broken:eval_dropout"])[PROBE]
     assert probe["status"] == "fail" and probe["figure"] > 100 * probe["tolerance"], probe
     assert probe["module"].startswith("h.0.attn") and "model.eval()" in probe["detail"]
+
+
+def test_the_comparison_probes_draw_the_same_random_numbers_in_both_forwards(runs):
+    # causal-leak compares two forwards of one shape: under the fixed seed, the dropout left
+    # on draws the same mask in both, so the (correct) causal masking is not taken for a leak
+    causal = probes_of(runs["broken:eval_dropout"])["causal-leak"]
+    assert causal["status"] == "pass" and causal["figure"] == 0, causal
 
 
 @pytest.mark.parametrize("model", ["gpt:build_gpt", "bert:build_encoder", "broken:zero_mask_fill"])

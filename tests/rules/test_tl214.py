@@ -83,6 +83,23 @@ def test_a_probability_from_the_callers(tmp_path):
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
 
 
+def test_a_probability_bound_under_a_training_test(tmp_path):
+    files = {"m.py": """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Attention(nn.Module):
+            def forward(self, q, k, v):
+                if self.training:
+                    att_dropout = 0.1
+                else:
+                    att_dropout = 0.0
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=att_dropout)
+    """}
+    assert lint(tmp_path, files, [CODE]) == []
+
+
 def test_guarded_blocks_and_non_modules(tmp_path):
     files = {"m.py": """
         import torch.nn as nn

@@ -103,7 +103,7 @@ class DropoutOnInEval(Rule):
     def _zero(self, ctx, expr) -> bool:
         """The probability is off outside training, or may be: known to be 0 on every
         resolvable path, computed from a training flag (`p = self.p if self.training else
-        0.0`), or a parameter of the method whose callers' values are not all known to be
+        0.0`) or bound under a test of one (`if self.training: p = 0.1`), or a parameter of the method whose callers' values are not all known to be
         non-zero (they may pass `self.p if self.training else 0`)."""
         if _reads_training(expr):
             return True
@@ -112,6 +112,9 @@ class DropoutOnInEval(Rule):
             reaching = bindings.reaching(expr)
             if any(b.value is not None and _reads_training(b.value) for b in reaching):
                 return True
+            fn = ctx.index.enclosing_function(expr)
+            if fn is not None and any(self._gated(ctx.index, b.node, fn) for b in reaching):
+                return True  # `if self.training: p = 0.1` / `else: p = 0.0`
             if any(b.kind == PARAM for b in reaching):
                 values = bindings.values(expr)
                 return not values or any(v is UNKNOWN or not isinstance(v, (int, float)) or not v for v in values)

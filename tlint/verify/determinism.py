@@ -53,7 +53,7 @@ class EvalDeterminismProbe(Probe):
         calls: list[tuple[str, torch.Tensor]] = []
         torch.manual_seed(seed)
         with ModuleTrace(ctx.model, lambda name, t: calls.append((name, t.float().cpu()))):
-            out = ctx.forward(ids, mask)
+            out = ctx.raw_forward(ids, mask)  # not `forward`, which fixes the seed
         return out, calls
 
 

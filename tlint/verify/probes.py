@@ -90,6 +90,18 @@ class ProbeContext:
         return self.padded_batch(gen, batch, [self.seq_len] * (batch or self.batch_size))
 
     def forward(self, ids: torch.Tensor, keep: torch.Tensor | None, caller: Caller | None = None) -> torch.Tensor:
+        """The model's output on (ids, keep), every call under the same random seed (the
+        caller's RNG state restored after): anything random left on in eval mode (TL214,
+        which eval-determinism measures) draws the same numbers in the two forwards a probe
+        compares, so it does not pass for a leak."""
+        state = torch.get_rng_state()
+        torch.manual_seed(self.seed)
+        try:
+            return self.raw_forward(ids, keep, caller)
+        finally:
+            torch.set_rng_state(state)
+
+    def raw_forward(self, ids: torch.Tensor, keep: torch.Tensor | None, caller: Caller | None = None) -> torch.Tensor:
         with torch.no_grad():
             out = (caller or self.caller)(self.model, ids.to(self.device),
                                           None if keep is None else keep.to(self.device))
