@@ -103,8 +103,9 @@ class DropoutOnInEval(Rule):
     def _zero(self, ctx, expr) -> bool:
         """The probability is off outside training, or may be: known to be 0 on every
         resolvable path, computed from a training flag (`p = self.p if self.training else
-        0.0`) or bound under a test of one (`if self.training: p = 0.1`), or a parameter of the method whose callers' values are not all known to be
-        non-zero (they may pass `self.p if self.training else 0`)."""
+        0.0`) or bound under a test of one (`if self.training: p = 0.1`), or a parameter of
+        the method whose callers' values are not all known to be non-zero (they may pass
+        `self.p if self.training else 0`)."""
         if _reads_training(expr):
             return True
         bindings = ctx.bindings
