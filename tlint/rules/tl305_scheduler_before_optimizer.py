@@ -4,6 +4,10 @@ In one iteration's event sequence, a scheduler step (no argument) that comes bef
 optimiser step of the iteration, in a loop that steps an optimiser after it. PyTorch's
 schedulers set the rate for the *next* optimiser step; stepping them first skips the first
 value of the schedule (the start of the warmup) and PyTorch only warns at run time.
+The loops judged: each training loop, the loops around it (a scheduler stepped at the top
+of the update or epoch loop, before the inner loop that steps the optimiser), and a
+function or method of this file that steps both outside any loop of its own (a wrapper
+`step()` that advances the schedule, then the optimiser; a file with no `backward()`).
 Schedulers stepped with an argument (`ReduceLROnPlateau.step(val_loss)`,
 `scheduler.step(epoch)`) set their state explicitly and are not judged; neither are
 schedulers built from a class of this file, which may be written to step first.
@@ -13,9 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import libcst as cst
+
 from tlint import fixes
 from tlint.rules.base import Rule
-from tlint.views.training import OPTIMIZER_STEP, SCHEDULER_STEP, TrainingView
+from tlint.views.training import OPTIMIZER_STEP, SCHEDULER_STEP, Event, TrainingView
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -25,7 +31,8 @@ class SchedulerBeforeOptimizer(Rule):
     code = "TL305"
     name = "scheduler-before-optimizer"
     severity = "error"
-    tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
+    # pre-filter: training loops (`backward`), or a wrapper stepping a scheduler (`sched`)
+    tokens = frozenset({"backward", "sched"})
     summary = "scheduler.step() is called before optimizer.step() in the same iteration."
 
     def check(self, ctx: FileContext) -> None:
@@ -33,19 +40,52 @@ class SchedulerBeforeOptimizer(Rule):
             return
         view: TrainingView = ctx.training
         reported: set[int] = set()
+        seen: set[int] = set()
         for loop in view.loops:
-            first_step = next((i for i, e in enumerate(loop.events) if e.kind == OPTIMIZER_STEP), None)
-            if first_step is None:
+            self._judge(ctx, view, list(loop.events), reported, fix=True)
+            around = [*loop.outer]
+            if loop.epoch_loop is not None and loop.epoch_loop not in around:
+                around.append(loop.epoch_loop)
+            for outer in around:  # the update or epoch loop around it
+                if id(outer) not in seen:
+                    seen.add(id(outer))
+                    self._judge(ctx, view, view.iteration(outer), reported, fix=False)
+        for function in self._stepping_functions(view):
+            events = [e for e in view.iteration(function) if not e.loops]
+            self._judge(ctx, view, events, reported, fix=True)
+
+    def _judge(self, ctx: FileContext, view: TrainingView, events: list[Event], reported: set[int],
+               fix: bool) -> None:
+        first_step = next((i for i, e in enumerate(events) if e.kind == OPTIMIZER_STEP), None)
+        if first_step is None:
+            return
+        for event in events[:first_step]:
+            if event.kind != SCHEDULER_STEP or id(event.node) in reported:
                 continue
-            for event in loop.events[:first_step]:
-                if event.kind != SCHEDULER_STEP or id(event.node) in reported:
-                    continue
-                if event.node.args or not self._library_scheduler(view, event):  # type: ignore[attr-defined]  # a call
-                    continue
-                reported.add(id(event.node))
-                ctx.report(event.node, "scheduler.step() before optimizer.step() skips the first value of the "
-                           "schedule (the start of the warmup); step the scheduler after the optimiser",
-                           fix=fixes.move_fix(ctx.index, event.node, loop.events[first_step].node))
+            if event.node.args or not self._library_scheduler(view, event):  # type: ignore[attr-defined]  # a call
+                continue
+            reported.add(id(event.node))
+            ctx.report(event.node, "scheduler.step() before optimizer.step() skips the first value of the "
+                       "schedule (the start of the warmup); step the scheduler after the optimiser",
+                       fix=fixes.move_fix(ctx.index, event.node, events[first_step].node) if fix else None)
+
+    @staticmethod
+    def _stepping_functions(view: TrainingView) -> list[cst.FunctionDef]:
+        """Functions whose own body (outside its loops) steps both a scheduler and an
+        optimiser, in source order."""
+        index = view.index
+        kinds: dict[int, set[str]] = {}
+        functions: dict[int, cst.FunctionDef] = {}
+        for call in index.calls:
+            func = call.func
+            if type(func) is not cst.Attribute or func.attr.value != "step" or index.enclosing_loops(call):
+                continue
+            kind = view.event_kind(call)
+            function = index.enclosing_function(call) if kind in (SCHEDULER_STEP, OPTIMIZER_STEP) else None
+            if function is not None:
+                kinds.setdefault(id(function), set()).add(kind)  # type: ignore[arg-type]  # a kind here
+                functions[id(function)] = function
+        return [functions[key] for key, found in kinds.items() if len(found) == 2]
 
     @staticmethod
     def _library_scheduler(view: TrainingView, event) -> bool:

@@ -3,7 +3,8 @@
 A scheduler whose length is given in optimiser steps — its size argument
 (`num_training_steps`, `total_steps`, `T_max`, `total_iters`, ...) is computed from
 `len(loader)` or from a name that counts steps (`max_steps`, `num_update_steps`), or
-`OneCycleLR(steps_per_epoch=...)` — whose `.step()` is called in the epoch loop around a
+`OneCycleLR(steps_per_epoch=...)`, or a `LambdaLR`/`MultiplicativeLR` whose rate function
+(a lambda or a function of this file) compares its argument with such a count — whose `.step()` is called in the epoch loop around a
 training loop rather than in the training loop itself; or returned by a LightningModule's
 `configure_optimizers` without `"interval": "step"` (Lightning then steps it per epoch).
 """
@@ -16,6 +17,7 @@ import libcst as cst
 
 from tlint.cst import get_arg, last_name, literal_value, snake_parts, walk
 from tlint.rules.base import Rule
+from tlint.views.calls import parameters
 from tlint.views.training import SCHEDULER_STEP, SchedulerSite, TrainingView
 
 if TYPE_CHECKING:
@@ -30,6 +32,7 @@ _SIZE_ARGUMENTS = {
     "PolynomialLR": (("total_iters", 1),),
     "ConstantLR": (("total_iters", 2),),
 }
+_LAMBDA_SCHEDULERS = frozenset({"LambdaLR", "MultiplicativeLR"})
 _HF_DEFAULT = (("num_training_steps", 2), ("num_warmup_steps", 1))
 _STEP_WORDS = frozenset({"step", "steps", "iter", "iters", "iteration", "iterations", "updates", "batches"})
 
@@ -75,6 +78,9 @@ class SchedulerSteppedPerEpoch(Rule):
             arguments: tuple[tuple[str, int], ...] = _HF_DEFAULT
         else:
             arguments = _SIZE_ARGUMENTS.get(last, ())
+        if last in _LAMBDA_SCHEDULERS:
+            arg = get_arg(site.call, "lr_lambda", 1)
+            return arg is not None and _lambda_counts_steps(view, arg.value)
         for keyword, position in arguments:
             arg = get_arg(site.call, keyword, position)
             if arg is None:
@@ -109,6 +115,30 @@ def _counts_steps(view: TrainingView, expr: cst.BaseExpression, depth: int) -> b
                 bound = view.resolve(node)
                 if bound is not None and bound is not expr and _counts_steps(view, bound, depth + 1):
                     return True
+    return False
+
+
+def _lambda_counts_steps(view: TrainingView, expr: cst.BaseExpression) -> bool:
+    """A rate function sized in steps: a lambda or a function of this file whose body
+    reads a step count other than its own argument (`step < warmup_steps`)."""
+    function: cst.Lambda | cst.FunctionDef | None = None
+    if type(expr) is cst.Lambda:
+        function = expr
+    elif type(expr) is cst.Name:
+        function = view.local_function(expr)
+    if function is None:
+        return False
+    own = {p.name.value for p in parameters(function)}
+    body = function.body
+    for node in walk(body):
+        if type(node) is cst.Name and node.value in own:
+            continue
+        if type(node) in (cst.Name, cst.Attribute) and set(snake_parts(last_name(node) or "")) & _STEP_WORDS:
+            if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value in own:
+                continue
+            return True
+        if type(node) is cst.Call and last_name(node.func) == "len":
+            return True
     return False
 
 

@@ -5,6 +5,12 @@ optimiser step that would use that backward's gradients wipes them: the step app
 nothing (or only momentum). A reset under a condition the step does not share (skipping a
 non-finite batch: `if not torch.isfinite(loss): optimizer.zero_grad(); continue`) is a
 different branch, not a wipe; a reset of another optimiser (GANs) is not one either.
+
+Under `accelerator.accumulate(model)`, the prepared optimiser skips its `step()` and
+`zero_grad()` until the micro-batch that syncs: a reset of the *module*
+(`model.zero_grad()`) there runs on every micro-batch and wipes what the ones before it
+accumulated, wherever it sits in the iteration (unless under `if
+accelerator.sync_gradients:`).
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tlint import fixes
-from tlint.cst import dotted_name
+import libcst as cst
+
+from tlint.cst import dotted_name, last_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView
 
@@ -45,6 +53,33 @@ class ZeroGradMisplaced(Rule):
                 ctx.report(reset.node, "zero_grad() between backward() and step() wipes the gradients the step "
                            "was about to apply; reset after step() (or before the forward pass)",
                            fix=fixes.move_fix(ctx.index, reset.node, step.node))
+            self._module_reset_under_accumulate(ctx, view, loop, reported)
+
+    @staticmethod
+    def _module_reset_under_accumulate(ctx: FileContext, view: TrainingView, loop, reported: set[int]) -> None:
+        if not loop.has(BACKWARD):
+            return
+        for reset in loop.events:
+            if reset.kind != ZERO_GRAD or id(reset.node) in reported or type(reset.node) is not cst.Call:
+                continue
+            receiver = view.receiver(reset.node)
+            if receiver is None or view.role(receiver) == "optimizer":
+                continue
+            accumulated = [
+                arg.value for item in reset.contexts if type(item) is cst.Call
+                and type(item.func) is cst.Attribute and item.func.attr.value == "accumulate"
+                and _accelerator(view, item.func.value) for arg in item.args
+            ]
+            if not any(dotted_name(a) == dotted_name(receiver) for a in accumulated) \
+                    and view.role(receiver) != "model":
+                continue
+            if any(type(n) is cst.Name and n.value == "sync_gradients"
+                   for c in reset.conditions for n in walk(c.test)):
+                continue
+            reported.add(id(reset.node))
+            ctx.report(reset.node, "under accelerator.accumulate() the prepared optimiser skips step() and "
+                       "zero_grad() until the sync step, but this module reset runs on every micro-batch and "
+                       "wipes the gradients accumulated so far; call optimizer.zero_grad() instead")
 
     @staticmethod
     def _same_optimizer(view: TrainingView, reset, step) -> bool:
@@ -56,6 +91,10 @@ class ZeroGradMisplaced(Rule):
         if view.role(reset_target) != "optimizer" or view.role(step_target) != "optimizer":
             return True
         return dotted_name(reset_target) == dotted_name(step_target)
+
+
+def _accelerator(view: TrainingView, expr: cst.BaseExpression) -> bool:
+    return view.role(expr) == "accelerator" or "accelerator" in snake_parts(last_name(expr) or "")
 
 
 def _runs_whenever(reset, step) -> bool:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from tlint.views.bindings import UNKNOWN
+from tlint.views.bindings import ASSIGN, PARAM, UNKNOWN
 
 if TYPE_CHECKING:
     from tlint.views.bindings import BindingsView
@@ -33,6 +33,44 @@ class TrainingLiterals:
 
     def _resolve_name(self, name: cst.Name) -> cst.BaseExpression | None:
         return self.bindings.expression(name)
+
+    def sources(self, expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+        """The expressions `expr` may hold at this use, one level back: for a name, the
+        assignments that reach it, or for a parameter the arguments every call of its
+        function in this file passes (its default where a call leaves it out, the default
+        alone when nothing here calls it); for `self.<attr>`, the assignments to it in its
+        class. None when any of them is unknown (a loop target, `*args`, a parameter
+        without default or caller) or `expr` is neither a name nor `self.<attr>`."""
+        bindings = self.bindings
+        if type(expr) is cst.Attribute:
+            bound = bindings.attribute(expr)
+        elif type(expr) is cst.Name and expr.value not in bindings.index.imports.aliases:
+            bound = bindings.reaching(expr)
+        else:
+            return None
+        if not bound:
+            return None
+        out: list[cst.BaseExpression] = []
+        for binding in bound:
+            if binding.kind == ASSIGN and binding.value is not None:
+                out.append(binding.value)
+                continue
+            if binding.kind != PARAM or type(binding.node) is not cst.Param or len(bound) != 1:
+                return None
+            param, function = binding.node, binding.scope
+            sites = bindings.calls.callers(function) if type(function) is cst.FunctionDef else []
+            for site in sites:
+                if site.arguments is None:
+                    return None
+                argument = site.arguments.get(param.name.value, param.default)
+                if argument is None:
+                    return None
+                out.append(argument)
+            if not sites:
+                if param.default is None:
+                    return None
+                out.append(param.default)
+        return out
 
     def binding(self, name: cst.Name) -> cst.BaseExpression | None:
         """The one expression `name` is bound to at this use (`BindingsView.expression`)."""
