@@ -67,3 +67,91 @@ def test_test_files_are_not_judged(tmp_path):
                 optimizer.step()
                 optimizer.zero_grad()
     """})
+
+
+def test_scheduler_at_the_top_of_the_update_loop(tmp_path):
+    check(tmp_path, {"train.py": """
+        def train(model, batches, optimizer, scheduler, updates, epochs):
+            for update in range(updates):
+                scheduler.step()  # expect: TL305
+                rollout = next(batches)
+                for epoch in range(epochs):
+                    for micro in rollout:
+                        model(**micro).loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+    """})
+
+
+def test_scheduler_after_the_inner_loop_is_fine(tmp_path):
+    check(tmp_path, {"train.py": """
+        def train(model, batches, optimizer, scheduler, updates):
+            for update in range(updates):
+                for micro in next(batches):
+                    model(**micro).loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                scheduler.step()
+    """})
+
+
+def test_epoch_loop_in_the_caller(tmp_path):
+    check(tmp_path, {"train.py": """
+        def train_epoch(model, loader, optimizer):
+            for batch in loader:
+                model(**batch).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+
+        def fit(model, loader, optimizer, scheduler, epochs):
+            for epoch in range(epochs):
+                scheduler.step()  # expect: TL305
+                train_epoch(model, loader, optimizer)
+    """})
+
+
+def test_wrapper_method_in_a_file_without_backward(tmp_path):
+    check(tmp_path, {"optim.py": """
+        class OptimizerAndSchedule:
+            def __init__(self, optimizer, scheduler):
+                self.optimizer = optimizer
+                self.scheduler = scheduler
+
+            def step(self):
+                self.scheduler.step()  # expect: TL305
+                self.optimizer.step()
+
+
+        class Ordered:
+            def __init__(self, optimizer, lr_scheduler):
+                self.optimizer = optimizer
+                self.lr_scheduler = lr_scheduler
+
+            def step(self):
+                self.optimizer.step()
+                self.lr_scheduler.step()
+    """})
+
+
+def test_wrapper_around_a_scheduler_class_of_the_file_is_not_judged(tmp_path):
+    check(tmp_path, {"optim.py": """
+        class Warmup:
+            def __init__(self, optimizer, steps):
+                self.optimizer, self.steps, self.n = optimizer, steps, 0
+
+            def step(self):
+                self.n += 1
+                for group in self.optimizer.param_groups:
+                    group["lr"] = min(1.0, self.n / self.steps)
+
+
+        class Stepper:
+            def __init__(self, optimizer):
+                self.optimizer = optimizer
+                self.scheduler = Warmup(optimizer, 100)
+
+            def step(self):
+                self.scheduler.step()
+                self.optimizer.step()
+    """})

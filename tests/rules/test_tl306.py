@@ -54,3 +54,34 @@ def test_plateau_stepped_with_a_metric(tmp_path):
                     optimizer.zero_grad()
                 scheduler.step(evaluate(model))
     """})
+
+
+@pytest.mark.parametrize(
+    ("rate", "flagged"),
+    [
+        ("lambda step: min(1.0, (step + 1) / warmup_steps)", True),
+        ("lambda epoch: 0.95 ** epoch", False),
+        ("lambda step: 0.95 ** step", False),  # only its own argument: no count to size it
+        ("lambda e: 1.0 if e < len(loader) else 0.1", True),
+        ("warmup_then_decay", True),
+    ],
+)
+def test_lambda_schedules(tmp_path, rate, flagged):
+    marker = "  # expect: TL306" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+        import torch
+
+
+        def warmup_then_decay(current_step, warmup_steps=500):
+            return min(1.0, current_step / warmup_steps)
+
+
+        def train(model, loader, optimizer, epochs, warmup_steps=500):
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, {rate})
+            for epoch in range(epochs):
+                for batch in loader:
+                    model(**batch).loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                scheduler.step(){marker}
+    """})

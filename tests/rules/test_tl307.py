@@ -66,3 +66,32 @@ def test_pretrained_tokenizer_alone_is_scratch(tmp_path):
         model = nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4)
         optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4)
     """})
+
+
+@pytest.mark.parametrize(
+    ("helper", "flagged"),
+    [
+        ("return d_model ** -0.5 * min((step + 1) ** -0.5, (step + 1) * warmup ** -1.5)", False),
+        ("return inner(step, d_model, warmup)", False),  # two helpers deep
+        ("return min(1.0, (step + 1) / warmup)", True),  # a ramp to 1: the literal is the peak rate
+    ],
+)
+def test_lambda_into_a_helper(tmp_path, helper, flagged):
+    marker = "  # expect: TL307" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+        import torch
+        import torch.nn as nn
+
+
+        def inner(step, d_model, warmup):
+            return d_model ** -0.5 * min((step + 1) ** -0.5, (step + 1) * warmup ** -1.5)
+
+
+        def rate(step, d_model, warmup):
+            {helper}
+
+
+        model = nn.Transformer(d_model=512)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1.0){marker}
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: rate(step, 512, 4000))
+    """})

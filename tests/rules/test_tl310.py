@@ -71,3 +71,29 @@ def test_scaler_step(tmp_path):
                 scaler.step(optimizer)
                 scaler.update()
     """})
+
+
+@pytest.mark.parametrize(
+    ("reset", "flagged"),
+    [
+        ("model.zero_grad()", True),
+        ("self_model.zero_grad()", False),  # not the accumulated module, not named a model
+        ("optimizer.zero_grad()", False),
+        ("if accelerator.sync_gradients:\n                    model.zero_grad()", False),
+    ],
+)
+def test_module_reset_under_accelerate_accumulate(tmp_path, reset, flagged):
+    marker = "  # expect: TL310" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+        from accelerate import Accelerator
+
+
+        def train(model, self_model, optimizer, loader):
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    accelerator.backward(model(**batch).loss)
+                    optimizer.step()
+                    {reset}{marker}
+    """})

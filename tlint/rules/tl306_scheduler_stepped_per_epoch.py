@@ -4,9 +4,10 @@ A scheduler whose length is given in optimiser steps — its size argument
 (`num_training_steps`, `total_steps`, `T_max`, `total_iters`, ...) is computed from
 `len(loader)` or from a name that counts steps (`max_steps`, `num_update_steps`), or
 `OneCycleLR(steps_per_epoch=...)`, or a `LambdaLR`/`MultiplicativeLR` whose rate function
-(a lambda or a function of this file) compares its argument with such a count — whose `.step()` is called in the epoch loop around a
-training loop rather than in the training loop itself; or returned by a LightningModule's
-`configure_optimizers` without `"interval": "step"` (Lightning then steps it per epoch).
+(a lambda or a function of this file) reads such a count besides its own argument — whose
+`.step()` is called in the epoch loop around a training loop rather than in the training
+loop itself; or returned by a LightningModule's `configure_optimizers` without
+`"interval": "step"` (Lightning then steps it per epoch).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def _lambda_counts_steps(view: TrainingView, expr: cst.BaseExpression) -> bool:
         function = view.local_function(expr)
     if function is None:
         return False
-    own = {p.name.value for p in parameters(function)}
+    own = {p.name.value for p in parameters(function)[:1]}  # the step (or epoch) it is called with
     body = function.body
     for node in walk(body):
         if type(node) is cst.Name and node.value in own:

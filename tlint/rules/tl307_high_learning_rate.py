@@ -5,8 +5,8 @@ The rate is what runs by default (`TrainingView.literal`: literals, constants, p
 defaults, argparse/click/dataclass defaults); values read at run time are not judged.
 The threshold depends on what is trained: a model loaded with `from_pretrained` in the
 file (fine-tuning), adapters only (`peft`), or a model trained from scratch. A `LambdaLR`
-whose lambda carries the scale itself (Noam: `d_model ** -0.5 * ...`) makes the optimiser's
-`lr` a multiplier, not a rate.
+whose lambda carries the scale itself (Noam: `d_model ** -0.5 * ...`), or through a function
+of this file it calls, makes the optimiser's `lr` a multiplier, not a rate.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ class HighLearningRate(Rule):
 
     @staticmethod
     def _lambda_scales(view: TrainingView) -> bool:
-        """A LambdaLR whose lambda multiplies by an inverse power (`d_model ** -0.5`)."""
+        """A LambdaLR whose lambda multiplies by an inverse power (`d_model ** -0.5`),
+        itself or in a function of this file it calls (`lambda step: rate(step, 512)`)."""
         for site in view.schedulers:
             if not site.name.endswith("LambdaLR"):
                 continue
@@ -80,9 +81,21 @@ class HighLearningRate(Rule):
             body: cst.CSTNode | None = arg.value if arg is not None else None
             if type(body) is cst.Name:
                 body = view.local_function(body)
-            if body is not None and any(_inverse_power(node) for node in walk(body)):
+            if body is not None and _scales(view, body, set(), 0):
                 return True
         return False
+
+
+def _scales(view: TrainingView, body: cst.CSTNode, seen: set[int], depth: int) -> bool:
+    seen.add(id(body))
+    for node in walk(body):
+        if _inverse_power(node):
+            return True
+        if type(node) is cst.Call and type(node.func) is cst.Name and depth < 3:
+            helper = view.local_function(node.func)
+            if helper is not None and id(helper) not in seen and _scales(view, helper, seen, depth + 1):
+                return True
+    return False
 
 
 def _inverse_power(node: cst.CSTNode) -> bool:

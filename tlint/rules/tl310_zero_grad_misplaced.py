@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tlint import fixes
 import libcst as cst
 
+from tlint import fixes
 from tlint.cst import dotted_name, last_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.cst import get_arg, walk
+from tlint.cst import assignment_targets, get_arg, walk
 from tlint.rules.base import Rule
 from tlint.views.training import TrainingView
 
@@ -90,8 +90,8 @@ def _loss_holders(view: TrainingView) -> frozenset[str]:
     for node in index.assignments:
         if type(node) in (cst.Assign, cst.AnnAssign) and node.value is not None \
                 and _constructed_loss(view, node.value) is not None:
-            for target in (node.targets if type(node) is cst.Assign else [node]):
-                for part in walk(target.target):
+            for target in assignment_targets(node):
+                for part in walk(target):
                     if type(part) is cst.Name:
                         names.add(part.value)
     for call in index.calls:
