@@ -126,3 +126,119 @@ def test_loop_not_feeding_the_model_is_not_evaluation(tmp_path):
                 total += out.mean()
             return total
     """})
+
+
+def test_no_grad_inside_the_loop_body(tmp_path):
+    check(tmp_path, {"run.py": """
+        import torch
+        import torch.nn.functional as F
+
+
+        def check_model(model, holdout):
+            correct = 0
+            for x, y in holdout:  # expect: TL312
+                with torch.no_grad():
+                    pred = model(x).argmax(-1)
+                correct += (pred == y).sum().item()
+            return correct
+
+
+        def train_some(model, loader, optimizer):
+            for x, y in loader:
+                with torch.no_grad():
+                    target = model(x).detach()
+                loss = F.mse_loss(model(x), target)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    """})
+
+
+@pytest.mark.parametrize("switch", ["", "model.eval()"])
+def test_generation_loop_of_an_evaluation(tmp_path, switch):
+    marker = "" if switch else "  # expect: TL312"
+    check(tmp_path, {"run.py": f"""
+        import torch
+
+
+        def evaluate_bleu(model, tokenizer, loader, metric):
+            {switch}
+            predictions = []
+            with torch.no_grad():
+                for batch in loader:{marker}
+                    out = model.generate(batch["input_ids"], max_new_tokens=32)
+                    predictions.extend(tokenizer.batch_decode(out))
+            return metric.compute(predictions=predictions)
+    """})
+
+
+def test_loss_estimation_fetching_batches(tmp_path):
+    check(tmp_path, {"run.py": """
+        import torch
+
+
+        @torch.no_grad()
+        def estimate_loss(model, get_batch, iters=100):
+            losses = torch.zeros(iters)
+            for k in range(iters):  # expect: TL312
+                X, Y = get_batch("val")
+                _, loss = model(X, Y)
+                losses[k] = loss.item()
+            return losses.mean()
+    """})
+
+
+def test_inline_evaluation_in_main_and_at_top_level(tmp_path):
+    check(tmp_path, {"main.py": """
+        import torch
+        import torch.nn.functional as F
+
+
+        def main(model, train_loader, val_loader, optimizer, epochs):
+            for epoch in range(epochs):
+                model.train()
+                for x, y in train_loader:
+                    F.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                val_loss = 0.0
+                with torch.no_grad():
+                    for x, y in val_loader:  # expect: TL312
+                        val_loss += F.cross_entropy(model(x), y).item()
+                print(epoch, val_loss)
+    """, "score.py": """
+        import torch
+        import torch.nn.functional as F
+
+        from models import build
+
+        model, val_loader = build()
+        total = 0.0
+        with torch.no_grad():
+            for x, y in val_loader:  # expect: TL312
+                total += F.cross_entropy(model(x), y).item()
+        print(total)
+    """})
+
+
+def test_rollout_feeding_the_update_is_not_evaluation(tmp_path):
+    check(tmp_path, {"ppo.py": """
+        import torch
+
+
+        def ppo_step(policy, queries, optimizer, batch_size):
+            old_logprobs, scores = [], []
+            with torch.no_grad():
+                for i in range(0, len(queries), batch_size):
+                    batch = queries[i:i + batch_size]
+                    out = policy.model(batch)
+                    old_logprobs.append(out.logprobs)
+                    scores.append(out.reward)
+            old = torch.cat(old_logprobs)
+            for i in range(0, len(queries), batch_size):
+                new = policy.model(queries[i:i + batch_size])
+                loss = -((new.logprobs - old[i:i + batch_size]).exp() * torch.cat(scores)[i:i + batch_size]).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    """})

@@ -1,9 +1,13 @@
 """TL312 missing-eval-mode: evaluation in training mode, or training left in eval mode.
 
-(a) An evaluation loop — a `for` loop over a data loader or batches, under `no_grad()`/
-`inference_mode()` or in a function named `eval*`/`valid*`, that computes a loss or a
-metric — in a function (not an `nn.Module` method) that never calls `model.eval()`,
-and whose callers in the same file do not either. (b) A training loop whose iteration
+(a) An evaluation loop — a `for` loop over a data loader or batches (or one that fetches a
+batch each iteration, `get_batch(split)`), under `no_grad()`/`inference_mode()` (around
+the loop, or around every model call inside its body) or in a function named
+`eval*`/`valid*`, that computes a loss or a metric (for a generation loop,
+`model.generate(...)`, collecting what it generates) — in a function (not an `nn.Module`
+method) that never calls `model.eval()`, and whose callers in the same file do not
+either. A loop whose results feed a training loop of its function (a rollout before the
+update) is not evaluation. (b) A training loop whose iteration
 switches the model to eval mode (for validation every N steps, or at the end of each
 epoch) and never back to `train()`: dropout stays off for the rest of training.
 """
@@ -14,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.cst import is_literal, last_name, snake_parts, walk
+from tlint.cst import assignment_targets, is_literal, last_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, EVAL, FORWARD, LOSS, OPTIMIZER_STEP, TRAIN, TrainingView
 
@@ -53,24 +57,40 @@ class MissingEvalMode(Rule):
         checked: set[cst.FunctionDef] = set()
         for loop in ctx.index.loops:
             function = ctx.index.enclosing_function(loop)
-            if type(loop) is not cst.For or function is None or function in checked:
+            if type(loop) is not cst.For or function in checked:
                 continue
-            if not self._evaluation_function(ctx, view, function, loop):
+            if function is None:  # a script's top level: evaluation when it runs without autograd
+                evaluation = True if view.grad_disabled(loop) else (
+                    None if any(type(n) is cst.With for n in walk(loop.body)) else False)
+            else:
+                evaluation = self._evaluation_function(ctx, view, function, loop)
+            if evaluation is False:
                 continue
             events = view.iteration(loop)
-            if not (self._over_batches(loop) or self._feeds_batches(loop, events)):
+            if evaluation is None and not self._model_calls_without_grad(view, loop, events):
+                continue
+            generates = self._generates(view, loop)
+            if not (self._over_batches(loop) or self._fetches_batches(loop)
+                    or self._feeds_batches(loop, events, generates)):
                 continue
             kinds = {e.kind for e in events}
-            if kinds & {BACKWARD, OPTIMIZER_STEP} or not self._computes_metric(loop, kinds):
+            if kinds & {BACKWARD, OPTIMIZER_STEP} or not (self._computes_metric(loop, kinds)
+                                                           or (generates and self._collects(loop))):
                 continue
             checked.add(function)
-            if self._switches_to_eval(view, function) or self._caller_switches(view, function):
+            if self._switches_to_eval(view, function) or (
+                    function is not None and self._caller_switches(view, function)):
                 continue
-            ctx.report(loop, f"`{function.name.value}` evaluates without model.eval(): dropout and batch-norm "
+            if self._feeds_training(view, function, loop):
+                continue
+            where = f"`{function.name.value}`" if function is not None else "the script"
+            ctx.report(loop, f"{where} evaluates without model.eval(): dropout and batch-norm "
                        "stay in training mode, so the metric is noisy and biased; call model.eval() first")
 
     @staticmethod
-    def _evaluation_function(ctx, view: TrainingView, function: cst.FunctionDef, loop) -> bool:
+    def _evaluation_function(ctx, view: TrainingView, function: cst.FunctionDef, loop) -> bool | None:
+        """True: an evaluation function or a loop without autograd; False: not evaluation;
+        None: evaluation only if every model call of the loop runs without autograd."""
         parts = snake_parts(function.name.value)
         if set(parts) & _NOT_EVALUATION:
             return False
@@ -78,7 +98,69 @@ class MissingEvalMode(Rule):
         if cls is not None and cls.name.value in ctx.models.classes:
             return False  # nn.Module / LightningModule methods: the framework or caller switches modes
         named = bool(parts) and parts[0].startswith(_EVAL_WORDS[:2])
-        return named or view.grad_disabled(loop)
+        if named or view.grad_disabled(loop):
+            return True
+        return None if any(type(n) is cst.With for n in walk(loop.body)) else False
+
+    @staticmethod
+    def _model_calls_without_grad(view: TrainingView, loop: cst.For, events: list) -> bool:
+        """`with torch.no_grad():` inside the loop body around every model call."""
+        calls = [e.node for e in events if e.kind == FORWARD and not e.via]
+        return bool(calls) and all(view.grad_disabled(c) and view.index.is_inside(c, loop) for c in calls)
+
+    @staticmethod
+    def _generates(view: TrainingView, loop: cst.For) -> list[cst.Call]:
+        """`model.generate(...)` calls in the loop body (a model's generation is its forward)."""
+        out = []
+        for node in walk(loop.body):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "generate":
+                receiver = node.func.value
+                name = last_name(receiver) or ""
+                if view.role(receiver) == "model" or name == "self" or "model" in snake_parts(name):
+                    out.append(node)
+        return out
+
+    @staticmethod
+    def _fetches_batches(loop: cst.For) -> bool:
+        """Each iteration fetches a batch: `X, Y = get_batch(split)`, `batch = next(it)`."""
+        for node in walk(loop.body):
+            if type(node) is cst.Assign and type(node.value) is cst.Call:
+                name = last_name(node.value.func) or ""
+                if set(snake_parts(name)) & _DATA_WORDS or (name == "next" and node.value.args):
+                    return True
+        return False
+
+    @staticmethod
+    def _collects(loop: cst.For) -> bool:
+        """The loop keeps what it computes: `preds.extend(...)`, `outputs.append(...)`, `n += ...`."""
+        return any(
+            (type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in ("append", "extend"))
+            or type(n) is cst.AugAssign for n in walk(loop.body)
+        )
+
+    @staticmethod
+    def _feeds_training(view: TrainingView, function: cst.FunctionDef | None, loop: cst.For) -> bool:
+        """What the loop fills (`logprobs.append(...)`, `values[i] = ...`) is read by a
+        training loop of the same function: a rollout before the update, not evaluation."""
+        filled: set[str] = set()
+        for node in walk(loop.body):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute \
+                    and node.func.attr.value in ("append", "extend") and type(node.func.value) is cst.Name:
+                filled.add(node.func.value.value)
+            elif type(node) in (cst.Assign, cst.AugAssign):
+                for target in assignment_targets(node):
+                    base = target.value if type(target) is cst.Subscript else target
+                    if type(base) is cst.Name:
+                        filled.add(base.value)
+        if not filled:
+            return False
+        for training in view.loops:
+            node = training.node
+            if node is loop or training.function is not function or view.index.is_inside(node, loop):
+                continue
+            if any(type(n) is cst.Name and n.value in filled for n in walk(node)):
+                return True
+        return False
 
     @staticmethod
     def _over_batches(loop: cst.For) -> bool:
@@ -87,16 +169,16 @@ class MissingEvalMode(Rule):
         return any(set(snake_parts(name)) & _DATA_WORDS for name in names)
 
     @staticmethod
-    def _feeds_batches(loop: cst.For, events: list) -> bool:
+    def _feeds_batches(loop: cst.For, events: list, generates: list[cst.Call]) -> bool:
         """A loader of any name: the model is called on what the loop yields (directly or
         through a name the iteration binds from it)."""
         fed = {n.value for n in walk(loop.target) if type(n) is cst.Name}
         for node in walk(loop.body):
             if type(node) is cst.Assign and any(type(n) is cst.Name and n.value in fed for n in walk(node.value)):
                 fed.update(n.value for t in node.targets for n in walk(t.target) if type(n) is cst.Name)
-        return any(e.kind == FORWARD and not e.via and type(e.node) is cst.Call
-                   and any(type(n) is cst.Name and n.value in fed for a in e.node.args for n in walk(a.value))
-                   for e in events)
+        calls = [e.node for e in events if e.kind == FORWARD and not e.via and type(e.node) is cst.Call]
+        return any(any(type(n) is cst.Name and n.value in fed for a in call.args for n in walk(a.value))
+                   for call in calls + generates)
 
     @staticmethod
     def _computes_metric(loop: cst.For, kinds: set[str]) -> bool:
