@@ -593,3 +593,60 @@ def test_training_arguments_of_a_trainer_that_only_evaluates(tmp_path, calls, fl
             trainer = Trainer(model, TrainingArguments(output_dir="out")){marker}
             {calls}
     """})
+
+
+@pytest.mark.parametrize(
+    ("default", "flagged"),
+    [('"AdamW"', True), ('"Adam"', True), ('"SGD"', False), ('"RAdam"', False), ("None", False)],
+)
+def test_optimizer_named_by_a_cli_default(tmp_path, default, flagged):
+    marker = "  # expect: TL304" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+        import argparse
+
+        import torch
+        import torch.nn as nn
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--optim", default={default})
+        args = parser.parse_args()
+        model = nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4)
+        optimizer_cls = getattr(torch.optim, args.optim)
+        optimizer = optimizer_cls(model.parameters(), lr=3e-4){marker}
+    """})
+
+
+@pytest.mark.parametrize(("warmup", "flagged"), [("0", True), ("100", False), ("args.warmup", False)])
+def test_hand_written_warmup_by_value(tmp_path, warmup, flagged):
+    marker = "  # expect: TL304" if flagged else ""
+    check(tmp_path, {"model.py": f"""
+        import torch
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4)
+
+            def configure_optimizers(self):
+                return torch.optim.AdamW(self.parameters(), lr=3e-4){marker}
+    """, "train.py": f"""
+        import argparse
+
+        from model import Net
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--warmup", type=int)
+        args = parser.parse_args()
+        warmup_steps = {warmup}
+        model = Net()
+        optimizer = model.configure_optimizers()
+        for step, batch in enumerate(loader):
+            scale = step / warmup_steps if step < warmup_steps else 1.0
+            for group in optimizer.param_groups:
+                group["lr"] = 3e-4 * scale
+            model(batch).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """})

@@ -54,16 +54,17 @@ class MissingEvalMode(Rule):
     # --- (a) evaluation without eval() ------------------------------------------------
 
     def _evaluation_loops(self, ctx, view: TrainingView) -> None:
-        checked: set[cst.FunctionDef] = set()
+        checked: set[cst.FunctionDef | None] = set()
+        no_grad_loops = _loops_around_no_grad(view)
         for loop in ctx.index.loops:
             function = ctx.index.enclosing_function(loop)
             if type(loop) is not cst.For or function in checked:
                 continue
             if function is None:  # a script's top level: evaluation when it runs without autograd
                 evaluation = True if view.grad_disabled(loop) else (
-                    None if any(type(n) is cst.With for n in walk(loop.body)) else False)
+                    None if id(loop) in no_grad_loops else False)
             else:
-                evaluation = self._evaluation_function(ctx, view, function, loop)
+                evaluation = self._evaluation_function(ctx, view, function, loop, no_grad_loops)
             if evaluation is False:
                 continue
             events = view.iteration(loop)
@@ -88,7 +89,8 @@ class MissingEvalMode(Rule):
                        "stay in training mode, so the metric is noisy and biased; call model.eval() first")
 
     @staticmethod
-    def _evaluation_function(ctx, view: TrainingView, function: cst.FunctionDef, loop) -> bool | None:
+    def _evaluation_function(ctx, view: TrainingView, function: cst.FunctionDef, loop,
+                             no_grad_loops: frozenset[int]) -> bool | None:
         """True: an evaluation function or a loop without autograd; False: not evaluation;
         None: evaluation only if every model call of the loop runs without autograd."""
         parts = snake_parts(function.name.value)
@@ -100,7 +102,7 @@ class MissingEvalMode(Rule):
         named = bool(parts) and parts[0].startswith(_EVAL_WORDS[:2])
         if named or view.grad_disabled(loop):
             return True
-        return None if any(type(n) is cst.With for n in walk(loop.body)) else False
+        return None if id(loop) in no_grad_loops else False
 
     @staticmethod
     def _model_calls_without_grad(view: TrainingView, loop: cst.For, events: list) -> bool:
@@ -240,3 +242,14 @@ class MissingEvalMode(Rule):
     def _frozen(view: TrainingView, event) -> bool:
         receiver = view.receiver(event.node)
         return bool(set(snake_parts(last_name(receiver) or "")) & _FROZEN_WORDS)
+
+
+def _loops_around_no_grad(view: TrainingView) -> frozenset[int]:
+    """Ids of the loops whose body holds a `with torch.no_grad():` (or `inference_mode`)."""
+    index = view.index
+    out: set[int] = set()
+    if index.identifiers & {"no_grad", "inference_mode", "set_grad_enabled"}:
+        for call in index.calls:
+            if type(index.parent(call)) is cst.WithItem and view.grad_disabled(call):
+                out.update(id(loop) for loop in index.enclosing_loops(call))
+    return frozenset(out)

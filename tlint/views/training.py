@@ -119,6 +119,9 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
     def _family(self, call: cst.Call) -> tuple[str, str] | None:
         qualified = self.index.qualify(call.func)
         if qualified is None:
+            named = self._optimizer_by_string(call.func)
+            if named is not None:
+                return ("optimizer", named)
             name = call.func.value if type(call.func) is cst.Name else None
             family = self._local_families.get(name) if name else None
             return (family, name) if family and name else None  # (a family implies a name)
@@ -129,6 +132,19 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
             return None
         family = _family_of_qualified(qualified)
         return (family, qualified) if family else None
+
+    def _optimizer_by_string(self, func: cst.BaseExpression) -> str | None:
+        """`getattr(torch.optim, args.optimizer)(...)`, directly or through the name it is
+        bound to, with the name's default-run string (`--optimizer` defaulting to "AdamW"):
+        the qualified name of that optimiser."""
+        if type(func) is cst.Name and func.value not in self.index.imports.aliases:
+            bound = self.bindings.expression(func)
+            func = bound if type(bound) is cst.Call else func
+        if type(func) is not cst.Call or type(func.func) is not cst.Name or func.func.value != "getattr" \
+                or len(func.args) < 2 or self.index.qualify(func.args[0].value) != "torch.optim":
+            return None
+        value = self.literal(func.args[1].value)
+        return f"torch.optim.{value}" if isinstance(value, str) and value.isidentifier() else None
 
     @cached_property
     def _local_families(self) -> dict[str, str]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from tlint.cst import dotted_name, get_arg, has_star_kwargs, last_name, literal_value
+from tlint.cst import dotted_name, get_arg, has_star_kwargs, last_name, literal_value, walk
 from tlint.views.bindings import assignment_targets, class_defaults, field_default
 from tlint.views.training_common import (
     NO_WARMUP,
@@ -238,7 +238,26 @@ class TrainingWarmup:
         if not self.lr_assignments:
             return []
         words = any("warmup" in name.lower() or "warm_up" in name.lower() for name in self.index.identifiers)
-        return list(self.lr_assignments) if words or self._has_ramp() else []
+        return list(self.lr_assignments) if (words and not self._warmup_zero()) or self._has_ramp() else []
+
+    def _warmup_zero(self) -> bool:
+        """Every warmup-named value the file reads is known to be 0 (`warmup_iters = 0`,
+        `--warmup_steps` defaulting to 0): the ramp is written but never runs."""
+        seen = False
+        for node in walk(self.index.module):
+            if type(node) is not cst.Name and type(node) is not cst.Attribute:
+                continue
+            name = (last_name(node) or "").lower()
+            if "warmup" not in name and "warm_up" not in name:
+                continue
+            parent = self.index.parent(node)
+            if type(parent) is cst.Attribute and parent.attr is node:
+                continue  # the `.warmup_iters` of an attribute: judged as the attribute
+            value = self.literal(node)
+            if not (_number(value) and value == 0):
+                return False
+            seen = True
+        return seen
 
     def _has_ramp(self) -> bool:
         for call in self.index.calls:
