@@ -242,3 +242,32 @@ def test_rollout_feeding_the_update_is_not_evaluation(tmp_path):
                 optimizer.step()
                 optimizer.zero_grad()
     """})
+
+
+@pytest.mark.parametrize(("use", "flagged"), [("old[i]", False), ("0.0", True)])
+def test_forward_pass_helper_whose_results_feed_the_update(tmp_path, use, flagged):
+    marker = "  # expect: TL312" if flagged else ""
+    check(tmp_path, {"ppo.py": f"""
+        import torch
+
+
+        class Trainer:
+            def forward_pass(self, batches):
+                all_logprobs = []
+                for i in range(len(batches)):{marker}
+                    with torch.no_grad():
+                        out = self.model(batches[i])
+                    start = 0
+                    start += len(batches[i]) - 1
+                    all_logprobs.append(out.logprobs[start:])
+                return all_logprobs
+
+            def step(self, batches):
+                old = self.forward_pass(batches)
+                for i in range(len(batches)):
+                    new = self.model(batches[i])
+                    loss = (new.logprobs - {use}).exp().mean()
+                    loss.backward()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+    """})

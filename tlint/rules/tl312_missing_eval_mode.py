@@ -156,11 +156,18 @@ class MissingEvalMode(Rule):
                         filled.add(base.value)
         if not filled:
             return False
-        for training in view.loops:
-            node = training.node
-            if node is loop or training.function is not function or view.index.is_inside(node, loop):
+        if _read_in_training(view, function, loop, filled):
+            return True
+        if function is None or not any(type(n) is cst.Return and n.value is not None and any(
+                type(m) is cst.Name and m.value in filled for m in walk(n.value))
+                for n in walk(function.body, into_functions=False)):
+            return False
+        for caller in view.callers(function):  # `logprobs, values = self.forward_pass(...)`
+            statement = view.index.parent(caller)
+            if type(statement) is not cst.Assign:
                 continue
-            if any(type(n) is cst.Name and n.value in filled for n in walk(node)):
+            names = {n.value for t in statement.targets for n in walk(t.target) if type(n) is cst.Name}
+            if _read_in_training(view, view.index.enclosing_function(caller), None, names):
                 return True
         return False
 
@@ -253,3 +260,15 @@ def _loops_around_no_grad(view: TrainingView) -> frozenset[int]:
             if type(index.parent(call)) is cst.WithItem and view.grad_disabled(call):
                 out.update(id(loop) for loop in index.enclosing_loops(call))
     return frozenset(out)
+
+
+def _read_in_training(view: TrainingView, function: cst.FunctionDef | None, loop: cst.For | None,
+                      names: set[str]) -> bool:
+    """A training loop of `function` (other than `loop`) reads one of `names`."""
+    for training in view.loops:
+        node = training.node
+        if node is loop or training.function is not function or (loop is not None and view.index.is_inside(node, loop)):
+            continue
+        if any(type(n) is cst.Name and n.value in names for n in walk(node)):
+            return True
+    return False
