@@ -616,6 +616,28 @@ def test_accelerate_deepspeed_plugin_from_the_launch_config(tmp_path):
     """})
 
 
+@pytest.mark.parametrize(("imported", "flagged"), [(True, False), (False, True)])
+def test_accelerate_placeholder_is_recognised_by_its_import(tmp_path, imported, flagged):
+    """A class of the file named `DummyOptim` is not accelerate's DeepSpeed placeholder."""
+    head = "from accelerate.utils import DummyOptim" if imported else (
+        "class DummyOptim(torch.optim.AdamW):\n    pass")
+    marker = "  # expect: TL301" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+import torch
+from transformers import AutoModelForCausalLM
+{head}
+
+
+def main(loader):
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    optimizer = DummyOptim(model.parameters(), lr=1e-4)
+    for batch in loader:
+        model(**batch).loss.backward()
+        optimizer.step(){marker}
+        optimizer.zero_grad()
+"""})
+
+
 @pytest.mark.parametrize("name", ["tests/test_optim.py", "test_train.py", "train_test.py", "testing/loop.py"])
 def test_test_files_are_not_judged(tmp_path, name):
     source = RAW_LOOP.replace("{clip}", "pass").replace("{marker}", "")

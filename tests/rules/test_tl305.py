@@ -155,3 +155,42 @@ def test_wrapper_around_a_scheduler_class_of_the_file_is_not_judged(tmp_path):
                 self.scheduler.step()
                 self.optimizer.step()
     """})
+
+
+@pytest.mark.parametrize(
+    ("body", "flagged"),
+    [
+        ("return get_linear_schedule_with_warmup(optimizer, 100, total)", True),
+        ("sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, s / 100))\n    return sched", True),
+        ("return Ramp(optimizer)", False),  # a hand-written scheduler of this file
+    ],
+)
+def test_local_helper_returning_a_scheduler(tmp_path, body, flagged):
+    marker = "  # expect: TL305" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+
+class Ramp:
+    def __init__(self, optimizer):
+        self.optimizer, self.n = optimizer, 0
+
+    def step(self):
+        self.n += 1
+        for group in self.optimizer.param_groups:
+            group["lr"] = 1e-4 * min(1.0, self.n / 100)
+
+
+def build_scheduler(optimizer, total=1000):
+    {body}
+
+
+def train(model, loader, optimizer):
+    scheduler = build_scheduler(optimizer)
+    for batch in loader:
+        scheduler.step(){marker}
+        model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""})

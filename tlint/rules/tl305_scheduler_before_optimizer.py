@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from tlint import fixes
+from tlint.cst import walk
 from tlint.rules.base import Rule
-from tlint.views.training import OPTIMIZER_STEP, SCHEDULER_STEP, Event, TrainingView
+from tlint.views.training import OPTIMIZER_STEP, SCHEDULER_STEP, Event, TrainingView, construction_family
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -95,4 +96,27 @@ class SchedulerBeforeOptimizer(Rule):
         if origin is None:
             return True
         head = origin.split(".", 1)[0]
-        return head not in view.index.classes_by_name and head not in view.index.functions_by_name
+        if head in view.index.classes_by_name:
+            return False
+        functions = view.index.functions_by_name.get(head)
+        return not functions or all(_returns_library_scheduler(view, f) for f in functions)
+
+
+def _returns_library_scheduler(view: TrainingView, function: cst.FunctionDef) -> bool:
+    """A helper of this file that builds and returns a library scheduler
+    (`return get_linear_schedule_with_warmup(...)`, `sched = LambdaLR(...); return sched`)."""
+    returns = [n.value for n in walk(function.body, into_functions=False) if type(n) is cst.Return]
+    if not returns:
+        return False
+    for value in returns:
+        if value is None:
+            return False
+        built = [value] if type(value) is cst.Call else (view.sources(value) or [])
+        if not built or not all(type(b) is cst.Call and _library_scheduler_call(view, b) for b in built):
+            return False
+    return True
+
+
+def _library_scheduler_call(view: TrainingView, call: cst.Call) -> bool:
+    name = view.index.qualify(call.func) or ""
+    return construction_family(name) == "scheduler" and name.split(".", 1)[0] not in view.index.classes_by_name

@@ -70,6 +70,7 @@ from tlint.views.training_common import (  # noqa: F401 - re-exported
     SchedulerSite,
     TrainingLoop,
     _family_of_qualified,
+    construction_family,
     is_adam_name,
     is_optimizer_name,
     name_matches,

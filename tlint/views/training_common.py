@@ -171,6 +171,12 @@ _NOT_OPTIMIZERS = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
 _TORCH_SCHEDULERS = "torch.optim.lr_scheduler."
 
 
+def construction_family(name: str) -> str | None:
+    """The family of a qualified constructor name ("optimizer", "scheduler",
+    "training_arguments", ...), or None."""
+    return _family_of_qualified(name)
+
+
 def _family_of_qualified(name: str) -> str | None:
     if name in TRAINING_ARGUMENTS:
         return "training_arguments"

@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 
 # Names that say a DeepSpeed or Megatron-LM back-end is configured outside the file
 # (`accelerate launch --config_file ...`): it clips by that configuration.
-_EXTERNAL_BACKEND_NAMES = frozenset(
-    {"DummyOptim", "DummyScheduler", "deepspeed_plugin", "MegatronLMDummyScheduler", "megatron_lm_plugin"}
-)
+# The placeholders count only when imported from accelerate (a local class of the same name
+# is not one); the plugin attributes and keywords by their names.
+_EXTERNAL_BACKEND_PLACEHOLDERS = frozenset({"DummyOptim", "DummyScheduler", "MegatronLMDummyScheduler"})
+_EXTERNAL_BACKEND_NAMES = frozenset({"deepspeed_plugin", "megatron_lm_plugin"})
 _DEEPSPEED_KEYS = frozenset(
     {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size", "gradient_clipping"}
 )
@@ -117,10 +118,25 @@ class TrainingDeepSpeed:
                 elif id(config.node) not in seen:
                     configs.append(config)
                     seen.add(id(config.node))
-        if self.index.identifiers & _EXTERNAL_BACKEND_NAMES:
+        if self.index.identifiers & _EXTERNAL_BACKEND_NAMES or self._accelerate_placeholder():
             unresolved += 1  # accelerate's DeepSpeed/Megatron-LM plugin, configured at launch
         self._deepspeed_cache[folder] = configs, unresolved
         return configs, unresolved
+
+    def _accelerate_placeholder(self) -> bool:
+        """`DummyOptim`/`DummyScheduler` imported from accelerate (or called by their
+        qualified name), not a class of this file that shares the name."""
+        index = self.index
+        if not index.identifiers & _EXTERNAL_BACKEND_PLACEHOLDERS:
+            return False
+        if any(q.startswith("accelerate") and q.rsplit(".", 1)[-1] in _EXTERNAL_BACKEND_PLACEHOLDERS
+               for q in index.imports.aliases.values()):
+            return True
+        for call in index.calls:
+            name = index.qualify(call.func) or ""
+            if name.startswith("accelerate") and name.rsplit(".", 1)[-1] in _EXTERNAL_BACKEND_PLACEHOLDERS:
+                return True
+        return False
 
     def is_engine_step(self, event: Event) -> bool:
         """An optimiser step taken by a DeepSpeed engine (`model_engine.step()`), which clips
