@@ -240,3 +240,31 @@ def test_division_by_something_other_than_k(tmp_path, divisor, flagged):
                     optimizer.step()
                     optimizer.zero_grad()
     """})
+
+
+@pytest.mark.parametrize(
+    ("chunks", "scaled", "flagged"),
+    [
+        ("batch.chunk(4)", "", True),
+        ("torch.chunk(batch, n_micro)", "", True),
+        ("batch.chunk(4)", " / 4", False),
+        ("batch.chunk(1)", "", False),
+        ("batch.split(8)", "", False),  # how many chunks is not known
+        ("micro", "", True),  # a name bound to the chunks
+    ],
+)
+def test_loop_over_chunks_of_the_batch(tmp_path, chunks, scaled, flagged):
+    marker = "  # expect: TL311" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+        import torch
+
+
+        def train(model, loader, optimizer, n_micro=4):
+            for batch in loader:
+                micro = batch.chunk(2)
+                for part in {chunks}:
+                    loss = model(part).loss{scaled}
+                    loss.backward(){marker}
+                optimizer.step()
+                optimizer.zero_grad()
+    """})

@@ -3,7 +3,7 @@
 Gradient accumulation in a training loop, in any of its three shapes: the optimiser step
 under a modulo test (`if (i + 1) % k == 0:`), under a counter compared to k (`if n == k:`
 with `n += 1` in the loop), or after an inner micro-batch loop (`for _ in range(k):` that
-runs `backward()`). k is resolved through the bindings view (defaults, `self.<attr>`,
+runs `backward()`, or over `batch.chunk(k)` chunks). k is resolved through the bindings view (defaults, `self.<attr>`,
 config fields, option defaults, call sites): reported only when every resolvable value is
 above 1, silent when none resolves. Unless the loss is divided by k — a division (`/`,
 `/=`, `.div`) by k itself, by a name bound to the same value, or by a name that says
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from tlint.cst import last_name, snake_parts, walk
+from tlint.cst import get_arg, last_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, OPTIMIZER_STEP, TrainingView
 from tlint.views.training_common import Condition, Event, TrainingLoop
@@ -87,7 +87,7 @@ class AccumulationLossUnscaled(Rule):
             for inner in event.loops:
                 if any(inner is around for around in step.loops) or type(inner) is not cst.For:
                     continue
-                k = _range_count(inner)
+                k = _range_count(inner) or _chunk_count(bindings, inner)
                 if k is not None and _above_one(bindings, k):
                     return k, [e for e in feeding if any(inner is around for around in e.loops)]
         return None
@@ -149,6 +149,24 @@ def _range_count(loop: cst.For) -> cst.BaseExpression | None:
     if len(call.args) == 2 and type(call.args[0].value) is cst.Integer and call.args[0].value.value == "0":
         return call.args[1].value
     return None
+
+
+def _chunk_count(bindings: BindingsView, loop: cst.For) -> cst.BaseExpression | None:
+    """k of a loop over k chunks of the batch: `for micro in batch.chunk(k)`,
+    `torch.chunk(batch, k)`, or a name bound to one (`micro = x.chunk(4)`)."""
+    call: cst.BaseExpression | None = loop.iter
+    if type(call) is cst.Name:
+        call = bindings.expression(call)
+    if type(call) is not cst.Call:
+        return None
+    name = bindings.index.qualify(call.func)
+    if name in ("torch.chunk", "torch.tensor_split"):
+        arg = get_arg(call, "chunks" if name == "torch.chunk" else "indices_or_sections", 1)
+    elif name is None and type(call.func) is cst.Attribute and call.func.attr.value in ("chunk", "tensor_split"):
+        arg = get_arg(call, "chunks" if call.func.attr.value == "chunk" else "indices_or_sections", 0)
+    else:
+        return None
+    return arg.value if arg is not None and type(arg.value) is not cst.List else None
 
 
 def _counts(ctx: FileContext, loop: TrainingLoop, expr: cst.BaseExpression) -> bool:
