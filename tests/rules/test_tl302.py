@@ -72,3 +72,33 @@ def test_measuring_with_math_inf(tmp_path):
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), math.inf)
                 optimizer.zero_grad()
     """})
+
+
+def test_wrapper_step_in_a_file_without_backward(tmp_path):
+    check(tmp_path, {"optim.py": """
+        import torch
+
+
+        class Wrapped:
+            def __init__(self, optimizer, params):
+                self.optimizer, self.params = optimizer, list(params)
+
+            def step(self):
+                self.optimizer.step()
+                torch.nn.utils.clip_grad_norm_(self.params, 1.0)  # expect: TL302
+
+            def clip_then_step(self):
+                torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+                self.optimizer.step()
+
+            def step_twice(self):
+                self.optimizer.step()
+                torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+                self.optimizer.step()
+
+
+        def loop_helper(optimizer, params, batches):
+            for batch in batches:
+                optimizer.step()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+    """})

@@ -3,7 +3,9 @@
 In one iteration's event sequence, a clipping call with no backward before it (it clips
 the previous iteration's gradients, or nothing) or with the optimiser step already taken
 and none after it (the update is done unclipped). A call that only measures the norm
-(`clip_grad_norm_(params, float("inf"))`) clips nothing and is not judged.
+(`clip_grad_norm_(params, float("inf"))`) clips nothing and is not judged. A function or
+method of this file that steps the optimiser and then clips, outside any loop of its own
+(a wrapper `step()`, even in a file with no `backward()`), clips after the update too.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ class ClipMisordered(Rule):
     code = "TL302"
     name = "clip-misordered"
     severity = "error"
-    tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
+    # pre-filter: training loops (`backward`), or a wrapper that steps and clips (`clip`)
+    tokens = frozenset({"backward", "clip"})
     summary = "Gradients are clipped before backward() or after optimizer.step()."
 
     def check(self, ctx: FileContext) -> None:
@@ -47,6 +50,18 @@ class ClipMisordered(Rule):
                 where = ("before backward() computes them" if following > i
                          else "after optimizer.step() has applied them")
                 ctx.report(clip.node, f"gradients are clipped {where}; clip between backward() and optimizer.step()")
+        for function in view.wrapper_functions(CLIP, OPTIMIZER_STEP):
+            own = [e for e in view.iteration(function) if not e.loops]
+            if any(e.kind == BACKWARD for e in own):
+                continue  # a step function: judged above as a training loop
+            for i, clip in enumerate(own):
+                if clip.kind != CLIP or id(clip.node) in reported or self._measures_only(view, clip):
+                    continue
+                before = [e.kind for e in own[:i] if e.kind == OPTIMIZER_STEP]
+                if before and not any(e.kind == OPTIMIZER_STEP for e in own[i + 1:]):
+                    reported.add(id(clip.node))
+                    ctx.report(clip.node, "gradients are clipped after optimizer.step() has applied them; clip "
+                               "before the step")
 
     @staticmethod
     def _measures_only(view: TrainingView, clip) -> bool:

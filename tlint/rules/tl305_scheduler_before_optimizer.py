@@ -51,7 +51,7 @@ class SchedulerBeforeOptimizer(Rule):
                 if id(outer) not in seen:
                     seen.add(id(outer))
                     self._judge(ctx, view, view.iteration(outer), reported, fix=False)
-        for function in self._stepping_functions(view):
+        for function in view.wrapper_functions(SCHEDULER_STEP, OPTIMIZER_STEP):
             events = [e for e in view.iteration(function) if not e.loops]
             self._judge(ctx, view, events, reported, fix=True)
 
@@ -69,24 +69,6 @@ class SchedulerBeforeOptimizer(Rule):
             ctx.report(event.node, "scheduler.step() before optimizer.step() skips the first value of the "
                        "schedule (the start of the warmup); step the scheduler after the optimiser",
                        fix=fixes.move_fix(ctx.index, event.node, events[first_step].node) if fix else None)
-
-    @staticmethod
-    def _stepping_functions(view: TrainingView) -> list[cst.FunctionDef]:
-        """Functions whose own body (outside its loops) steps both a scheduler and an
-        optimiser, in source order."""
-        index = view.index
-        kinds: dict[int, set[str]] = {}
-        functions: dict[int, cst.FunctionDef] = {}
-        for call in index.calls:
-            func = call.func
-            if type(func) is not cst.Attribute or func.attr.value != "step" or index.enclosing_loops(call):
-                continue
-            kind = view.event_kind(call)
-            function = index.enclosing_function(call) if kind in (SCHEDULER_STEP, OPTIMIZER_STEP) else None
-            if function is not None:
-                kinds.setdefault(id(function), set()).add(kind)  # type: ignore[arg-type]  # a kind here
-                functions[id(function)] = function
-        return [functions[key] for key, found in kinds.items() if len(found) == 2]
 
     @staticmethod
     def _library_scheduler(view: TrainingView, event) -> bool:

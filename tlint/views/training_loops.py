@@ -1,6 +1,7 @@
 """The training view's loops: the walk over one loop iteration (`_Iteration`: events in
 evaluation order, helper bodies inlined at their call site) and the `TrainingView` members
-built on it (`loops`, `iteration`, `calls_in`, `clip_calls`, `callers`). A mixin of
+built on it (`loops`, `iteration`, `calls_in`, `clip_calls`, `callers`,
+`wrapper_functions`). A mixin of
 `tlint.views.training.TrainingView`; it reads the event kinds of `TrainingEvents`.
 """
 
@@ -258,6 +259,23 @@ class TrainingLoops:
                     epoch = around[0]
                     break
         return TrainingLoop(loop, function, tuple(walk.events), outer, epoch, frozenset(walk.inlined))
+
+    def wrapper_functions(self, *kinds: str) -> list[cst.FunctionDef]:
+        """Functions (or methods) of this file whose own body, outside any loop of theirs,
+        makes an event of every one of `kinds` (a wrapper `step()` that advances a scheduler
+        and steps the optimiser), in source order; training loops need not be in the file."""
+        index = self.index
+        found: dict[int, set[str]] = {}
+        functions: dict[int, cst.FunctionDef] = {}
+        for call in index.calls:
+            if index.enclosing_loops(call):
+                continue
+            kind = self.event_kind(call)
+            function = index.enclosing_function(call) if kind in kinds else None
+            if function is not None and kind is not None:
+                found.setdefault(id(function), set()).add(kind)
+                functions[id(function)] = function
+        return [functions[key] for key, seen in found.items() if len(seen) == len(set(kinds))]
 
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
         """The calls of this file that run `function` (as far as `callee` can tell)."""
