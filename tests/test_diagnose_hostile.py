@@ -153,3 +153,59 @@ def test_every_cause_names_real_rules_and_probes():
     for cause in causes:
         assert set(cause.rules) <= codes, cause
         assert set(cause.probes) <= set(PROBES) | set(TRAINING_PROBES), cause
+
+
+STATE = json.dumps({"log_history": [{"step": s, "loss": 3.0 - s / 50} for s in range(1, 30)]})
+
+
+def test_yaml_is_read_with_safe_load_only(tmp_path, capsys):
+    marker = tmp_path / "executed"
+    folder = write(tmp_path / "run", "trainer_state.json", STATE)
+    write(folder, "hparams.yaml", f"lr: !!python/object/apply:os.system ['touch {marker}']\n")
+    assert "not valid YAML" in one_line_error(capsys, folder)
+    assert not marker.exists()
+    write(folder, "hparams.yaml", "lr: 0.001\nmodel:\n  vocab_size: 50\n")
+    run = readers.read_run(folder)
+    assert run.config["lr"] == 0.001 and run.vocab_size == 50
+
+
+def test_without_pyyaml_the_yaml_is_skipped_with_a_note(tmp_path, monkeypatch):
+    folder = write(tmp_path / "run", "trainer_state.json", STATE)
+    write(folder, "hparams.yaml", "lr: 0.001\n")
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    run = readers.read_run(folder)
+    assert "lr" not in run.config and run.notes == ["hparams.yaml not read: reading YAML needs PyYAML "
+                                                    "(pip install pyyaml)"]
+
+
+def test_without_matplotlib_artifacts_is_one_line(tmp_path, capsys, monkeypatch):
+    folder = write(tmp_path / "run", "trainer_state.json", STATE)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    err = one_line_error(capsys, folder, "--artifacts", tmp_path / "plots")
+    assert "matplotlib" in err and "tlint-pytorch[plot]" in err
+
+
+def test_high_pad_share_from_watch_samples(tmp_path, capsys):
+    lines = []
+    for step in range(1, 41):
+        lines.append({"event": "window", "step": step, "time": step * 0.1, "schema": 1, "first_step": step,
+                      "losses": [3.0 - step / 40], "nonfinite_steps": [], "lr": [1e-4]})
+        if step % 5 == 0:
+            lines.append({"event": "sample", "step": step, "time": step * 0.1, "schema": 1, "loss": 1.0,
+                          "grad_norm": {"total": 1.0, "layers": {}}, "lr": [1e-4], "update_ratio": None,
+                          "amp": None, "pad_share": 0.75, "activations": [], "attention_pad_mass": {}})
+    path = tmp_path / "tlint-watch.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in lines) + "\n")
+    assert main(["diagnose", str(path), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (pad,) = [f for f in doc["runs"][0]["findings"] if f["kind"] == "pad-share"]
+    assert pad["size"]["median"] == 0.75 and pad["steps"] == {"first": 5, "last": 40}
+    assert "TL111" in pad["causes"][0]["rules"]
+
+
+def test_a_data_set_csv_in_the_run_folder_is_not_read_as_a_log(tmp_path, capsys):
+    folder = write(tmp_path / "run", "train.csv", "step,loss\n1,5\n")
+    assert "no training log found" in one_line_error(capsys, folder)
+    write(folder, "progress.csv", "step,loss\n" + "".join(f"{s},{3 - s / 50}\n" for s in range(1, 30)))
+    assert [Path(s).name for s in readers.read_run(folder).sources] == ["progress.csv"]
+    assert [Path(s).name for s in readers.read_run(folder / "train.csv").sources] == ["train.csv"]  # named: read

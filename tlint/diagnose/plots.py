@@ -110,6 +110,8 @@ def _run_figure(plt: Any, run: Run, found: list[Finding], label: str) -> Any:
            [f for f in found if f.kind == "grad-explosion"], log=True)
     _panel(pad_ax, run.series.get("pad_share", []), "pad share of the batch", "pad share", "#17becf",
            [f for f in found if f.kind == "pad-share"])
+    if run.series.get("pad_share"):
+        pad_ax.set_ylim(0, 1)  # a share
     return fig
 
 

@@ -178,8 +178,8 @@ def _run_files(root: Path) -> list[Path]:
     for f in out:
         if f.name == "trainer_state.json" and f.parent != root and (top_state or "checkpoint-" in str(f.parent)):
             continue  # checkpoint-N/trainer_state.json: a prefix of the final one
-        if f.suffix == ".csv" and csvs and f.name != "metrics.csv":
-            continue
+        if f.suffix == ".csv" and (f.name != "metrics.csv" if csvs else not _log_like(f.name)):
+            continue  # a data set's CSV is not a log
         if f.suffix == ".jsonl" and f.name != "tlint-watch.jsonl":
             continue
         kept.append(f)
@@ -188,6 +188,11 @@ def _run_files(root: Path) -> list[Path]:
         if states:
             kept.append(max(states, key=lambda f: _checkpoint_number(f.parent.name)))
     return kept
+
+
+def _log_like(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in ("metric", "log", "progress", "history", "loss"))
 
 
 def _checkpoint_number(name: str) -> int:
