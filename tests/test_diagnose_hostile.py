@@ -209,3 +209,18 @@ def test_a_data_set_csv_in_the_run_folder_is_not_read_as_a_log(tmp_path, capsys)
     write(folder, "progress.csv", "step,loss\n" + "".join(f"{s},{3 - s / 50}\n" for s in range(1, 30)))
     assert [Path(s).name for s in readers.read_run(folder).sources] == ["progress.csv"]
     assert [Path(s).name for s in readers.read_run(folder / "train.csv").sources] == ["train.csv"]  # named: read
+
+
+@pytest.mark.parametrize("vocab, end, severity", [(None, 3.0, "error"), (None, 2.9, "warning"), (1000, 2.9, "warning"),
+                                                  (20, 2.9, "error")])
+def test_stuck_loss_severity(tmp_path, capsys, vocab, end, severity):
+    """Error near ln(vocabulary) (ln 20 = 3.0), or when it never fell and no vocabulary is
+    known; a plateau far from ln(vocabulary) (a fine-tune) is a warning."""
+    history = [{"step": s, "loss": 3.0 + (end - 3.0) * s / 40 + 0.005 * (-1) ** s} for s in range(1, 41)]
+    folder = write(tmp_path / "run", "trainer_state.json", json.dumps({"log_history": history}))
+    if vocab:
+        write(folder, "config.json", json.dumps({"vocab_size": vocab}))
+    main(["diagnose", str(folder), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    (stuck,) = [f for f in doc["runs"][0]["findings"] if f["kind"] == "stuck-loss"]
+    assert stuck["severity"] == severity

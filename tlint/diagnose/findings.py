@@ -360,8 +360,8 @@ def _trend(points: list[tuple[int, float]], run: Run, schedule: Schedule | None,
             causes = _instability_causes(schedule, False, early=True)[:2] + causes
         else:
             causes += [TOKENIZER, HIGH_LR]
-        out.append(Finding("stuck-loss", "error" if near or vocab is None else "warning", first, last, text,
-                           size, causes))
+        flat = vocab is None and end >= 0.99 * start  # no vocabulary to compare with: an error when it never fell
+        out.append(Finding("stuck-loss", "error" if near or flat else "warning", first, last, text, size, causes))
     return out
 
 
