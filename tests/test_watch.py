@@ -276,3 +276,12 @@ def test_importing_the_watch_imports_neither_transformers_nor_lightning(tmp_path
 def test_warn_action_warns(tmp_path):
     with pytest.warns(RuntimeWarning, match="pad-share"):
         run_gpt2(tmp_path, batches(2, lengths=(2,)), every=5, on_problem="warn")
+
+
+def test_per_step_checks_alone_still_catch_the_spike(tmp_path):
+    """measure=False (the benchmark's per-step mode): no sampled step, no hooks, the loss
+    window and the spike test remain."""
+    w, _ = run_gpt2(tmp_path, batches(40), every=10, lr_at={30: 1.0}, measure=False)
+    assert [f.step for f in w.findings if f.kind == "loss-spike"] == [31]
+    found = validate(tmp_path)
+    assert not [e for e in found if e["event"] == "sample"] and len([e for e in found if e["event"] == "window"]) == 4

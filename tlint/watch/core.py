@@ -90,7 +90,7 @@ class Watch:
                  scaler: Any = None, pad_token_id: int | None = None, on_nan: str = "log", on_problem: str = "log",
                  output_dir: str | None = ".", log: Callable[[dict[str, float], int], Any] | None = None,
                  nan_check: str | None = None, attention: bool = True, print_summary: bool = True,
-                 framework: str = "plain") -> None:
+                 measure: bool = True, framework: str = "plain") -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Watch: model must be a torch.nn.Module, got {type(model).__name__}")
         if not hasattr(optimizer, "param_groups"):
@@ -107,7 +107,7 @@ class Watch:
             scaler = None
         self.model, self.inner, self.optimizer, self.scaler = model, unwrap(model), optimizer, scaler
         self.every, self.on_nan, self.on_problem, self.nan_check = every, on_nan, on_problem, nan_check
-        self.log, self.framework, self.print_at_close = log, framework, print_summary
+        self.log, self.framework, self.print_at_close, self.measure = log, framework, print_summary, measure
         self.rank, self.world = _dist()
         self.named = [(n, p) for n, p in self.inner.named_parameters() if p.requires_grad]
         self.layer = layer_of(self.inner)
@@ -120,7 +120,8 @@ class Watch:
         self._unsent: list[F.Finding] = []   # this rank's findings not yet exchanged
         self._window: list[tuple[int, torch.Tensor]] = []
         self._window_lrs: list[list[float]] = []
-        self._lrs0: list[float] = []         # group 0's applied learning rate, per step
+        self._lrs0: list[float] = []         # group 0's applied learning rate: the first steps, the samples
+        self._lr_top = 0.0                   # the largest applied so far (group 0)
         self._loss: torch.Tensor | None = None
         self._bad_step: int | None = None    # first non-finite loss seen
         self.spike = F.SpikeTest()
@@ -146,13 +147,16 @@ class Watch:
                     model=type(self.inner).__name__, parameters=sum(p.numel() for _, p in self.named),
                     param_groups=len(optimizer.param_groups), optimizer=self.optimizer_name,
                     nan_check=nan_check, amp=scaler is not None)
-        self.probe.arm()   # step 1 is sampled
+        if self.sampled(1):
+            self.probe.arm()
 
     # --- the user's calls ---------------------------------------------------------------
 
     def sampled(self, step: int | None = None) -> bool:
+        """Whether `step` (default: the current one) is measured: step 1 and every `every`-th
+        (never with `measure=False`: the per-step checks alone)."""
         step = self.steps + 1 if step is None else step
-        return step == 1 or step % self.every == 0
+        return self.measure and (step == 1 or step % self.every == 0)
 
     def after_backward(self, loss: Any) -> None:
         """After `loss.backward()`, before clipping (and before `scaler.unscale_` or after it)."""
@@ -227,8 +231,11 @@ class Watch:
         self._loss = loss
         lrs = learning_rates(self.optimizer)
         self._window_lrs.append(lrs)
+        first = lrs[0] if lrs else None
+        if isinstance(first, (int, float)):  # (a tensor learning rate is read at the samples only: no sync)
+            self._lr_top = max(self._lr_top, float(first))
         if len(self._lrs0) < F.WARMUP_STEPS or self.sampled():
-            self._lrs0.append(as_float(lrs[0]) if lrs and lrs[0] is not None else 0.0)
+            self._lrs0.append(as_float(first) if first is not None else 0.0)
         mode = self.nan_check or ("step" if loss.device.type == "cpu" else "window")
         if mode == "step" and self._bad_step is None and not bool(torch.isfinite(loss).all()):
             self._nonfinite(self.steps + 1, as_float(loss.float().mean()), same_step=True)
@@ -439,7 +446,7 @@ class Watch:
             bound = self.spike.see(loss)
             if bound is not None:
                 self._spike(step, loss, bound)
-        for note in F.schedule_notes(self._lrs0, self.optimizer_name, self.steps):
+        for note in F.schedule_notes(self._lrs0, self._lr_top, self.optimizer_name, self.steps):
             self._add(note)
 
     def _context(self) -> str:
@@ -447,7 +454,7 @@ class Watch:
         return ("; next to: " + "; ".join(f"{f.message} [{f.rule}]" for f in notes)) if notes else ""
 
     def _spike(self, step: int, loss: float, bound: tuple[float, float]) -> None:
-        for note in F.schedule_notes(self._lrs0, self.optimizer_name, step):
+        for note in F.schedule_notes(self._lrs0, self._lr_top, self.optimizer_name, step):
             self._add(note)
         before = [(s, v) for s, v in self._norms if s < step]
         typical = sorted(v for _, v in self._norms[:-1] or self._norms)

@@ -129,15 +129,16 @@ def growth(norms: list[tuple[int, float]]) -> tuple[int, float, float] | None:
     return None
 
 
-def schedule_notes(lrs: list[float], optimizer_name: str, step: int) -> list[Finding]:
-    """Info notes on the applied learning rates of the first steps (group 0)."""
+def schedule_notes(lrs: list[float], top: float, optimizer_name: str, step: int) -> list[Finding]:
+    """Info notes on the applied learning rates (group 0): `lrs` from step 1 on, `top` the
+    largest applied so far."""
     notes = []
     early = lrs[:WARMUP_STEPS]
     if len(early) >= WARMUP_STEPS and early[0] > 0 and early[-1] <= early[0] * 1.0001:
         notes.append(make(step, "no-warmup", "info",
                           f"no warmup seen in the applied schedule: the learning rate of step 1 ({fmt(early[0])}) "
                           f"is not below that of step {len(early)} ({fmt(early[-1])})", first_lr=early[0]))
-    top = max(lrs) if lrs else 0.0
+    top = max([top, *lrs])
     if "adam" in optimizer_name.lower() and top > HIGH_LR_ADAM:
         notes.append(make(step, "high-learning-rate", "info",
                           f"learning rate {fmt(top)} above the usual range for {optimizer_name} on a transformer "
