@@ -285,3 +285,39 @@ def test_per_step_checks_alone_still_catch_the_spike(tmp_path):
     assert [f.step for f in w.findings if f.kind == "loss-spike"] == [31]
     found = validate(tmp_path)
     assert not [e for e in found if e["event"] == "sample"] and len([e for e in found if e["event"] == "window"]) == 4
+
+
+def test_sustained_gradient_norm_growth(tmp_path):
+    """The backward of step n runs on the loss times 2**n (learning rate 0): the sampled
+    gradient norms double and quadruple; at the fifth sample (step 8) it is growth."""
+    model = TinyGPT()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    w = Watch(model, opt, every=2, output_dir=None, print_summary=False)
+    for step, b in enumerate(batches(10), 1):
+        loss = model(b["input_ids"], b["attention_mask"])
+        (loss * 2.0 ** step).backward()
+        w.after_backward(loss)
+        opt.step()
+        opt.zero_grad()
+        w.after_step()
+    w.close()
+    (grew,) = [f for f in w.findings if f.kind == "grad-norm-growth"]
+    assert (grew.step, grew.severity, grew.rule, grew.data["first_step"]) == (8, "warning", "TL301", 1)
+    assert grew.data["last_norm"] == pytest.approx(grew.data["first_norm"] * 2 ** 7, rel=0.2)
+
+
+def test_nonfinite_gradient_with_a_finite_loss(tmp_path):
+    model = gpt2()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    w = Watch(model, opt, every=5, output_dir=None, print_summary=False)
+    for step, b in enumerate(batches(5), 1):
+        loss = model(**b).loss
+        if step == 5:
+            model.transformer.h[1].mlp.c_fc.weight.register_hook(lambda g: g * float("inf"))
+        loss.backward()
+        w.after_backward(loss)
+        opt.zero_grad()
+        w.after_step()
+    w.close()
+    (bad,) = [f for f in w.findings if f.kind == "nonfinite-grad"]
+    assert bad.step == 5 and bad.severity == "error" and bad.data["layers"] == ["transformer.h.1"]
