@@ -439,7 +439,7 @@ class Watch:
         steps = [s for s, _ in window]
         bad = [s for s, v in zip(steps, losses) if not math.isfinite(v)]
         self._write("window", steps[-1], first_step=steps[0], losses=losses, nonfinite_steps=bad,
-                    lr=[lr[0] if lr else None for lr in lrs])
+                    lr=[as_float(lr[0]) if lr and lr[0] is not None else None for lr in lrs])
         if bad and self._bad_step is None:
             self._nonfinite(bad[0], losses[steps.index(bad[0])], same_step=bad[0] == self.steps and not final)
         for step, loss in zip(steps, losses):
