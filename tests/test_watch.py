@@ -244,6 +244,8 @@ def test_amp_scale_and_skipped_steps_are_counted(tmp_path):
     sample = [e for e in validate(tmp_path) if e["event"] == "sample"][-1]
     assert sample["amp"] == {"scale": scales[-1], "skipped_steps": dropped}
     assert not any(f.kind == "nonfinite-grad" for f in w.findings)  # overflow under a scaler is its business
+    (note,) = [f for f in w.findings if f.kind == "amp-skipped-steps"]
+    assert note.severity == "info" and note.step == 1 and note.rule == "TL303" and w.problems == []
 
 
 @pytest.mark.parametrize("kwargs, message", [

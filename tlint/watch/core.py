@@ -378,6 +378,12 @@ class Watch:
                                      f"gradient norm grew at every sample from {F.fmt(low)} (step {first}) to "
                                      f"{F.fmt(high)} (step {step}){self._context()}", first_step=first,
                                      first_norm=low, last_norm=high))
+        amp = sample["amp"]
+        if amp and amp["skipped_steps"]:
+            self._add(F.make(step, "amp-skipped-steps", "info",
+                             f"the AMP scaler skipped {amp['skipped_steps']} optimizer steps so far (scale now "
+                             f"{F.fmt(amp['scale'])}): overflowing gradients, not a problem unless it goes on",
+                             skipped_steps=amp["skipped_steps"], scale=amp["scale"]))
         share = sample["pad_share"]
         if share is not None and share > F.PAD_SHARE_LIMIT:
             self._add(F.make(step, "pad-share", "warning",
