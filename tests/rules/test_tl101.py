@@ -497,3 +497,33 @@ def test_an_empty_mask_is_no_mask(tmp_path):
         """,
     }
     assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_ids_spread_from_a_dict_without_a_mask(tmp_path):
+    """`model(**inputs)` where every `inputs` reaching the call is a dict literal holding
+    padded ids and no mask; a dict with the mask, or one completed later, is clean."""
+    src = """
+        import torch
+        from transformers import AutoModelForCausalLM, DataCollatorWithPadding
+
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+
+
+        def forward_pass(tokenizer, features, encoder_decoder):
+            batch = DataCollatorWithPadding(tokenizer)(features)
+            if encoder_decoder:
+                inputs = {"input_ids": batch["input_ids"], "decoder_input_ids": batch["labels"]}
+            else:
+                inputs = {"input_ids": batch["input_ids"]}
+            {extra}
+            with torch.no_grad():
+                return model(**inputs).logits
+    """
+    bad = _src(src.replace("{extra}", "pass"))
+    assert lint(tmp_path / "a", {"m.py": bad}) == {("m.py", 15, CODE)}
+    completed = _src(src.replace("{extra}", 'inputs["attention_mask"] = batch["attention_mask"]'))
+    assert lint(tmp_path / "b", {"m.py": completed}) == set()
+    with_mask = _src(src.replace('{"input_ids": batch["input_ids"]}',
+                                 '{"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}')
+                     .replace("{extra}", "pass"))
+    assert lint(tmp_path / "c", {"m.py": with_mask}) == set()

@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from tests.rules.conftest import expected
 from tests.rules.conftest import lint as lint_project
 
 CODE = "TL103"
@@ -598,3 +599,85 @@ def test_method_called_through_another_object_counts_as_a_call_site(tmp_path, ou
                 return self.model.decoder(embeds, attention_mask)
     '''
     assert lint(tmp_path, {"m.py": _src(src)}) == reported
+
+
+def test_a_mask_converted_into_itself_and_never_passed_on(tmp_path):
+    """`attn_mask = attn_mask.masked_fill(...)` and then the attention runs without it; the
+    same conversion handed to the attention is clean."""
+    src = """
+        import torch
+        import torch.nn as nn
+
+
+        class EncoderLayer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.self_attn = nn.MultiheadAttention(d, 4)
+
+            def forward(self, x, padding_mask, attn_mask=None):  # expect: TL103
+                if attn_mask is not None:
+                    attn_mask = attn_mask.masked_fill(attn_mask.to(torch.bool), -1e8)
+                x, _ = self.self_attn(x, x, x, key_padding_mask=padding_mask{passed})
+                return x
+    """
+    files = {"m.py": src.replace("{passed}", "")}
+    assert sorted(lint(tmp_path / "a", files)) == expected(files, CODE)
+    clean = src.replace("{passed}", ", attn_mask=attn_mask").replace("  # expect: TL103", "")
+    assert lint(tmp_path / "b", {"m.py": clean}) == set()
+
+
+def test_a_family_member_that_runs_an_encoder_is_judged(tmp_path):
+    """Poolers of one family share `forward(input_ids, mask)`; the one that runs the encoder
+    and never reads the mask attends to padding (its siblings pool with it)."""
+    files = {"m.py": """
+        import torch.nn as nn
+
+
+        class MeanEmbedder(nn.Module):
+            def __init__(self, encoder):
+                super().__init__()
+                self.encoder = encoder
+
+            def forward(self, input_ids, mask=None):
+                hidden = self.encoder(input_ids, attention_mask=mask).last_hidden_state
+                return (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+
+
+        class ClsEmbedder(nn.Module):
+            def __init__(self, encoder):
+                super().__init__()
+                self.encoder = encoder
+
+            def forward(self, input_ids, mask=None):  # expect: TL103
+                return self.encoder(input_ids).last_hidden_state[:, 0]
+    """}
+    assert sorted(lint(tmp_path, files)) == expected(files, CODE)
+
+
+def test_a_per_position_block_taking_the_uniform_mask_is_clean(tmp_path):
+    """A feed-forward block (linear layers, norm, activation, dropout) takes the `mask` every
+    layer of the stack receives: nothing it computes crosses positions. A convolution does."""
+    files = {"m.py": """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class FeedForwardBlock(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                self.norm = nn.LayerNorm(d)
+
+            def forward(self, x, attn_mask=None):
+                return x + F.dropout(self.mlp(self.norm(x)), 0.1, self.training)
+
+
+        class ConvBlock(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.conv = nn.Conv1d(d, d, 3, padding=1)
+
+            def forward(self, x, mask=None):  # expect: TL103
+                return self.conv(x.transpose(1, 2)).transpose(1, 2)
+    """}
+    assert sorted(lint(tmp_path, files)) == expected(files, CODE)

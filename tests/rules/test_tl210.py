@@ -51,3 +51,23 @@ def test_neg_inf_outside_attention_is_not_checked(tmp_path):
             return logits.masked_fill(padding_mask, float("-inf"))
     """}
     assert lint(tmp_path, files, [CODE]) == []
+
+
+def test_an_input_mask_in_a_softmax_spelled_with_logsumexp(tmp_path):
+    """`exp(dots - logsumexp(dots, dim=-1))` is a softmax over the keys; `input_mask` (which
+    positions hold tokens) is a padding mask; the dtype's finite minimum is clean."""
+    src = """
+        import torch
+
+
+        def attend(q, k, v, input_mask):
+            dots = torch.einsum("bie,bje->bij", q, k) * q.shape[-1] ** -0.5
+            mask = input_mask[:, :, None] * input_mask[:, None, :]
+            dots.masked_fill_(~mask, {fill})
+            weights = torch.exp(dots - torch.logsumexp(dots, dim=-1, keepdim=True))
+            return torch.einsum("bij,bje->bie", weights, v)
+    """
+    files = {"m.py": src.replace("{fill}", "float('-inf')")}
+    assert lint(tmp_path / "a", files, [CODE]) == [("m.py", 7, CODE)]
+    files = {"m.py": src.replace("{fill}", "torch.finfo(dots.dtype).min")}
+    assert lint(tmp_path / "b", files, [CODE]) == []

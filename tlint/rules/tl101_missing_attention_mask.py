@@ -67,17 +67,21 @@ class MissingAttentionMask(Rule):
                 continue
             if _own_method(index, receiver):
                 continue  # `self._build_network_inputs(...)`: a helper of the class, not a model
-            ids_arg = get_arg(call, "input_ids")
-            if ids_arg is None:
-                first = get_arg(call, None, 0)
-                if first is None or not ids_expression(first.value, ids_names):
+            spread = _maskless_kwargs(ctx, call)
+            if spread is not None:  # `model(**inputs)`, every `inputs = {"input_ids": ids}` without a mask
+                ids_value = spread
+            else:
+                ids_arg = get_arg(call, "input_ids")
+                if ids_arg is None:
+                    first = get_arg(call, None, 0)
+                    if first is None or not ids_expression(first.value, ids_names):
+                        continue
+                if has_star_kwargs(call) or positional_count(call) >= 2:
                     continue
-            if has_star_kwargs(call) or positional_count(call) >= 2:
-                continue
-            if any(arg.keyword is not None and "mask" in arg.keyword.value and not ctx.bindings.empty(arg.value)
-                   for arg in call.args):
-                continue  # (`attention_mask=None` is no mask)
-            ids_value = ids_arg.value if ids_arg is not None else first.value  # type: ignore[union-attr]  # set above
+                if any(arg.keyword is not None and "mask" in arg.keyword.value and not ctx.bindings.empty(arg.value)
+                       for arg in call.args):
+                    continue  # (`attention_mask=None` is no mask)
+                ids_value = ids_arg.value if ids_arg is not None else first.value  # type: ignore[union-attr]
             if unpadded_ids(ctx.data, ids_value, index.enclosing_function(call) or index.module):
                 continue  # `tokenizer("one prompt")`, `torch.randint(...)`: no pad token to mask
             spelled = dotted_name(func) or "model"
@@ -86,7 +90,7 @@ class MissingAttentionMask(Rule):
                 f"`{spelled}(...)` gets input ids but no `attention_mask` while the project pads its "
                 "sequences: pad tokens are attended to as if they were text",
                 when=ProjectCondition(any_of=("pads",)),
-                fix=mask_fix(ctx, call, ids_value),
+                fix=mask_fix(ctx, call, ids_value) if spread is None else None,
             )
 
     @staticmethod
@@ -115,6 +119,40 @@ class MissingAttentionMask(Rule):
                     and "Config" not in callee:
                 models.update(t for t in targets if t)
         return models, maskless
+
+
+def _maskless_kwargs(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """`model(**inputs)` as the only argument, where every binding of `inputs` that reaches
+    the call is a dict literal with an `input_ids` key and no key naming a mask, and nothing
+    stores into it (`inputs["attention_mask"] = ...`, `inputs.update(...)`): its ids."""
+    if len(call.args) != 1 or call.args[0].star != "**" or type(call.args[0].value) is not cst.Name:
+        return None
+    name = call.args[0].value
+    bound = ctx.bindings.reaching(name)
+    if not bound:
+        return None
+    ids = None
+    for binding in bound:
+        value = binding.value
+        if binding.kind != ASSIGN or type(value) is not cst.Dict:
+            return None
+        keys = {}
+        for element in value.elements:
+            if type(element) is not cst.DictElement or type(element.key) is not cst.SimpleString:
+                return None
+            keys[element.key.evaluated_value] = element.value
+        if "input_ids" not in keys or any("mask" in str(key) for key in keys):
+            return None
+        ids = ids or keys["input_ids"]
+    scope = ctx.index.enclosing_function(call) or ctx.index.module
+    for node in walk(scope):
+        if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value == name.value \
+                and type(ctx.index.parent(node)) is cst.AssignTarget:
+            return None
+        if (type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == name.value
+                and node.attr.value in ("update", "setdefault", "__setitem__")):
+            return None
+    return ids
 
 
 def _own_method(index, receiver) -> bool:

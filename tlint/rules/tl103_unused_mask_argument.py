@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from tlint.cst import dotted_name, last_name, walk
+from tlint.cst import dotted_name, last_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.bindings import assignment_targets
 from tlint.views.vocabulary import documented_unused, string_literals
@@ -60,6 +60,39 @@ def _assigned_only(fn: cst.FunctionDef, name: str) -> bool:
                 targets.add(id(node.target))
     occurrences = [n for n in walk(fn.body) if type(n) is cst.Name and n.value == name]
     return bool(occurrences) and all(id(n) in targets for n in occurrences)
+
+
+def _feeds_only_itself(fn: cst.FunctionDef, name: str) -> bool:
+    """Every read of `name` computes a new value of `name` itself (`mask = mask.masked_fill(
+    mask.bool(), -1e8)`) or tests it against None: the converted mask reaches nothing."""
+    allowed: set[int] = set()
+    rebinds = False
+    for node in walk(fn.body):
+        if (type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name
+                and node.targets[0].target.value == name):
+            allowed |= {id(n) for n in walk(node)}
+            rebinds = True
+        elif (type(node) is cst.Comparison and type(node.left) is cst.Name and node.left.value == name
+              and len(node.comparisons) == 1 and type(node.comparisons[0].operator) in (cst.Is, cst.IsNot)
+              and type(node.comparisons[0].comparator) is cst.Name
+              and node.comparisons[0].comparator.value == "None"):
+            allowed.add(id(node.left))
+    occurrences = [n for n in walk(fn.body) if type(n) is cst.Name and n.value == name]
+    return rebinds and all(id(n) in allowed for n in occurrences)
+
+
+_ENCODER_PARTS = frozenset({"encoder", "transformer", "backbone", "bert", "roberta", "model", "decoder", "lm"})
+
+
+def _runs_encoder(fn: cst.FunctionDef) -> bool:
+    """`self.encoder(input_ids)`, `self.bert(...)`: the function runs a sequence model of its
+    own, which mixes positions and could take the mask."""
+    for node in walk(fn.body):
+        if (type(node) is cst.Call and type(node.func) is cst.Attribute and type(node.func.value) is cst.Name
+                and node.func.value.value == "self"
+                and set(snake_parts(node.func.attr.value)) & _ENCODER_PARTS):
+            return True
+    return False
 
 
 def _deleted(fn: cst.FunctionDef, name: str) -> bool:
@@ -158,6 +191,40 @@ def _position_wise(fn: cst.FunctionDef, module_class) -> bool:
             normalises = True
     # an identity or placeholder body (`return x`) is not a layer that normalises
     return normalises
+
+
+_PER_POSITION = frozenset({
+    "torch.nn.Linear", "torch.nn.LayerNorm", "torch.nn.RMSNorm", "torch.nn.Dropout", "torch.nn.Identity",
+    "torch.nn.GELU", "torch.nn.ReLU", "torch.nn.SiLU", "torch.nn.Tanh", "torch.nn.Sigmoid", "torch.nn.Mish",
+    "torch.nn.LeakyReLU", "torch.nn.ELU", "torch.nn.GLU", "torch.nn.Softplus",
+    "torch.nn.functional.gelu", "torch.nn.functional.relu", "torch.nn.functional.silu",
+    "torch.nn.functional.dropout", "torch.nn.functional.layer_norm", "torch.nn.functional.linear",
+    "torch.nn.functional.glu", "torch.tanh", "torch.sigmoid", "torch.relu"})
+
+
+def _per_position_layers(fn: cst.FunctionDef, module_class) -> bool:
+    """Every call of the function applies a per-position layer: a sub-module built as
+    `nn.Linear`, a norm, dropout or an activation (or an `nn.Sequential` of only those), or
+    the same as a function (`F.gelu`); nothing is indexed or looped over. A feed-forward
+    block that takes the layers' uniform `mask` argument has nothing to mask."""
+    if module_class is None:
+        return False
+    index = module_class.view.index
+    calls = 0
+    for node in walk(fn.body):
+        if type(node) in (cst.Subscript, cst.Lambda, cst.For, cst.While):
+            return False
+        if type(node) is not cst.Call:
+            continue
+        calls += 1
+        sub = module_class.attribute_of(node.func)
+        if sub is not None:
+            members = [member for member in sub.nested() if member is not sub] or [sub]
+            if not all(member.ctor in _PER_POSITION for member in members):
+                return False
+        elif index.qualify(node.func) not in _PER_POSITION:
+            return False
+    return calls > 0
 
 
 def _param_names(fn: cst.FunctionDef) -> tuple[str, ...]:
@@ -355,7 +422,7 @@ class UnusedMaskArgument(Rule):
             name = param.name.value
             if "mask" not in name.lower() or name.startswith("_"):
                 continue
-            if name in reads and not _assigned_only(fn, name):
+            if name in reads and not _assigned_only(fn, name) and not _feeds_only_itself(fn, name):
                 continue
             if _deleted(fn, name):
                 continue
@@ -372,7 +439,8 @@ class UnusedMaskArgument(Rule):
             if not _does_attention(fn) and _reads_only_shapes(fn, data):
                 continue
             owner = self._owner.get(id(fn))
-            if owner is not None and _position_wise(fn, ctx.models.classes.get(owner.name.value)):
+            module_class = ctx.models.classes.get(owner.name.value) if owner is not None else None
+            if _position_wise(fn, module_class) or _per_position_layers(fn, module_class):
                 continue
             # nothing is dropped: every call in the file passes None or leaves the mask out
             if self._sites.never_supplied(fn, name):
@@ -382,7 +450,9 @@ class UnusedMaskArgument(Rule):
             if fn.name.value != "forward" and _copies_only(fn) and self._sites.applied_by_callers(fn, name):
                 continue
             where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
-            ctx.report(param, f"parameter `{name}` of {where} is never read: the mask is silently ignored, "
+            how = ("is only converted into a new value of itself, which nothing reads" if name in reads
+                   else "is never read")
+            ctx.report(param, f"parameter `{name}` of {where} {how}: the mask is silently ignored, "
                               "so padded or future positions are attended to")
 
     def _ignored_on_purpose(self, fn: cst.FunctionDef, param: cst.Param, other_mask_read: bool) -> bool:
@@ -407,7 +477,7 @@ class UnusedMaskArgument(Rule):
         if type(fn.params.star_kwarg) is cst.Param and (not attends or other_mask_read):
             return True
         owner = self._owner.get(id(fn))
-        if owner is not None and not attends:
+        if owner is not None and not attends and not _runs_encoder(fn):
             signature = _param_names(fn)
             if any(cls is not owner and sig == signature and not _builds(cls, owner.name.value)
                    for cls, sig in self._signatures.get(fn.name.value, ())):

@@ -390,6 +390,10 @@ def softmax_input(index, call: cst.Call, module_attr_ctor=None):
     return None
 
 
+def _logsumexp(index, call: cst.Call) -> bool:
+    return index.qualify(call.func) == "torch.logsumexp" and bool(call.args)
+
+
 def _dim_value(arg: cst.Arg | None):
     if arg is None:
         return None
@@ -413,6 +417,13 @@ class AttentionIndex:
                 continue
             found = softmax_input(index, call, softmax_module_ctor)
             if found is None:
+                # `exp(dots - logsumexp(dots, dim=-1))`: a softmax over the keys spelled out (over
+                # another axis it combines something else: hash rounds, mixture components)
+                if _logsumexp(index, call):
+                    first, dim = get_arg(call, "input", 0), get_arg(call, "dim", 1)
+                    site = self._site(call, first.value, -1) if first and _dim_value(dim) == -1 else None
+                    if site is not None:
+                        self.sites.append(site)
                 continue
             scores, dim = found
             self.softmaxes.append((call, scores, dim))
