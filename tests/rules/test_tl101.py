@@ -91,9 +91,26 @@ def test_padding_reached_through_a_chain_of_imports(tmp_path):
     assert got == {("scripts/train.py", 6, CODE)}
 
 
-def test_padding_in_the_same_folder_without_an_import_is_seen(tmp_path):
+def test_padding_in_the_same_folder_without_an_import_is_not_seen(tmp_path):
+    """A file beside the padding one that neither imports it nor is imported with it by a
+    script is not related: the inference script never gets those padded batches."""
     got = lint(tmp_path, {"src/data.py": PADDING_COLLATOR, "src/predict.py": PREDICT})
-    assert got == {("src/predict.py", PREDICT_LINE, CODE)}
+    assert got == set()
+
+
+def test_padding_in_a_file_imported_by_the_same_script_is_seen(tmp_path):
+    """The trainer and the model that one script imports are related (co-imported), even in
+    folders that do not import each other."""
+    got = lint(tmp_path, {"data/loading.py": PADDING_COLLATOR, "serving/predict.py": PREDICT,
+                          "run.py": """
+        from data.loading import make_loader
+        from serving.predict import predict
+
+
+        def main(dataset, tokenizer):
+            return [predict(batch) for batch in make_loader(dataset, tokenizer)]
+    """})
+    assert got == {("serving/predict.py", PREDICT_LINE, CODE)}
 
 
 def test_padding_only_in_an_unrelated_folder_is_not_seen(tmp_path):
@@ -105,7 +122,7 @@ def test_an_unpadded_project_is_not_flagged(tmp_path):
     assert lint(tmp_path, {"predict.py": PREDICT}) == set()
 
 
-@pytest.mark.parametrize("layout", ["imported", "same-folder", "unrelated"])
+@pytest.mark.parametrize("layout", ["imported", "co-imported", "same-folder", "unrelated"])
 def test_linting_one_file_gives_the_same_findings_as_the_whole_tree(tmp_path, layout):
     files = {"tlint.toml": "", "serving/predict.py": _src(PREDICT)}
     if layout == "imported":
@@ -113,13 +130,17 @@ def test_linting_one_file_gives_the_same_findings_as_the_whole_tree(tmp_path, la
         files["serving/predict.py"] = "from data.loading import make_loader\n" + _src(PREDICT)
     elif layout == "same-folder":
         files["serving/data.py"] = _src(PADDING_COLLATOR)
+    elif layout == "co-imported":
+        files["data/loading.py"] = _src(PADDING_COLLATOR)
+        files["run.py"] = "import data.loading\nimport serving.predict\n"
     else:
         files["experiments/data.py"] = _src(PADDING_COLLATOR)
     write_tree(tmp_path, files)
     whole = {f for f in found(lint_paths([tmp_path], select=[CODE]).diagnostics, tmp_path)}
     alone = found(lint_paths([tmp_path / "serving" / "predict.py"], select=[CODE]).diagnostics, tmp_path)
     assert alone == whole
-    expected = set() if layout == "unrelated" else {("serving/predict.py", PREDICT_LINE + (layout == "imported"), CODE)}
+    expected = set() if layout in ("unrelated", "same-folder") else {
+        ("serving/predict.py", PREDICT_LINE + (layout == "imported"), CODE)}
     assert whole == expected
 
 
@@ -478,6 +499,7 @@ def test_an_empty_mask_is_no_mask(tmp_path):
     files = {
         "collate.py": PADDING_COLLATOR,
         "predict.py": """
+            import collate
             from transformers import AutoModelForSequenceClassification
 
             model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")

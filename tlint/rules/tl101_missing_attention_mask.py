@@ -89,7 +89,7 @@ class MissingAttentionMask(Rule):
                 call,
                 f"`{spelled}(...)` gets input ids but no `attention_mask` while the project pads its "
                 "sequences: pad tokens are attended to as if they were text",
-                when=ProjectCondition(any_of=("pads",)),
+                when=ProjectCondition(any_of=("pads",), scope="program"),
                 fix=mask_fix(ctx, call, ids_value) if spread is None else None,
             )
 
