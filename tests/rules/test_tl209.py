@@ -179,3 +179,36 @@ def test_an_einsum_names_the_key_axis(tmp_path):
     """}
     found = lint(tmp_path, files, [CODE])
     assert found == expected(files, CODE)
+
+
+def test_an_implicit_dim_on_a_provably_2d_tensor_is_the_last_axis(tmp_path):
+    """Without `dim=`, softmax picks axis 1 of a 2-D input, its last: fine. A provably 3-D
+    input gets a message naming the axis the implicit choice picks; an unknown rank keeps
+    the general message."""
+    files = {"m.py": """
+        import torch
+        import torch.nn.functional as F
+
+
+        def two_d(x, w):
+            logits = torch.mm(x, w)
+            return F.softmax(logits)
+
+
+        def flattened(feats):
+            return torch.softmax(feats.flatten(1))
+
+
+        def three_d(b, t, v):
+            logits = torch.randn(b, t, v)
+            return F.softmax(logits)  # expect: TL209
+
+
+        def unknown(logits):
+            return F.softmax(logits)  # expect: TL209
+    """}
+    found = lint(tmp_path, files, [CODE])
+    assert found == expected(files, CODE)
+    from tests.lintutil import lint_paths
+    messages = [d.message for d in lint_paths([tmp_path], select=[CODE]).diagnostics]
+    assert any("for this 3-D input the implicit axis is 0" in m for m in messages)

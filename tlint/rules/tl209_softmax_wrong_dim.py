@@ -33,6 +33,46 @@ def scores_ndim(site) -> int | None:
     return None
 
 
+_FACTORIES = frozenset({"zeros", "ones", "randn", "rand", "empty", "full"})
+
+
+def input_rank(index, flow, expr, at_node, depth: int = 0) -> int | None:
+    """The rank of a tensor expression when its spelling proves it: a factory with literal
+    sizes (`torch.randn(4, 10)`), `view`/`reshape` with their sizes, `mm`/`bmm`, `flatten(1)`,
+    `unsqueeze` of a known rank, or a local name last bound to one of those."""
+    if depth > 4:
+        return None
+    if type(expr) is cst.Name:
+        value = flow.definition(expr.value, flow.order_of(at_node, index))
+        return input_rank(index, flow, value, value, depth + 1) if value is not None else None
+    if type(expr) is not cst.Call:
+        return None
+    func = expr.func
+    name = index.qualify(func) or ""
+    args = [a for a in expr.args if a.keyword is None]
+    if any(a.star for a in expr.args):
+        return None
+    method = func.attr.value if type(func) is cst.Attribute else None
+    if name.startswith("torch.") and name.rsplit(".", 1)[-1] in _FACTORIES:
+        sizes = args[:-1] if name.endswith(".full") else args
+        if len(sizes) == 1 and type(sizes[0].value) in (cst.Tuple, cst.List):
+            return len(sizes[0].value.elements)  # type: ignore[attr-defined]
+        return len(sizes) or None
+    product = name if name in ("torch.mm", "torch.bmm") else f"torch.{method}" if not name else None
+    if product in ("torch.mm", "torch.bmm"):
+        return 2 if product == "torch.mm" else 3
+    if method in ("view", "reshape") and not name:
+        if len(args) == 1 and type(args[0].value) in (cst.Tuple, cst.List):
+            return len(args[0].value.elements)  # type: ignore[attr-defined]
+        return len(args) or None
+    if method == "flatten" and not name and len(expr.args) == 1 and literal_value(expr.args[0].value, None) == 1:
+        return 2
+    if method == "unsqueeze" and not name and type(func) is cst.Attribute:
+        base = input_rank(index, flow, func.value, at_node, depth + 1)
+        return base + 1 if base is not None else None
+    return None
+
+
 def wrong_axis(dim: int, ndim: int | None, key_axis: int | None = None) -> bool:
     if key_axis is not None and ndim is not None:  # an einsum names the keys' axis (`bihd,bjhd->bijh`)
         return dim % ndim != key_axis if -ndim <= dim < ndim else True
@@ -61,10 +101,18 @@ class SoftmaxWrongDim(Rule):
             if qualified in _IMPLICIT and get_arg(call, "dim", 1 if qualified != "torch.nn.Softmax" else 0) is None:
                 if any(arg.star for arg in call.args):
                     continue
+                rank = None
+                if qualified != "torch.nn.Softmax":
+                    first = get_arg(call, "input", 0)
+                    rank = input_rank(index, attention.flow(call), first.value, call) if first is not None else None
+                if rank in (1, 2):
+                    continue  # the implicit axis of a 1-D or 2-D input is its last one
                 spelled = {"torch.nn.functional.softmax": "F.softmax", "torch.softmax": "torch.softmax",
                            "torch.nn.Softmax": "nn.Softmax"}[qualified]
-                ctx.report(call, f"`{spelled}` without `dim=`: the implicit axis is 0 for 1-D and 3-D inputs and 1 "
-                                 "otherwise, not the last axis; pass `dim=-1`",
+                picks = (f"for this {rank}-D input the implicit axis is {0 if rank == 3 else 1}, not the last"
+                         if rank is not None else
+                         "the implicit axis is 0 for 1-D and 3-D inputs and 1 otherwise, not the last axis")
+                ctx.report(call, f"`{spelled}` without `dim=`: {picks}; pass `dim=-1`",
                            fix=fixes.fix("unsafe", "Pass `dim=-1`", fixes.replace(
                                call, fixes.code_at(index, call, fixes.with_keyword(call, "dim", "-1")))))
         for site in attention.sites:
