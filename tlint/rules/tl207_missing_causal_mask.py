@@ -85,7 +85,7 @@ class MissingCausalMask(Rule):
     name = "missing-causal-mask"
     severity = "error"
     # pre-filter: SDPA calls, hand-written attention (a softmax), torch.nn attention modules
-    tokens = frozenset({"scaled_dot_product_attention", "softmax", "transformer", "multiheadattention"})
+    tokens = frozenset({"scaled_dot_product_attention", "softmax", "logsumexp", "transformer", "multiheadattention"})
     summary = "A causal (decoder-only) model's self-attention has no causal mask."
     probes = ("causal-leak",)
 

@@ -15,7 +15,7 @@ class UnscaledAttentionScores(Rule):
     code = "TL208"
     name = "unscaled-attention-scores"
     severity = "warning"
-    tokens = frozenset({"softmax"})  # pre-filter: hand-written attention sites: a softmax of a q-k product
+    tokens = frozenset({"softmax", "logsumexp"})  # pre-filter: hand-written attention sites (softmax, logsumexp)
     summary = "Hand-written attention scores reach the softmax without 1/sqrt(d) scaling."
     probes = ("attention-entropy",)
 

@@ -89,7 +89,7 @@ class SoftmaxWrongDim(Rule):
     code = "TL209"
     name = "softmax-wrong-dim"
     severity = "error"
-    tokens = frozenset({"softmax"})  # pre-filter: softmax calls and `nn.Softmax`
+    tokens = frozenset({"softmax", "logsumexp"})  # pre-filter: softmax calls, `nn.Softmax`, logsumexp softmaxes
     summary = "Attention softmax over the wrong axis, or a softmax with an implicit dim."
     probes = ("attention-entropy",)
 

@@ -49,7 +49,7 @@ class NegInfMaskFill(Rule):
     code = "TL210"
     name = "neg-inf-mask-fill"
     severity = "warning"
-    tokens = frozenset({"softmax"})  # pre-filter: hand-written attention sites: a softmax of a q-k product
+    tokens = frozenset({"softmax", "logsumexp"})  # pre-filter: hand-written attention sites (softmax, logsumexp)
     summary = "Attention scores masked with -inf from a padding mask (fully padded rows give NaN)."
     probes = ("nan-trace",)
 

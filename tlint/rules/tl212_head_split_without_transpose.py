@@ -16,7 +16,8 @@ class HeadSplitWithoutTranspose(Rule):
     code = "TL212"
     name = "head-split-without-transpose"
     severity = "error"
-    tokens = frozenset({"softmax", "scaled_dot_product_attention"})  # pre-filter: the operands of an attention
+    # pre-filter: the operands of an attention
+    tokens = frozenset({"softmax", "logsumexp", "scaled_dot_product_attention"})
     summary = "Heads split by viewing (B, T, C) as (B, heads, T, d) without a transpose."
     probes = ("causal-leak", "batch-coupling")
 
