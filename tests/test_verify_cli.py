@@ -17,7 +17,8 @@ import_torch()
 
 # A token tagger: nn.MultiheadAttention called without its key padding mask (TL102, a real
 # leak) and a feed-forward that takes the padding mask and never reads it (TL103, harmless:
-# it works per token) — the second finding is planted on a correct class.
+# it works per token; `torch.clamp` is not among the per-position calls TL103 recognises, so
+# the rule still reports it) — the second finding is planted on a correct class.
 TAGGER = '''
 import torch
 import torch.nn as nn
@@ -30,7 +31,7 @@ class FeedForward(nn.Module):
         self.down = nn.Linear(4 * d_model, d_model)
 
     def forward(self, x, padding_mask=None):
-        return self.down(torch.relu(self.up(x)))
+        return self.down(torch.clamp(self.up(x), min=0))
 
 
 class Block(nn.Module):
