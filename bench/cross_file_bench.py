@@ -5,7 +5,7 @@
 A package of N modules whose `__init__` imports every module, each module importing a
 shared `utils` and its neighbour; facts are given (every file `pads` and `transformer`,
 every tenth a `tokenizer`), nothing is parsed; prints the seconds of
-`Linter._resolve_projects`. The project is written under /tmp/tlint-cross-file-N."""
+`project_phase.resolve_projects`. The project is written under /tmp/tlint-cross-file-N."""
 import shutil
 import sys
 import time
@@ -14,7 +14,8 @@ from pathlib import Path
 from tlint.config import ConfigResolver
 from tlint.diagnostics import Position, Range
 from tlint.discovery import discover
-from tlint.engine import Fact, FileResult, Linter, display_path
+from tlint.engine import Fact, FileResult, Linter, analyse_file, display_path
+from tlint.project_phase import resolve_projects
 
 n = int(sys.argv[1])
 root = Path(f"/tmp/tlint-cross-file-{n}")
@@ -41,6 +42,12 @@ for k, (f, disp, _) in enumerate(tasks):
         r.facts.append(Fact("tokenizer", Range(Position(1, 1), Position(1, 2)), data))
     results.append(r)
 start = time.perf_counter()
-linter._resolve_projects(results, {t[0]: t[2] for t in tasks}, {})
+
+
+def facts_of(path, settings, text):  # an unnamed file's facts (none here: every file is named)
+    return analyse_file(path, display_path(path), settings, text=text, facts_only=True)
+
+
+resolve_projects(results, {t[0]: t[2] for t in tasks}, linter.settings_for, {}, None, facts_of)
 seconds = time.perf_counter() - start
 print(f"{n} files: cross-file phase {seconds:.2f} s; findings {sum(len(r.diagnostics) for r in results)}")
