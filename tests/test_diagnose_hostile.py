@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cliutil import run_tlint, tlint_env
+from tests.torchutil import import_torch
 from tlint.cli import main
 from tlint.diagnose import readers
 
@@ -50,7 +51,7 @@ def test_broken_logs_exit_2_with_one_line(tmp_path, capsys, name, data, expected
 
 
 def test_truncated_tensorboard_file(tmp_path, capsys):
-    pytest.importorskip("torch")
+    import_torch()
     from torch.utils.tensorboard import SummaryWriter  # the writer HF's callback uses
 
     folder = tmp_path / "tb"
