@@ -158,11 +158,21 @@ def test_one_fix_that_does_not_compile_does_not_block_the_others():
     assert fixes.apply_fixes(text, [good, broken, also_good]) == ("a = 10\nb = 2\nc = 30\n", 2)
 
 
+@pytest.mark.parametrize("threads", [False, True])
 @pytest.mark.parametrize("when", ["after-create", "before-rename"])
-def test_ctrl_c_during_a_write_leaves_no_temporary_file(tmp_path, monkeypatch, when):
+def test_ctrl_c_during_a_write_leaves_no_temporary_file(tmp_path, monkeypatch, when, threads):
+    """With `threads`, another thread runs while the write happens (torch's or a pool's,
+    in a real run): a signal sent to the process may be delivered to it, and must still
+    wait for the write."""
     import tempfile
+    import threading
 
     from tlint import atomic
+
+    if threads:
+        stop = threading.Event()
+        other = threading.Thread(target=stop.wait, daemon=True)
+        other.start()
 
     target = tmp_path / "a.py"
     target.write_text(UNUSED)
@@ -183,6 +193,9 @@ def test_ctrl_c_during_a_write_leaves_no_temporary_file(tmp_path, monkeypatch, w
     monkeypatch.setattr(atomic.os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):  # raised once the write is done, not in the middle of it
         atomic.write_bytes_atomic(target, FIXED.encode(), durable=True, suffix=".tlint-fix")
+    if threads:
+        stop.set()
+        other.join()
     assert target.read_text() == FIXED
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
 

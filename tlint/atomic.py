@@ -14,18 +14,45 @@ from pathlib import Path
 @contextmanager
 def deferred_interrupts() -> Iterator[None]:
     """Ctrl-C (SIGINT) and SIGTERM wait until the block is done: a write is finished, or
-    cleaned up, before the interrupt is raised. Only in the main thread, where Python
-    handles signals; elsewhere a no-op."""
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None or threading.current_thread() is not threading.main_thread():
+    cleaned up, before the interrupt is acted on. Only in the main thread, where Python
+    handles signals; elsewhere a no-op.
+
+    The signals are held by a Python handler, not masked: a signal sent to the process
+    (Ctrl-C in a terminal, `kill`) is delivered by the kernel to any thread that does not
+    block it, and a process with other threads (torch's, a pool's) would take it in one of
+    them and raise it in the main thread at once. Python runs every handler in the main
+    thread, so the holding handler sees it whichever thread received it."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    blocked = {signal.SIGINT, signal.SIGTERM}
-    previous = mask(signal.SIG_BLOCK, blocked)
+    caught: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        caught.append(signum)
+
+    previous: dict[int, object] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, hold)
+        except (ValueError, OSError):  # pragma: no cover - not settable here
+            pass
     try:
         yield
     finally:
-        mask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)  # type: ignore[arg-type]
+        if caught:
+            _deliver(caught[0], previous.get(caught[0]))
+
+
+def _deliver(signum: int, handler: object) -> None:
+    """Act on a held signal as its handler before the block would have."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        signal.raise_signal(signum)  # SIGTERM's default: the process ends
 
 
 def write_bytes_atomic(target: Path, payload: bytes, *, mode: int | None = None, durable: bool = False,
