@@ -21,6 +21,7 @@ import libcst as cst
 
 from tlint.cst import get_arg, last_name, snake_parts, walk
 from tlint.rules.base import Rule
+from tlint.views.accumulation import above_one, range_count, under
 from tlint.views.training import BACKWARD, OPTIMIZER_STEP, TrainingView
 from tlint.views.training_common import Condition, Event, TrainingLoop
 
@@ -81,14 +82,14 @@ class AccumulationLossUnscaled(Rule):
             if condition.negated:
                 continue
             k = self._modulus(condition) or self._counter_bound(ctx, loop, condition)
-            if k is not None and _above_one(bindings, k):
-                return k, [e for e in feeding if not _under(e, condition)]
+            if k is not None and above_one(bindings, k):
+                return k, [e for e in feeding if not under(e, condition)]
         for event in feeding:  # an inner micro-batch loop the step sits after
             for inner in event.loops:
                 if any(inner is around for around in step.loops) or type(inner) is not cst.For:
                     continue
-                k = _range_count(inner) or _chunk_count(bindings, inner)
-                if k is not None and _above_one(bindings, k):
+                k = range_count(inner) or _chunk_count(bindings, inner)
+                if k is not None and above_one(bindings, k):
                     return k, [e for e in feeding if any(inner is around for around in e.loops)]
         return None
 
@@ -129,26 +130,6 @@ class AccumulationLossUnscaled(Rule):
                 if divisor is not None and _divides_by_k(bindings, divisor, k, wanted):
                     return True
         return False
-
-
-def _above_one(bindings: BindingsView, k: cst.BaseExpression) -> bool:
-    return bindings.all_values(k, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 1)
-
-
-def _under(event: Event, condition: Condition) -> bool:
-    return any(c.test is condition.test and not c.negated for c in event.conditions)
-
-
-def _range_count(loop: cst.For) -> cst.BaseExpression | None:
-    """k of `for _ in range(k)` (or `range(0, k)`)."""
-    call = loop.iter
-    if type(call) is not cst.Call or type(call.func) is not cst.Name or call.func.value != "range":
-        return None
-    if len(call.args) == 1:
-        return call.args[0].value
-    if len(call.args) == 2 and type(call.args[0].value) is cst.Integer and call.args[0].value.value == "0":
-        return call.args[1].value
-    return None
 
 
 def _chunk_count(bindings: BindingsView, loop: cst.For) -> cst.BaseExpression | None:

@@ -84,14 +84,14 @@ def _window(view: TrainingView, bindings: BindingsView, loop: TrainingLoop, step
         if condition.negated:
             continue
         k = _modulus(condition) or _counter_bound(view, bindings, loop, condition)
-        if k is not None and _above_one(bindings, k):
+        if k is not None and above_one(bindings, k):
             return Window(step, k, condition, None, tuple(e for e in feeding if not under(e, condition)))
     for event in feeding:  # an inner micro-batch loop the step sits after
         for inner in event.loops:
             if any(inner is around for around in step.loops) or type(inner) is not cst.For:
                 continue
-            k = _range_count(inner)
-            if k is not None and _above_one(bindings, k):
+            k = range_count(inner)
+            if k is not None and above_one(bindings, k):
                 return Window(step, k, None, inner, tuple(e for e in feeding if any(inner is a for a in e.loops)))
     return None
 
@@ -177,11 +177,11 @@ def _counts(view: TrainingView, bindings: BindingsView, loop: TrainingLoop, expr
                and any(index.is_inside(b.node, root) for root in roots) for b in bound)
 
 
-def _above_one(bindings: BindingsView, k: cst.BaseExpression) -> bool:
+def above_one(bindings: BindingsView, k: cst.BaseExpression) -> bool:
     return bindings.all_values(k, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 1)
 
 
-def _range_count(loop: cst.For) -> cst.BaseExpression | None:
+def range_count(loop: cst.For) -> cst.BaseExpression | None:
     """k of `for _ in range(k)` (or `range(0, k)`)."""
     call = loop.iter
     if type(call) is not cst.Call or type(call.func) is not cst.Name or call.func.value != "range":
