@@ -96,17 +96,20 @@ def kinds(document: dict, run: int = 0) -> dict[str, list[dict]]:
     return out
 
 
-def lightning_run(out: Path, *, lr: float = 3e-3, warmup: int = 8, steps: int = STEPS, watch: bool = False) -> Path:
+def lightning_run(out: Path, *, lr: float = 3e-3, warmup: int = 8, steps: int = STEPS, watch: bool = False,
+                  data=None) -> Path:
     """Train with Lightning (CSVLogger writing metrics.csv and hparams.yaml, the learning rate
     through LearningRateMonitor, a linear warmup then linear decay); with `watch`,
-    tlint.watch's LightningCallback writes tlint-watch.jsonl next to them. The run folder
-    (the logger's version folder) is returned."""
+    tlint.watch's LightningCallback writes tlint-watch.jsonl next to them. `data(n, seed)`
+    makes the rows (default: learnable progressions). The module's hyperparameters (so
+    hparams.yaml) include the vocabulary size. The run folder (the logger's version folder)
+    is returned."""
     import lightning as L
     from lightning.pytorch.callbacks import LearningRateMonitor
     from lightning.pytorch.loggers import CSVLogger
 
     class Module(L.LightningModule):
-        def __init__(self, lr: float, warmup: int, steps: int):
+        def __init__(self, lr: float, warmup: int, steps: int, vocab_size: int = V):
             super().__init__()
             self.save_hyperparameters()
             self.model = gpt2()
@@ -147,7 +150,8 @@ def lightning_run(out: Path, *, lr: float = 3e-3, warmup: int = 8, steps: int = 
                             enable_model_summary=False, log_every_n_steps=1, val_check_interval=10,
                             check_val_every_n_epoch=None, num_sanity_val_steps=0, deterministic=True)
         L.seed_everything(0, verbose=False)
-        trainer.fit(Module(lr, warmup, steps), loader(progressions(steps * 8, 0)), loader(progressions(32, 1)))
+        make = data or progressions
+        trainer.fit(Module(lr, warmup, steps), loader(make(steps * 8, 0)), loader(make(32, 1)))
         return Path(trainer.logger.log_dir)
     finally:
         torch.set_num_threads(threads)

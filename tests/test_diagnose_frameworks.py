@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.diagnoseutil import diagnose_json, kinds, lightning_run
+from tests.diagnoseutil import diagnose_json, kinds, lightning_run, pairs_shifted_twice
 from tests.test_diagnose import validate
 from tlint.diagnose.readers import read_run
 
@@ -22,7 +22,8 @@ pytest.importorskip("lightning")
 def lit(tmp_path_factory):
     base = tmp_path_factory.mktemp("lit")
     return {"healthy": lightning_run(base / "healthy", watch=True),
-            "spike": lightning_run(base / "spike", lr=0.5, warmup=0)}
+            "spike": lightning_run(base / "spike", lr=0.5, warmup=0),
+            "stuck": lightning_run(base / "stuck", data=pairs_shifted_twice)}
 
 
 def csv_losses(run: Path) -> dict[int, float]:
@@ -52,6 +53,37 @@ def test_lightning_spike_found_with_missing_warmup_first(lit, capsys):
     first = min(s for s in loss if loss[s] > 1.5 * loss[0])
     assert spike["steps"]["first"] == first == 1 and spike["size"]["peak_step"] == max(loss, key=loss.get)
     assert spike["causes"][0]["rules"] == ["TL304"]
+
+
+def test_lightning_labels_shifted_twice_give_a_stuck_loss(lit, capsys):
+    """The data pipeline shifts the labels and the model shifts them again: the loss stays
+    near ln(vocabulary), which hparams.yaml's `vocab_size` gives."""
+    code, doc = diagnose_json(capsys, lit["stuck"])
+    validate(doc)
+    assert code == 1
+    stuck = kinds(doc)["stuck-loss"][0]
+    loss = csv_losses(lit["stuck"])
+    assert stuck["severity"] == "error" and stuck["steps"] == {"first": min(loss), "last": max(loss)} == \
+        {"first": 0, "last": 39}
+    assert stuck["size"]["vocab_size"] == 100 and stuck["size"]["ln_vocab"] == pytest.approx(math.log(100))
+    assert "TL109" in stuck["causes"][0]["rules"] and "overfit-batch" in stuck["causes"][0]["probes"]
+    # the healthy run with the same settings learns: no stuck loss there
+    assert "stuck-loss" not in kinds(diagnose_json(capsys, lit["healthy"])[1])
+
+
+def test_lightning_watch_scalars_share_the_module_steps(lit):
+    """LightningCallback logs `tlint/*` at Lightning's step numbers: the gradient norm the
+    watch sampled at its step s (from 1) is the CSV's row s - 1, where the module's own
+    `train_loss` of that optimizer step is."""
+    run = lit["healthy"]
+    with open(run / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    ours = {int(r["step"]): float(r["tlint/grad_norm"]) for r in rows if r.get("tlint/grad_norm")}
+    events = [json.loads(line) for line in (run / "tlint-watch.jsonl").read_text().splitlines()]
+    samples = {e["step"]: e["grad_norm"]["total"] for e in events if e["event"] == "sample"}
+    assert ours == pytest.approx({s - 1: g for s, g in samples.items()}) and 0 in ours
+    series = read_run(run).series
+    assert set(dict(series["grad_norm"])) <= set(dict(series["loss"]))  # same x axis in the plots
 
 
 def test_lightning_pair_names_the_hyperparameters_that_differ(lit, capsys):

@@ -6,7 +6,10 @@ Lightning's events fit the watch: the loss comes with `on_before_backward`, the 
 are measured in `on_before_optimizer_step` (unscaled, before clipping), a step ends with
 `on_train_batch_end` once the optimizer stepped. The scalars go to the Trainer's loggers
 (`logger.log_metrics`, so CSV, TensorBoard, W&B ... as configured; `LightningModule.log`
-would drop values logged between `log_every_n_steps`), from rank 0; the event file goes to
+would drop values logged between `log_every_n_steps`), from rank 0, at Lightning's own step
+numbers (the first optimizer step is logged as 0, as the module's `self.log` values are;
+the event file keeps the watch's numbers, from 1), so `tlint/*` and the module's own
+scalars line up in a logger's plots; the event file goes to
 the Trainer's `log_dir`. A non-finite loss is traced by re-running the batch's
 `training_step` without gradients (its `self.log` calls muted). A stop sets
 `trainer.should_stop` on every rank."""
@@ -79,8 +82,11 @@ class LightningCallback(Callback):
             self.watch.close()
 
     def _log(self, scalars: dict[str, float], step: int) -> None:
+        # The watch counts optimizer steps from 1; Lightning's loggers number the first
+        # optimizer step 0 (the `_batches_that_stepped` count before it), and the module's own
+        # `self.log` values of that step go there.
         for logger in getattr(self.trainer, "loggers", None) or []:
-            logger.log_metrics(dict(scalars), step=step)
+            logger.log_metrics(dict(scalars), step=step - 1)
 
 
 def _rerun(pl_module: Any, batch: Any, batch_idx: int) -> Any:
