@@ -1,5 +1,5 @@
 """The `tlint` command line: `check` (the default), `rule`, `verify`, `scan-data`, `lsp`, `clean`,
-`diagnose`.
+`diagnose`, `doctor`.
 
 Exit codes (README "What tlint guarantees"): 0 nothing at or above `--fail-on`; 1 findings at or above it;
 2 usage, configuration or internal error (any TL003 too, whatever `--exit-zero` says).
@@ -22,14 +22,15 @@ from typing import Any
 
 from tlint import __version__
 
-SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean", "diagnose")
+SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean", "diagnose", "doctor")
 CHECK_FORMATS = ("text", "concise", "json", "github", "lsp", "sarif", "junit")  # tlint.reporters.FORMATS
 RULE_FORMATS = ("text", "json")
 VERIFY_FORMATS = ("text", "json", "sarif", "lsp")
 SCAN_DATA_FORMATS = ("text", "json")
 DIAGNOSE_FORMATS = ("text", "json")
+DOCTOR_FORMATS = ("text", "json")
 COMMAND_FORMATS = {"check": CHECK_FORMATS, "rule": RULE_FORMATS, "verify": VERIFY_FORMATS,
-                   "scan-data": SCAN_DATA_FORMATS, "diagnose": DIAGNOSE_FORMATS}
+                   "scan-data": SCAN_DATA_FORMATS, "diagnose": DIAGNOSE_FORMATS, "doctor": DOCTOR_FORMATS}
 FORMAT_ENV = "TLINT_OUTPUT_FORMAT"
 STDIN_NAME = "-"
 
@@ -181,7 +182,26 @@ def build_parser() -> _Parser:
                           help="write PNG plots (loss, learning rate, gradient norm, pad share) here")
     _add_format(diagnose, DIAGNOSE_FORMATS)
     diagnose.set_defaults(handler=_diagnose)
+    _add_doctor_parser(sub)
     return parser
+
+
+def _add_doctor_parser(sub) -> None:
+    doctor = sub.add_parser("doctor", help="the whole procedure in one report: check, scan-data, verify, diagnose, "
+                            "ranked by likely impact")
+    doctor.add_argument("path", nargs="?", type=Path, default=Path("."), metavar="PATH",
+                        help="the project (default: .); its config says which model and loaders to run")
+    doctor.add_argument("--run", action="append", type=Path, default=[], metavar="DIR",
+                        help="a training run's folder or log file to diagnose (repeatable; default: the run "
+                        "folders found under PATH)")
+    doctor.add_argument("--no-run", action="store_true",
+                        help="run no user code: skip scan-data and verify (check and diagnose only read files)")
+    doctor.add_argument("--config", type=Path, metavar="FILE", help="use this config file")
+    doctor.add_argument("--no-cache", action="store_true", help="the check step reads and writes no cache")
+    doctor.add_argument("--verbose", "-v", action="store_true", help="show the output of the processes running "
+                        "your code")
+    _add_format(doctor, DOCTOR_FORMATS)
+    doctor.set_defaults(handler=_doctor)
 
 
 def _add_verify_parser(sub) -> None:
@@ -274,6 +294,12 @@ def _diagnose(args: argparse.Namespace) -> int:
     if len(args.runs) > 2:
         raise UsageError("tlint diagnose takes one run, or two to compare")
     from tlint.diagnose.command import run_command
+
+    return run_command(args)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from tlint.doctor.command import run_command
 
     return run_command(args)
 

@@ -489,13 +489,14 @@ def report_error(what: str, problem: str) -> tuple[str, str]:
                       "to it by accident. Run with --verbose to see the process's output")
 
 
-def run_probes(options: VerifyOptions, deadline: float, verbose: bool) -> ChildRun:
+def run_probes(options: VerifyOptions, deadline: float, verbose: bool, bar: ProgressBar | None = None) -> ChildRun:
     """Run `options.probes` in one child process until it ends, crashes or runs past
-    `deadline` / `probe-timeout` since its last event."""
+    `deadline` / `probe-timeout` since its last event (`bar`: the display that follows it,
+    default a ProgressBar on stderr)."""
     run = ChildRun()
     limit = process_limit_mib(options.memory_limit, options.device)
     with Child(WORKER_MODULE, options.to_json(), prefix="tlint-verify-", limit_mib=limit, verbose=verbose) as proc:
-        bar = ProgressBar()
+        bar = bar or ProgressBar()
         try:
             watch(proc, run, options, deadline, bar)
         except ReportError as exc:
@@ -519,6 +520,7 @@ def watch(proc: Child, run: ChildRun, options: VerifyOptions, deadline: float, b
                 bar.update(event)
                 continue
             apply(event, run, options)
+            bar.stage(event)
             last_event, ready = time.monotonic(), True
             if run.ended or run.error is not None:
                 break

@@ -126,7 +126,8 @@ def load_options(args) -> VerifyOptions:
     return options
 
 
-def run_worker(options: VerifyOptions, verbose: bool = False, deadline: float | None = None) -> dict[str, Any]:
+def run_worker(options: VerifyOptions, verbose: bool = False, deadline: float | None = None,
+               bar: Any = None) -> dict[str, Any]:
     """Run the probes in a child process (working directory: a temporary folder, bytecode
     writing off) and return `{"model", "probes", "classes"}`.
 
@@ -135,13 +136,14 @@ def run_worker(options: VerifyOptions, verbose: bool = False, deadline: float | 
     whole run `timeout` (until `deadline`, a `time.monotonic()` value, when given): a probe
     that runs past its limit or crashes the child (a hang or a crash in C code included) is
     stopped by killing the child, reported as `skip` with the reason, and the remaining
-    probes run in a fresh child. Loading that fails, hangs or crashes is a VerifyError."""
+    probes run in a fresh child. Loading that fails, hangs or crashes is a VerifyError.
+    `bar` (a `progress.ProgressBar`, by default one on stderr) is shown the child's events."""
     deadline = time.monotonic() + options.timeout if deadline is None else deadline
     pending = list(options.probes)
     done: dict[str, dict[str, Any]] = {}
     loaded: dict[str, Any] | None = None
     while True:
-        run = child.run_probes(replace(options, probes=pending), deadline, verbose)
+        run = child.run_probes(replace(options, probes=pending), deadline, verbose, bar)
         loaded = loaded or run.loaded
         for entry in run.done:
             done[entry["probe"]] = entry

@@ -50,6 +50,10 @@ class ProgressBar:
         self.progress.update(self.tasks[probe], completed=event["done"], total=event["total"],
                              description=description)
 
+    def stage(self, event: dict[str, Any]) -> None:
+        """Any other event of the child (`loaded`, `start`, `done`, `end`): nothing here;
+        `tlint doctor`'s display (tlint/doctor/progress.py) follows the probes with it."""
+
     def close(self) -> None:
         if self.progress is not None:
             self.progress.stop()

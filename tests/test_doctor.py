@@ -1,0 +1,342 @@
+"""`tlint doctor`: one report from check, scan-data, verify and diagnose on the demo, ranked;
+`--no-run` runs no user code (and needs no torch); bad input is exit 2 with a message."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tlint.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "fixtures" / "demo"
+SCHEMA = ROOT / "schema" / "doctor-output.schema.json"
+
+
+def validate(document: dict) -> None:
+    import jsonschema
+
+    jsonschema.validate(document, json.loads(SCHEMA.read_text()))
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "TLINT_NO_CACHE": "1"}
+
+
+def spiky_run(folder: Path) -> Path:
+    """A hand-made Hugging Face run: no warmup (the rate starts at its peak), the loss spikes
+    at steps 4-8 after the gradient norm explodes at step 3."""
+    history = []
+    for step in range(1, 41):
+        loss = 4.4 - 0.01 * step + 0.03 * math.sin(step * 1.3)
+        if 4 <= step <= 8:
+            loss += (6, 11, 9, 5, 2)[step - 4]
+        grad_norm = 12.0 if 3 <= step <= 7 else 1.0 + 0.05 * math.sin(step)
+        history.append({"step": step, "loss": round(loss, 4), "learning_rate": 0.5 * (1 - step / 41),
+                        "grad_norm": grad_norm})
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history, "global_step": 40}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory):
+    """doctor on a copy of the demo with a run folder in it: one run of the whole procedure
+    (its JSON, its stderr), shared by the tests below."""
+    from tests.torchutil import import_torch
+
+    import_torch()
+    tmp = tmp_path_factory.mktemp("doctor")
+    project = tmp / "demo"
+    shutil.copytree(DEMO, project)
+    spiky_run(project / "runs" / "lr-high")
+    proc = subprocess.run([sys.executable, "-m", "tlint", "doctor", str(project), "--format", "json", "--no-cache"],
+                          capture_output=True, text=True, env=env(), cwd=tmp, timeout=600)
+    return proc, json.loads(proc.stdout), project
+
+
+def test_doctor_on_the_demo_gives_one_report_with_every_part(demo_report):
+    proc, doc, project = demo_report
+    validate(doc)
+    assert proc.returncode == 1 == doc["exit_code"], proc.stderr
+    assert "Traceback" not in proc.stderr
+    steps = {s["step"]: s for s in doc["steps"]}
+    assert [s["step"] for s in doc["steps"]] == ["check", "scan-data", "verify", "diagnose"]
+    assert all(s["status"] == "ran" for s in steps.values()), steps
+    assert steps["check"]["summary"]["findings"] == len(doc["parts"]["check"]["diagnostics"]) > 40
+    assert steps["scan-data"]["summary"]["failed"] > 0
+    probes = {p["probe"]: p for p in doc["parts"]["verify"]["probes"]}
+    assert {"mask-leak", "attention-maps", "activation-ranges", "overfit-batch", "warmup-ab"} <= set(probes)
+    assert set(probes["overfit-batch"]["curves"]) == {"overfit", "control"}
+    assert doc["parts"]["diagnose"]["runs"][0]["path"].endswith("lr-high")
+    # the ranked items carry every kind of evidence
+    sources = {e["source"] for item in doc["items"] for e in item["evidence"]}
+    assert sources == {"check", "scan-data", "verify", "diagnose"}
+    items = doc["items"]
+    assert [i["rank"] for i in items] == list(range(1, len(items) + 1))
+    assert [i["score"] for i in items] == sorted((i["score"] for i in items), reverse=True)
+    by_code = {i["codes"][0]: i for i in items if i["codes"] and not i["title"].startswith(("data", "probe", "loss"))}
+    # TL102: the static finding (file:line), the confirmed verdict, the failing probe's figure
+    tl102 = by_code["TL102"]
+    assert tl102["impact"] == "high" and tl102["runtime"] == "confirmed"
+    assert {"path": "demo/model.py", "line": 17} == {k: tl102["evidence"][0][k] for k in ("path", "line")}
+    leak = next(e for e in tl102["evidence"] if e.get("probe") == "mask-leak" and e.get("status") == "fail")
+    assert leak["figure"] > leak["tolerance"]
+    # a failing data check with no static finding in the loaders' files stands alone, naming its rules
+    nan = next(i for i in items if i["title"] == "data check nan-inf fails")
+    assert nan["stage"] == "data" and nan["codes"] == ["TL110", "TL112"] and nan["impact"] == "high"
+    assert any("TL112 at demo/data.py:91" in e["text"] for e in nan["evidence"])
+    # the run's loss spike: an item with its steps, and evidence on the static finding of its first cause
+    spike = next(i for i in items if i["stage"] == "logs" and "loss-spike" in i["title"])
+    assert spike["evidence"][0]["steps"] == {"first": 4, "last": 8} and spike["impact"] == "high"
+    assert "TL304" in spike["fix"]
+    tl304 = by_code["TL304"]
+    assert any(e["source"] == "diagnose" and e["cause"] == 1 for e in tl304["evidence"])
+    # static-only findings rank below the ones seen at run time
+    static_only = [i for i in items if {e["source"] for e in i["evidence"]} == {"check"}]
+    assert static_only and max(i["score"] for i in static_only) < tl102["score"]
+    # user code is announced before it runs
+    assert doc["user_code"] and "tlint doctor: runs your code" in proc.stderr
+    assert "model:build_model" in proc.stderr and "loaders:train_loader" in proc.stderr
+
+
+def test_the_text_report_shows_the_ranked_items_with_evidence_and_fix(demo_report):
+    from tlint.doctor.report import render_text
+
+    _, doc, _ = demo_report
+    out = io.StringIO()
+    render_text(doc, out)
+    text = out.getvalue()
+    for part in ("check", "scan-data", "verify", "diagnose", "ranked by likely impact", "fix: ",
+                 "demo/model.py:17", "probe mask-leak", "check nan-inf (train loader)", "lr-high steps 4-8"):
+        assert part in text, part
+    assert text.index("TL102") < text.index("TL313")  # confirmed before static-only info
+
+
+MARKER_FACTORY = '''
+import pathlib, sys
+pathlib.Path({marker!r}).write_text("ran")
+print("FACTORY-RAN", file=sys.stderr, flush=True)
+
+def build():
+    raise RuntimeError("the factory refuses")
+
+def loader():
+    raise RuntimeError("the loader refuses")
+'''
+
+
+def marker_project(tmp_path: Path) -> tuple[Path, Path]:
+    project, marker = tmp_path / "proj", tmp_path / "marker.txt"
+    project.mkdir()
+    (project / "factory.py").write_text(MARKER_FACTORY.format(marker=str(marker)))
+    (project / "tlint.toml").write_text('[verify]\nmodel = "factory:build"\ndataloader = "factory:loader"\n')
+    spiky_run(project / "out" / "run1" / "checkpoint-40")
+    return project, marker
+
+
+def test_no_run_runs_no_user_code(tmp_path, capsys):
+    project, marker = marker_project(tmp_path)
+    code = main(["doctor", str(project), "--no-run", "--format", "json", "--no-cache"])
+    doc = json.loads(capsys.readouterr().out)
+    validate(doc)
+    assert not marker.exists()
+    steps = {s["step"]: s for s in doc["steps"]}
+    assert steps["scan-data"]["status"] == steps["verify"]["status"] == "skipped"
+    assert "--no-run" in steps["verify"]["reason"] and doc["user_code"] == []
+    assert steps["check"]["status"] == steps["diagnose"]["status"] == "ran"  # reading files is not running them
+    assert doc["parts"]["diagnose"]["runs"][0]["path"].endswith("run1")  # checkpoint-N counts as its run
+    assert code == 1  # the run's loss spike is an error
+
+
+def test_without_no_run_the_code_runs_after_the_notice_and_a_failing_step_is_exit_2(tmp_path):
+    from tests.torchutil import import_torch
+
+    import_torch()
+    project, marker = marker_project(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "tlint", "doctor", str(project), "--verbose", "--no-cache"],
+                          capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=300)
+    assert marker.exists()  # the positive control of the test above
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stdout
+    notice = proc.stderr.index("tlint doctor: runs your code")
+    assert notice < proc.stderr.index("FACTORY-RAN")
+    # both steps that run user code failed, are reported, and the others still ran
+    assert "scan-data  error" in proc.stdout and "verify     error" in proc.stdout
+    assert "the loader refuses" in proc.stdout and "the factory refuses" in proc.stdout
+    assert "loss-spike in run" in proc.stdout
+
+
+BLOCK_TORCH = '''
+import sys
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked by the test")
+        return None
+
+sys.meta_path.insert(0, Block())
+from tlint.cli import main
+code = main(sys.argv[1:])
+assert "torch" not in sys.modules
+sys.exit(code)
+'''
+
+
+def test_no_run_works_without_torch(tmp_path):
+    project = tmp_path / "demo"
+    shutil.copytree(DEMO, project)
+    spiky_run(project / "runs" / "a")
+    proc = subprocess.run([sys.executable, "-c", BLOCK_TORCH, "doctor", str(project), "--no-run", "--format", "json",
+                           "--no-cache"], capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    validate(doc)
+    assert [s["status"] for s in doc["steps"]] == ["ran", "skipped", "skipped", "ran"]
+    assert doc["items"] and doc["items"][0]["impact"] == "high"
+
+
+def test_a_configured_model_without_torch_is_a_step_error_not_a_traceback(tmp_path):
+    project, marker = marker_project(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", BLOCK_TORCH.replace("assert \"torch\" not in sys.modules", ""),
+                           "doctor", str(project), "--format", "json", "--no-cache"],
+                          capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=300)
+    doc = json.loads(proc.stdout)
+    validate(doc)
+    steps = {s["step"]: s for s in doc["steps"]}
+    if steps["verify"]["status"] == "error" and "PyTorch" in steps["verify"]["reason"]:
+        assert proc.returncode == 2 and not marker.exists()
+    else:  # find_spec is not blocked by a meta path hook on every Python: the child ran
+        assert steps["verify"]["status"] == "error"
+
+
+@pytest.mark.parametrize("setup, args, message", [
+    (None, ["missing-folder"], "no such file or folder"),
+    ("extend-select = [\"TL999\"]\n", [], "TL999"),
+    ("[verify]\nmodel = 3\n", [], "`model` in [tool.tlint.verify] must be a non-empty string"),
+    ("[verify]\nmodel = \"not a dotted path\"\n", [], "dotted path"),
+    (None, ["--config", "nowhere.toml"], "config file not found"),
+])
+def test_bad_input_is_exit_2_with_a_message(tmp_path, capsys, monkeypatch, setup, args, message):
+    monkeypatch.chdir(tmp_path)
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "a.py").write_text("x = 1\n")
+    if setup is not None:
+        (project / "tlint.toml").write_text(setup)
+    path = args[0] if args and not args[0].startswith("-") else str(project)
+    flags = [a for a in args if a != path]
+    assert main(["doctor", path, *flags, "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.startswith("tlint: error: ")
+    assert main(["doctor", path, *flags, "--no-cache", "--format", "json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    validate(doc)
+    assert message in doc["error"]["message"]
+
+
+def test_a_named_run_that_cannot_be_read_is_exit_2_and_a_found_one_is_a_note(tmp_path, capsys):
+    project = tmp_path / "proj"
+    (project / "logs" / "broken").mkdir(parents=True)
+    (project / "logs" / "broken" / "trainer_state.json").write_text("{not json")
+    (project / "a.py").write_text("x = 1\n")
+    assert main(["doctor", str(project), "--format", "json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    step = doc["steps"][-1]
+    assert step["status"] == "skipped" and "not valid JSON" in step["summary"]["notes"][0]
+    assert main(["doctor", str(project), "--run", str(project / "logs" / "broken"), "--format", "json",
+                 "--no-cache"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["steps"][-1]["status"] == "error" and doc["exit_code"] == 2
+
+
+def test_run_folders_are_found_outermost_first(tmp_path):
+    from tlint.doctor.plan import find_runs
+
+    (tmp_path / "a" / "checkpoint-10").mkdir(parents=True)
+    (tmp_path / "a" / "checkpoint-10" / "trainer_state.json").write_text("{}")
+    (tmp_path / "b" / "version_0").mkdir(parents=True)
+    (tmp_path / "b" / "version_0" / "metrics.csv").write_text("step,loss\n")
+    (tmp_path / "b" / "version_0" / "tb").mkdir()
+    (tmp_path / "b" / "version_0" / "tb" / "events.out.tfevents.1.host").write_bytes(b"")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "tlint-watch.jsonl").write_text("")
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "metrics.csv").write_text("")
+    assert find_runs(tmp_path) == [tmp_path / "a", tmp_path / "b" / "version_0"]
+
+
+def test_ranking_puts_what_was_seen_at_run_time_first():
+    from tlint.doctor.ranking import rank
+    from tlint.doctor.steps import Results
+
+    def diag(code, line, severity="error"):
+        return {"code": code, "severity": severity, "path": "m.py", "message": f"{code} here",
+                "range": {"start": {"line": line, "column": 1}, "end": {"line": line, "column": 2}}}
+
+    results = Results(check={"diagnostics": [diag("TL102", 3), diag("TL208", 9, "warning"), diag("TL211", 5, "warning"),
+                                             diag("TL304", 20, "warning"), diag("TL313", 30, "info")]})
+    results.verify = {"model": {}, "findings": [
+        {"code": "TL102", "path": "m.py", "range": {"start": {"line": 3}}, "verdict": "confirmed", "probe": "mask-leak",
+         "reason": "leaks"},
+        {"code": "TL208", "path": "m.py", "range": {"start": {"line": 9}}, "verdict": "not-reproduced",
+         "probe": "attention-entropy", "reason": "scale 1.0"}],
+        "probes": [{"probe": "mask-leak", "status": "fail", "figure": 1.2, "tolerance": 1e-4, "unit": "x", "detail": "d"},
+                   {"probe": "causal-leak", "status": "fail", "figure": 0.5, "tolerance": 1e-4, "unit": "x",
+                    "detail": "future leaks"}]}
+    results.diagnose = {"runs": [{"path": "run", "findings": [
+        {"kind": "loss-spike", "severity": "error", "steps": {"first": 4, "last": 8}, "message": "spike",
+         "causes": [{"rank": 1, "cause": "no warmup", "rules": ["TL304"], "probes": ["warmup-ab"]}]}]}]}
+    items = rank(results)
+    order = [i["codes"][0] if i["codes"] else i["title"] for i in items]
+    scores = {o: i["score"] for o, i in zip(order, items)}
+    assert order[0] == "TL102" and scores["TL102"] == 6           # error, confirmed
+    assert scores["probe causal-leak fails"] == 6                   # a failing probe no finding explains
+    assert scores["TL304"] == 4 and scores["TL211"] == 2            # warning + the run's spike vs. static only
+    assert scores["TL208"] == 0                                     # a warning the verifier did not reproduce
+    assert order[-1] == "TL208"
+    leak = next(i for i in items if i["codes"] == ["TL102"])
+    assert [e["source"] for e in leak["evidence"]] == ["check", "verify", "verify"]
+
+
+def test_every_rule_check_and_probe_has_a_fix():
+    from tlint.doctor.fixes import CHECK_FIXES, PROBE_FIXES, RULE_FIXES
+    from tlint.rules import ALL_RULES
+    from tlint.verify.data import CHECKS
+    from tlint.verify.options import PROBES, TRAINING_PROBES
+
+    assert {r.code for r in ALL_RULES} <= set(RULE_FIXES)
+    assert set(CHECKS) <= set(CHECK_FIXES)
+    assert set(PROBES) | set(TRAINING_PROBES) <= set(PROBE_FIXES)
+
+
+def test_the_progress_display_follows_the_steps_and_the_probes():
+    from tlint.doctor.progress import Display
+
+    out = io.StringIO()
+    display = Display(enabled=True, stream=out)
+    display.begin("verify (your model)", total=2)
+    display.stage({"event": "start", "probe": "mask-leak"})
+    display.stage({"event": "done", "probe": "mask-leak"})
+    display.update({"event": "progress", "probe": "overfit-batch", "done": 3, "total": 10, "what": "overfit"})
+    display.close()  # the verifier closes its bar after each child: the display goes on
+    assert display.progress is not None
+    display.end("1 of 2 failed")
+    display.finish()
+    assert "verify (your model): 1 of 2 failed" in out.getvalue()
+    quiet = io.StringIO()
+    off = Display(enabled=False, stream=quiet)
+    off.begin("check")
+    off.end("done")
+    off.finish()
+    assert quiet.getvalue() == ""
