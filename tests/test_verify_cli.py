@@ -176,8 +176,9 @@ def test_list_probes(tmp_path):
         "mask-leak", "causal-leak", "nan-trace", "position-blind", "batch-coupling", "grad-flow", "init-stats",
         "attention-entropy", "depth-growth",
         "padding-equivalence", "activation-ranges", "attention-maps", "eval-determinism",
-        "optimizer-coverage", "overfit-batch", "warmup-ab"]
+        "optimizer-coverage", "overfit-batch", "warmup-ab", "data-ab"]
     assert "only with --probe overfit-batch or --probe training" in proc.stdout
+    assert "(training: only with --probe data-ab)" in proc.stdout
 
 
 def test_demo_findings_get_verdicts(tmp_path):

@@ -225,9 +225,9 @@ def _add_verify_parser(sub) -> None:
     verify.add_argument("--memory-limit", type=float, metavar="MIB",
                         help="refuse a larger model before allocating it (default: half the machine's memory)")
     verify.add_argument("--optimizer", metavar="PKG.MOD:FACTORY",
-                        help="callable(model) returning the optimiser (warmup-ab, optimizer-coverage)")
+                        help="callable(model) returning the optimiser (warmup-ab, data-ab, optimizer-coverage)")
     verify.add_argument("--lr", type=float, metavar="LR",
-                        help="learning rate for warmup-ab (overrides the optimiser's)")
+                        help="learning rate for warmup-ab and data-ab (overrides the optimiser's)")
     verify.add_argument("--max-seconds", type=float, metavar="SECONDS",
                         help="time budget of each training probe (default 30); its runs stop early")
     verify.add_argument("--artifacts", type=Path, metavar="DIR",
@@ -237,7 +237,8 @@ def _add_verify_parser(sub) -> None:
     _add_format(verify, VERIFY_FORMATS)
     verify.add_argument("--probe", action="append", metavar="NAME",
                         help="run only this probe (repeatable); the training probes run only when named "
-                        "(`--probe training`: all three)")
+                        "(`--probe training`: overfit-batch, warmup-ab, optimizer-coverage; `--probe data-ab`: "
+                        "the data A/B)")
     verify.add_argument("--list-probes", action="store_true", help="list the probes and exit")
     verify.add_argument("--config", type=Path, metavar="FILE", help="use this config file")
     verify.add_argument("--verbose", "-v", action="store_true", help="show the model process's output")

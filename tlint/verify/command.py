@@ -12,6 +12,7 @@ from typing import Any
 
 from tlint.verify import child
 from tlint.verify.options import (
+    PROBE_GROUPS,
     PROBES,
     TRAINING_PROBES,
     OptionsError,
@@ -44,6 +45,9 @@ def run(args) -> int:
         for name, question in PROBES.items():
             sys.stdout.write(f"{name:16} {question}\n")
         for name, question in TRAINING_PROBES.items():
+            if name not in PROBE_GROUPS["training"]:
+                sys.stdout.write(f"{name:16} {question} (training: only with --probe {name})\n")
+                continue
             sys.stdout.write(f"{name:16} {question} (training: only with --probe {name} or --probe training"
                              + ("; by default when `optimizer` is configured" if name == "optimizer-coverage" else "")
                              + ")\n")
@@ -123,6 +127,10 @@ def load_options(args) -> VerifyOptions:
     root = config_root(config_path)
     options = resolve(settings.verify, config_path, root, flags, settings.causal_names, require_model=False)
     options.probes = select_probes(args.probe, optimizer=bool(options.optimizer))
+    if "data-ab" in options.probes:  # the loaders it trains on (None: not configured, the probe skips)
+        from tlint.verify.data import data_flags, data_settings
+
+        options.data = data_settings(settings.verify, config_path, root, data_flags(args))
     return options
 
 

@@ -134,12 +134,27 @@ def resolve_data(config: dict[str, Any], config_path: Path | None, root: Path,
                        timeout=base.timeout, memory_limit=base.memory_limit, **values)
 
 
+def data_flags(args) -> dict[str, Any]:
+    """The data-scan settings given as flags (config key -> value, None when absent)."""
+    return {key: getattr(args, key.replace("-", "_"), None)
+            for key in ("dataloader", "eval-dataloader", "pad-token-id", "eos-token-id", "vocab-size", "causal",
+                        "padding-side", "timeout", "seed", "batches", "memory-limit")}
+
+
 def load_data_options(args) -> DataOptions:
     settings, config_path = load_config(args)
-    flags = {key: getattr(args, key.replace("-", "_"), None)
-             for key in ("dataloader", "eval-dataloader", "pad-token-id", "eos-token-id", "vocab-size", "causal",
-                         "padding-side", "timeout", "seed", "batches", "memory-limit")}
-    return resolve_data(settings.verify, config_path, config_root(config_path), flags)
+    return resolve_data(settings.verify, config_path, config_root(config_path), data_flags(args))
+
+
+def data_settings(config: dict[str, Any], config_path: Path | None, root: Path,
+                  flags: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """What `verify --probe data-ab` sends its child (`VerifyOptions.data`): the data scan's
+    settings as a dict, or None when no `dataloader` is configured (the probe then skips). A
+    wrong data setting is an OptionsError, as for `scan-data`."""
+    flags = flags or {}
+    if flags.get("dataloader") is None and config.get("dataloader") is None:
+        return None
+    return asdict(resolve_data(config, config_path, root, flags))
 
 
 # --- parent: the command ---------------------------------------------------------------

@@ -33,8 +33,10 @@ TRAINING_PROBES = {
     "optimizer-coverage": "does the configured optimiser hold every trainable parameter and change it in one step?",
     "overfit-batch": "can the model memorise one small batch (and not its constant-input control)?",
     "warmup-ab": "does the configured learning rate need warmup or clipping (K steps, A/B)?",
+    "data-ab": "does the model train clearly better on the loader's batches cleaned (A/B, needs `dataloader`)?",
 }
-PROBE_GROUPS = {"training": tuple(TRAINING_PROBES)}
+# `--probe training`: the three model-only training probes (data-ab needs a loader and is named on its own)
+PROBE_GROUPS = {"training": ("optimizer-coverage", "overfit-batch", "warmup-ab")}
 # Built-in `call` styles: how forward is called, and the mask convention each one uses.
 CALL_STYLES = {
     "ids,mask": "model(ids, mask), mask long 1 = keep, 0 = pad",
@@ -90,8 +92,9 @@ class VerifyOptions:
     probes: list[str] = field(default_factory=lambda: list(PROBES))
     artifacts: str | None = None   # absolute folder for PNG maps; None: write no files
     optimizer: str | None = None   # "pkg.mod:make_optimizer", callable(model) -> optimiser (training probes)
-    lr: float | None = None        # the learning rate of warmup-ab (overrides the optimiser's)
+    lr: float | None = None        # the learning rate of warmup-ab and data-ab (overrides the optimiser's)
     max_seconds: float = 30.0      # each training probe's time budget (it stops its runs early)
+    data: dict[str, Any] | None = None  # data-ab: the data scan's settings (`data.DataOptions` as a dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

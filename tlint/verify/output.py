@@ -46,6 +46,26 @@ def causal_json(model: dict[str, Any]) -> dict[str, Any]:
     return {"causal": "yes" if model.get("causal") else "no", "causal_evidence": model.get("causal_reason", "")}
 
 
+# data-ab's figures in its JSON entry: `curves` (per-step training loss and the eval losses of
+# both arms, first seed), `data_checks` (the data scan's failing checks) and `ab` (the rest).
+_AB_KEYS = ("kind", "optimizer", "steps", "seeds", "threshold", "noise_factor", "noise", "lost", "initial_eval_loss",
+            "eval_source",
+            "runs", "cleaning")
+
+
+def data_ab_fields(probe: dict[str, Any]) -> dict[str, Any]:
+    extra = probe.get("extra") or {}
+    if probe.get("probe") != "data-ab" or not extra:
+        return {}
+    out: dict[str, Any] = {"data_checks": extra.get("data_checks", [])}
+    if "curves" in extra:
+        out["curves"] = extra["curves"]
+    ab = {k: extra[k] for k in _AB_KEYS if k in extra}
+    if ab:
+        out["ab"] = ab
+    return out
+
+
 def report_json(model: dict[str, Any], probes: list[dict], findings: list[dict]) -> dict[str, Any]:
     from tlint.verify.activations_report import json_fields
 
@@ -54,7 +74,7 @@ def report_json(model: dict[str, Any], probes: list[dict], findings: list[dict])
         "tool": "tlint", "version": __version__,
         "model": {**{k: model[k] for k in ("factory", "class", "parameters", "call")}, **causal_json(model),
                   "layout": model.get("layout", "batch-first")},
-        "probes": [{**{k: p[k] for k in keys}, **json_fields(p),
+        "probes": [{**{k: p[k] for k in keys}, **json_fields(p), **data_ab_fields(p),
                     **{k: p[k] for k in ("control", "seeds") if p.get(k) is not None}} for p in probes],
         "findings": findings,
         "summary": summary(probes, findings),

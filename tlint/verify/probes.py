@@ -52,6 +52,7 @@ class ProbeContext:
     # Set by the worker (the probes read them with getattr: contexts built elsewhere lack them):
     artifacts: str | None  # where attention-maps may write PNG files
     training: TrainingSettings  # for the training probes
+    data: dict[str, Any] | None  # data-ab: the data scan's settings (tlint.verify.data.DataOptions as a dict)
 
     def __init__(self, model: nn.Module, caller: Caller, *, vocab_size: int, pad_token_id: int, seq_len: int,
                  batch_size: int, causal: bool, padding_side: str, device: str, seed: int) -> None:

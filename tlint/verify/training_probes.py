@@ -476,3 +476,7 @@ def training_settings(options, roots, emit: Callable[[dict], None]) -> TrainingS
     budget = min(options.max_seconds, 0.8 * options.probe_timeout)
     return TrainingSettings(optimizer_factory=factory, optimizer_spec=options.optimizer, lr=options.lr,
                             max_seconds=budget, progress=progress)
+
+
+# Last: tlint.verify.data_ab imports this module (a cycle) and registers data-ab in TRAINING_PROBE_CLASSES.
+import tlint.verify.data_ab  # noqa: E402, F401, I001

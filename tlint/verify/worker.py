@@ -242,6 +242,7 @@ def verify(options: VerifyOptions, emit=None) -> dict:
     ctx.artifacts = options.artifacts  # where attention-maps may write PNG files (None: nowhere)
     if any(name in TRAINING_PROBE_CLASSES for name in options.probes):
         ctx.training = training_settings(options, roots, emit)
+    ctx.data = options.data  # data-ab: the loaders to train on (None: not configured)
     model_info = {
         "factory": options.model, "class": type(model).__name__,
         "parameters": sum(p.numel() for p in model.parameters()), "call": ctx.caller.style,

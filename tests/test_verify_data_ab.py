@@ -1,0 +1,262 @@
+"""The data A/B probe (`verify --probe data-ab`) on a tiny GPT-2 built from a transformers
+config: a loader with NaN rows and a mask that covers the pad tokens (labels on padding too)
+is at fault, the cleaned run recovers and the finding names the data scan's checks; a clean
+loader gives no finding; batches or a model output it cannot understand skip with the
+reason; the figures are the same on a second run; the wiring (`--probe data-ab`, the loaders
+sent to the child, the JSON fields `curves`, `data_checks`, `ab`)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.torchutil import import_torch, torch_required
+
+torch = import_torch()
+if torch_required():  # the dev extra installs transformers
+    import transformers
+else:
+    transformers = pytest.importorskip("transformers")
+
+from tlint.verify.data_ab import DataABProbe, Facts, recompute_keep
+from tlint.verify.loading import Caller
+from tlint.verify.options import select_probes
+from tlint.verify.output import report_json
+from tlint.verify.probes import ProbeContext
+from tlint.verify.training_probes import TrainingSettings
+
+VOCAB = 64
+
+LOADERS = '''
+import torch
+from torch.utils.data import DataLoader
+
+PAD, EOS, VOCAB = 0, 1, 64
+
+
+def sequences(n, seed):
+    """Arithmetic progressions of token ids (learnable in a few steps), 3 to 14 tokens and EOS."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        k = int(torch.randint(4, 15, (1,), generator=g))
+        start, step = int(torch.randint(0, 62, (1,), generator=g)), int(torch.randint(1, 4, (1,), generator=g))
+        out.append([2 + (start + i * step) % 62 for i in range(k - 1)] + [EOS])
+    return out
+
+
+class Tokenizer:
+    pad_token_id, eos_token_id, padding_side, name_or_path = PAD, EOS, "right", "toy"
+
+    def __len__(self):
+        return VOCAB
+
+
+class Collate:
+    """Pads to 16; `buggy`: the mask is all ones (it covers the pads), the labels are the ids
+    (pads labelled), and every 7th sample's loss weight is NaN."""
+
+    def __init__(self, buggy=False, unused_nan=False):
+        self.tokenizer, self.buggy, self.unused_nan, self.count = Tokenizer(), buggy, unused_nan, 0
+
+    def __call__(self, seqs):
+        ids = torch.full((len(seqs), 16), PAD)
+        mask = torch.zeros((len(seqs), 16), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s)
+            mask[i, : len(s)] = 1
+        weights = torch.ones(len(seqs))
+        labels = ids.masked_fill(mask == 0, -100)
+        if self.buggy:
+            labels, mask = ids.clone(), torch.ones_like(mask)
+            for i in range(len(seqs)):
+                if (self.count + i) % 7 == 3:
+                    weights[i] = float("nan")
+        self.count += len(seqs)
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "loss_weights": weights}
+        if self.unused_nan:  # a NaN in a field the training never reads
+            batch["scores"] = torch.ones(len(seqs))
+            batch["scores"][0] = float("nan")
+        return batch
+
+
+def buggy_loader():
+    return DataLoader(sequences(64, 0), batch_size=8, collate_fn=Collate(buggy=True))
+
+
+def clean_loader():
+    return DataLoader(sequences(64, 0), batch_size=8, collate_fn=Collate())
+
+
+def unused_nan_loader():
+    return DataLoader(sequences(64, 0), batch_size=8, collate_fn=Collate(unused_nan=True))
+
+
+def eval_loader():
+    return DataLoader(sequences(16, 1), batch_size=8, collate_fn=Collate())
+
+
+def text_loader():
+    return [{"text": ["a sentence", "another one"]}]
+
+
+def build_gpt():
+    import transformers
+
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                                     bos_token_id=EOS, eos_token_id=EOS)
+    return transformers.GPT2LMHeadModel(config)
+'''
+
+
+@pytest.fixture(scope="module")
+def loaders(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("data_ab")
+    (root / "ab_loaders.py").write_text(textwrap.dedent(LOADERS))
+    return root
+
+
+def gpt():
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                                     bos_token_id=1, eos_token_id=1)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+def context(root: Path, loader: str | None, model=None, causal=True, eval_loader: str | None = "eval_loader"):
+    torch.set_num_threads(1)
+    ctx = ProbeContext(model if model is not None else gpt(), Caller("input_ids,attention_mask"), vocab_size=VOCAB,
+                       pad_token_id=0, seq_len=16, batch_size=4, causal=causal, padding_side="right", device="cpu",
+                       seed=0)
+    ctx.training = TrainingSettings()
+    ctx.data = None if loader is None else {
+        "dataloader": f"ab_loaders:{loader}", "root": str(root), "batches": 50,
+        "eval_dataloader": f"ab_loaders:{eval_loader}" if eval_loader else None}
+    return ctx
+
+
+def run(ctx):
+    try:
+        return DataABProbe().run(ctx)
+    finally:
+        sys.modules.pop("ab_loaders", None)
+
+
+def test_nan_rows_and_a_mask_over_the_pads_are_found_and_the_checks_named(loaders):
+    model = gpt()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    result = run(context(loaders, "buggy_loader", model))
+    assert result.status == "fail", result.detail
+    assert result.figure == 1.0  # the user-data run diverges (NaN loss weights), the cleaned run learns
+    assert "the data pipeline is at fault" in result.detail
+    named = {(c["check"], c["loader"]) for c in result.extra["data_checks"]}
+    assert {("nan-inf", "train"), ("mask-pad-agreement", "train")} <= named
+    assert "nan-inf (train, TL110/TL112), mask-pad-agreement (train, TL101/TL113) (the cleaning fixes these)" \
+        in result.detail
+    cleaning = result.extra["cleaning"]
+    assert cleaning["rows"] == 64 and cleaning["rows_dropped"] == 9
+    assert cleaning["dropped_by_field"] == {"loss_weights": 9}
+    assert cleaning["mask_changed"] > 300 and cleaning["targets_changed"] == cleaning["mask_changed"]
+    curves = result.extra["curves"]
+    user, cleaned = curves["user"], curves["cleaned"]
+    assert user["diverged_at"] == 1 and user["final_eval_loss"] is None and user["train_loss"] == [None]
+    assert len(cleaned["train_loss"]) == 40 and cleaned["eval_steps"] == [0, 5, 10, 15, 20, 25, 30, 35, 40]
+    assert cleaned["eval_loss"][-1] < cleaned["eval_loss"][0] * 0.95  # the cleaned run recovers: it learns
+    assert [r["seed"] for r in result.extra["runs"]] == [0, 1]
+    # the weights are restored: the later probes see the model as built
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_a_clean_loader_gives_no_finding(loaders):
+    result = run(context(loaders, "clean_loader"))
+    assert result.status == "pass", result.detail
+    assert result.figure == 0.0 and "cleaning changed nothing" in result.detail
+    assert result.extra["data_checks"] == [] or all(c["check"] in ("loader-order", "pad-ratio")
+                                                   for c in result.extra["data_checks"])
+    curves = result.extra["curves"]
+    assert curves["user"] == curves["cleaned"] and len(curves["user"]["train_loss"]) == 40
+
+
+def test_rows_dropped_for_a_field_nothing_reads_give_no_finding_and_the_same_figures_twice(loaders):
+    first = run(context(loaders, "unused_nan_loader"))
+    assert first.status == "pass", first.detail
+    assert first.extra["cleaning"]["dropped_by_field"] == {"scores": 8}
+    assert first.figure < first.tolerance and first.tolerance >= 0.25
+    assert "fails above 25% and 3x the seed spread" in first.detail
+    second = run(context(loaders, "unused_nan_loader"))
+    assert (second.status, second.figure, second.tolerance) == (first.status, first.figure, first.tolerance)
+    assert second.extra["curves"] == first.extra["curves"] and second.extra["runs"] == first.extra["runs"]
+
+
+def test_what_it_cannot_see_is_a_skip_with_the_reason(loaders):
+    result = run(context(loaders, None))
+    assert result.status == "skip" and "no `dataloader` configured" in result.detail
+    result = run(context(loaders, "text_loader", eval_loader=None))
+    assert result.status == "skip" and result.detail.startswith("could not run: the data loader")
+    assert "no token-id field" in result.detail
+
+    class Classifier(torch.nn.Module):  # one prediction per sample, but the batches have token labels
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = torch.nn.Embedding(VOCAB, 8), torch.nn.Linear(8, 3)
+
+        def forward(self, input_ids, attention_mask=None):
+            return self.head(self.emb(input_ids).mean(dim=1))
+
+    result = run(context(loaders, "clean_loader", Classifier()))
+    assert result.status == "skip" and "no per-sample integer labels" in result.detail
+    assert result.figure is None
+    result = run(context(loaders, "clean_loader", causal=False))
+    assert result.status == "skip" and "not causal" in result.detail
+
+
+@pytest.mark.parametrize("side, expected", [("right", [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]),
+                                            ("left", [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])])
+def test_the_mask_recomputed_when_the_pad_id_is_the_eos_id(side, expected):
+    ids = torch.tensor([[5, 6, 1, 1, 1], [5, 6, 7, 8, 1]]) if side == "right" else \
+        torch.tensor([[1, 1, 5, 6, 1], [5, 6, 7, 8, 1]])
+    keep = recompute_keep(ids, Facts(pad=1, eos=1, side=side))
+    assert keep.long().tolist() == expected
+    assert recompute_keep(ids, Facts(pad=1, eos=2, side=side)).long().tolist() == (ids != 1).long().tolist()
+    assert recompute_keep(ids, Facts(pad=None, eos=None, side=side)) is None
+
+
+def test_data_ab_is_named_on_its_own_and_reaches_the_child_and_the_json(loaders, tmp_path, monkeypatch):
+    assert "data-ab" not in select_probes(None) and "data-ab" not in select_probes(["training"])
+    assert select_probes(["data-ab", "mask-leak"]) == ["mask-leak", "data-ab"]
+    config = tmp_path / "tlint.toml"
+    config.write_text(textwrap.dedent(f"""
+        [verify]
+        model = "ab_loaders:build_gpt"
+        python-path = ["{loaders}"]
+        dataloader = "ab_loaders:buggy_loader"
+        eval-dataloader = "ab_loaders:eval_loader"
+    """))
+    from tlint.cli import build_parser
+    from tlint.verify.command import load_options
+
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["verify", "--probe", "data-ab", "--config", str(config)])
+    options = load_options(args)
+    assert options.probes == ["data-ab"]
+    assert options.data is not None and options.data["dataloader"] == "ab_loaders:buggy_loader"
+    assert options.data["eval_dataloader"] == "ab_loaders:eval_loader"
+    assert load_options(build_parser().parse_args(["verify", "--config", str(config)])).data is None  # not asked
+    from tlint.verify.worker import verify
+
+    saved_path, saved_bytecode = list(sys.path), sys.dont_write_bytecode
+    try:
+        result = verify(options)
+    finally:
+        sys.path[:], sys.dont_write_bytecode = saved_path, saved_bytecode
+        sys.modules.pop("ab_loaders", None)
+    entry = result["probes"][0]
+    assert entry["probe"] == "data-ab" and entry["status"] == "fail", entry["detail"]
+    document = report_json(result["model"], result["probes"], [])
+    probe = document["probes"][0]
+    assert set(probe["curves"]) == {"user", "cleaned"}
+    assert {c["check"] for c in probe["data_checks"]} >= {"nan-inf", "mask-pad-agreement"}
+    assert probe["ab"]["steps"] == 40 and probe["ab"]["threshold"] == 0.25 and probe["ab"]["seeds"] == [0, 1]
