@@ -100,6 +100,21 @@ LISTS = [
     ("local name bound to the container", "blocks = nn.ModuleList([Block(4), Block(4)])\n    self.blocks = blocks"),
     ("list with a starred element", "self.blocks = nn.ModuleList([*[Block(4) for _ in range(2)]])"),
     ("helper factory of the file", "self.blocks = make_blocks(4, 2)"),
+    ("local list filled by append", "blocks = []\n    for _ in range(2):\n        blocks.append(Block(4))\n"
+                                    "    self.blocks = nn.ModuleList(blocks)"),
+    ("append of a local name", "blocks = []\n    for _ in range(2):\n        b = Block(4)\n        blocks.append(b)\n"
+                               "    self.blocks = nn.Sequential(*blocks)"),
+    ("local list filled by +=", "blocks = []\n    blocks += [Block(4) for _ in range(2)]\n"
+                                "    self.blocks = nn.Sequential(*blocks)"),
+    ("local list filled by extend", "blocks = []\n    blocks.extend(Block(4) for _ in range(2))\n"
+                                    "    self.blocks = nn.ModuleList(blocks)"),
+    ("local list filled by insert", "blocks = []\n    blocks.insert(0, Block(4))\n    self.blocks = nn.ModuleList(blocks)"),
+    ("container attribute filled by append", "self.blocks = nn.ModuleList()\n    for _ in range(2):\n"
+                                             "        self.blocks.append(Block(4))"),
+    ("container attribute filled in a helper method", "self.blocks = nn.ModuleList()\n    self._build()\n\n"
+                                                      "def _build(self):\n    self.blocks.extend([Block(4), Block(4)])"),
+    ("Sequential filled by add_module", "self.blocks = nn.Sequential()\n    for i in range(2):\n"
+                                        "        self.blocks.add_module(f'b{i}', Block(4))"),
 ]
 
 
@@ -112,6 +127,60 @@ def test_lists_of_blocks_are_lists_of_their_element(declaration):
     assert (sub.ctor, sub.is_list) == ("Block", True)
     assert {c.name for c in view.groups()[0]} >= {"Model", "Block"} or any(
         {"Model", "Block"} <= {c.name for c in g} for g in view.groups())
+
+
+def test_filled_lists_keep_every_element_constructor():
+    """A list filled with different constructors: the first is its element, the others
+    join the model too (`others`); `self.heads["lm"] = ...` is a member by its key."""
+    body = """
+        def __init__(self):
+            super().__init__()
+            layers = [nn.Embedding(9, 4)]
+            for _ in range(2):
+                layers.append(Block(4))
+            layers += [nn.LayerNorm(4)]
+            self.layers = nn.ModuleList(layers)
+            self.heads = nn.ModuleDict()
+            self.heads["lm"] = nn.Linear(4, 9)
+            self.heads[name] = Block(4)
+
+        def forward(self, x):
+            self.heads.lm(x)
+            self.heads["lm"](x)
+    """
+    view = _view(body)
+    layers = view.classes["Model"].attributes["layers"]
+    assert (layers.ctor, layers.is_list) == ("torch.nn.Embedding", True)
+    assert [o.ctor for o in layers.others] == ["Block", "torch.nn.LayerNorm"]
+    assert {"Model", "Block", "Attn"} <= {c.name for c in view.groups()[0]} or any(
+        {"Model", "Block"} <= {c.name for c in g} for g in view.groups())
+    assert view.does_attention(view.classes["Model"])
+    assert _resolve(view, "self.heads.lm(x)").ctor == "torch.nn.Linear"
+    assert _resolve(view, 'self.heads["lm"](x)').path == "heads.lm"
+    assert [o.ctor for o in view.classes["Model"].attributes["heads"].others] == ["Block"]
+
+
+def test_what_is_added_elsewhere_is_not_an_element():
+    """Appends after the list is wrapped, to a list of another function, or of a
+    parameter, are not elements of the container."""
+    body = """
+        def __init__(self, given):
+            super().__init__()
+            blocks = []
+            self.late = nn.ModuleList(blocks)
+            blocks.append(Block(4))
+            given.append(Block(4))
+            self.given = nn.ModuleList(given)
+            self.other = nn.ModuleList(self._make())
+
+        def _make(self):
+            out = []
+            out.append(Block(4))
+            return out
+    """
+    attributes = _view(body).classes["Model"].attributes
+    assert not attributes["late"].is_list and not attributes["given"].is_list
+    assert attributes["other"].ctor == "torch.nn.ModuleList"
 
 
 def test_what_is_not_known_stays_unknown():
