@@ -681,3 +681,117 @@ def test_a_per_position_block_taking_the_uniform_mask_is_clean(tmp_path):
                 return self.conv(x.transpose(1, 2)).transpose(1, 2)
     """}
     assert sorted(lint(tmp_path, files)) == expected(files, CODE)
+
+
+MIXER_LAYER = """
+    import torch
+    import torch.nn as nn
+    {IMPORT}
+
+
+    {MIXER}
+
+    class MixerLayer(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.mixer = Mixer(d)
+
+        def forward(self, x, {MASK}=None):
+            return x + self.mixer(self.norm(x))
+"""
+
+_SCAN = """class Mixer(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, hidden_states{EXTRA}):
+            return torch.cumsum(self.proj(hidden_states), dim=1)
+"""
+
+
+@pytest.mark.parametrize("mixer, imported, mask, reported", [
+    (_SCAN.replace("{EXTRA}", ""), "", "attention_mask", False),  # no attention anywhere: nothing to mask
+    (_SCAN.replace("{EXTRA}", ""), "", "padding_mask", True),  # a padding mask is not an attention mask
+    (_SCAN.replace("{EXTRA}", ", mask=None"), "", "attention_mask", True),  # the mixer could take it
+    (_SCAN.replace("{EXTRA}", "").replace("torch.cumsum(self.proj(hidden_states), dim=1)",
+                                          "torch.softmax(hidden_states @ hidden_states.transpose(1, 2), -1)"),
+     "", "attention_mask", True),  # the mixer attends
+    ("", "from .mixers import Mixer", "attention_mask", True),  # a mixer from another file is not seen
+])
+def test_attention_mask_of_a_block_without_attention(tmp_path, mixer, imported, mask, reported):
+    src = _src(MIXER_LAYER.replace("{IMPORT}", imported).replace("{MIXER}", mixer).replace("{MASK}", mask))
+    line = next(i for i, text in enumerate(src.splitlines(), 1) if "def forward(self, x," in text)
+    assert lint(tmp_path, {"m.py": src}) == ({("m.py", line, CODE)} if reported else set())
+
+
+ADAPTER = """
+    import torch.nn as nn
+
+
+    class Layer(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(d, 4)
+
+        def forward(self, x, {PARENT}):
+            return self.attn(x, x, x, {APPLY})[0]
+
+
+    class Adapter(Layer):
+        def forward(self, x, {OWN}):
+            return super().forward(x, {PASS})
+"""
+
+
+@pytest.mark.parametrize("parent, apply, own, passed, reported", [
+    ("padding_mask", "key_padding_mask=padding_mask", "attn_mask=None, padding_mask=None", "padding_mask", False),
+    # the parent could take the dropped mask: the adapter should hand it over
+    ("padding_mask, attn_mask=None", "key_padding_mask=padding_mask, attn_mask=attn_mask",
+     "attn_mask=None, padding_mask=None", "padding_mask", True),
+    # a causal mask dropped by an adapter is reported
+    ("padding_mask", "key_padding_mask=padding_mask", "causal_mask=None, padding_mask=None", "padding_mask", True),
+    # nothing passed on: not an adapter that keeps the padding
+    ("", "", "attn_mask=None", "", True),
+])
+def test_signature_adapter_to_a_narrower_parent(tmp_path, parent, apply, own, passed, reported):
+    src = ADAPTER.replace("{PARENT}", parent).replace("{APPLY}", apply).replace("{OWN}", own).replace("{PASS}", passed)
+    src = _src(src.replace("x, )", "x)").replace(", )", ")").replace("x, x, x, )", "x, x, x)"))
+    line = next(i for i, text in enumerate(src.splitlines(), 1) if "def forward" in text and "Adapter" not in text
+                and i > 10)
+    assert lint(tmp_path, {"m.py": src}) == ({("m.py", line, CODE)} if reported else set())
+
+
+PROJECTION = """
+    import torch
+    import torch.nn as nn
+
+
+    class Attention(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * d)
+
+        def project(self, x, attention_mask):
+            {BODY}
+
+        def forward(self, x, attention_mask):
+            q, k, v = self.project(x, attention_mask)
+            {ATTEND}
+"""
+
+
+@pytest.mark.parametrize("body, attend, reported", [
+    ("return [t.contiguous() for t in torch.split(self.qkv(x), x.size(-1), dim=-1)]",
+     "return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask)", False),
+    # the caller never applies the mask
+    ("return self.qkv(x).chunk(3, dim=-1)",
+     "return nn.functional.scaled_dot_product_attention(q, k, v)", True),
+    # the helper pools over positions: the mask was needed there
+    ("return self.qkv(x).mean(1, keepdim=True).chunk(3, dim=-1)",
+     "return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask)", True),
+])
+def test_projection_helper_of_an_attention_that_applies_the_mask(tmp_path, body, attend, reported):
+    src = _src(PROJECTION.replace("{BODY}", body).replace("{ATTEND}", attend))
+    assert lint(tmp_path, {"m.py": src}) == ({("m.py", 10, CODE)} if reported else set())

@@ -227,6 +227,70 @@ def _per_position_layers(fn: cst.FunctionDef, module_class) -> bool:
     return calls > 0
 
 
+def _no_attention_inside(fn: cst.FunctionDef, module_class, name: str) -> bool:
+    """An attention mask (`attention_mask`, `attn_mask`) taken by a block that computes no
+    attention: neither the function nor any sub-module of its class does (no softmax,
+    attention site, SDPA or torch attention module, `ModelView.does_attention`), and every
+    call of the function is a norm, a per-position layer or a module class of this file
+    whose `forward` takes no mask at all (a state-space or convolution mixer keeping the
+    layer interface of the attention blocks beside it). There is no attention to mask."""
+    if module_class is None or not {"attention", "attn"} & set(snake_parts(name)) or _does_attention(fn):
+        return False
+    view = module_class.view
+    if view.does_attention(module_class):
+        return False
+    calls = 0
+    for node in walk(fn.body):
+        if type(node) is not cst.Call or module_class.is_norm_call(node):
+            continue
+        calls += 1
+        sub = module_class.attribute_of(node.func)
+        if sub is None:
+            if view.index.qualify(node.func) not in _PER_POSITION:
+                return False
+            continue
+        for member in [member for member in sub.nested() if member is not sub] or [sub]:
+            inner = view.classes.get(member.ctor or "")
+            if member.ctor in _PER_POSITION:
+                continue
+            if inner is None or inner.forward is None or type(inner.forward.params.star_kwarg) is cst.Param \
+                    or any("mask" in p.name.value.lower() for p in inner.forward_params()):
+                return False
+    return calls > 0
+
+
+_CAUSAL_PARTS = frozenset({"causal", "future", "subsequent", "tgt", "look", "lookahead", "autoregressive"})
+
+
+def _adapts_narrower_parent(fn: cst.FunctionDef, module_class, name: str) -> bool:
+    """The method only hands over to the same method of its parent class in this file
+    (`return super().forward(x, padding_mask, pos)`), passes on every mask the parent can
+    take, and the parent has no parameter left for this one: a signature adapter to a layer
+    interface the parent does not have (not a causal mask, which a subclass drops at the
+    cost of the future leaking in)."""
+    if module_class is None or set(snake_parts(name)) & _CAUSAL_PARTS:
+        return False
+    body = [stmt for stmt in (fn.body.body if type(fn.body) is cst.IndentedBlock else ())
+            if not (type(stmt) is cst.SimpleStatementLine and type(stmt.body[0]) is cst.Expr
+                    and type(stmt.body[0].value) in (cst.SimpleString, cst.ConcatenatedString))]
+    if len(body) != 1 or type(body[0]) is not cst.SimpleStatementLine or type(body[0].body[0]) is not cst.Return:
+        return False
+    call = body[0].body[0].value
+    if not (type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == fn.name.value
+            and type(call.func.value) is cst.Call and dotted_name(call.func.value.func) == "super"):
+        return False
+    view = module_class.view
+    parents = [view.classes.get(dotted_name(base.value) or "") for base in module_class.node.bases]
+    parent = next((p.methods.get(fn.name.value) for p in parents if p is not None and fn.name.value in p.methods),
+                  None)
+    if parent is None or type(parent.params.star_kwarg) is cst.Param or any(arg.star for arg in call.args):
+        return False
+    own_masks = {p for p in _param_names(fn) if "mask" in p.lower() and p != name}
+    passed = {arg.value.value for arg in call.args if type(arg.value) is cst.Name and arg.value.value in own_masks}
+    parent_masks = [p for p in _param_names(parent) if "mask" in p.lower()]
+    return bool(passed) and len(parent_masks) <= len(passed)
+
+
 def _param_names(fn: cst.FunctionDef) -> tuple[str, ...]:
     params = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
     return tuple(p.name.value for p in params)
@@ -301,6 +365,38 @@ def _copies_only(fn: cst.FunctionDef) -> bool:
         if type(node) in (cst.Lambda, cst.FunctionDef, cst.For, cst.While) and node is not fn:
             return False
     return not _does_attention(fn)
+
+
+_RESHAPE_CALLS = {"view", "reshape", "split", "chunk", "transpose", "permute", "unsqueeze", "squeeze", "expand",
+                  "flatten", "unflatten", "repeat_interleave", "cat", "stack", "int", "len", "tuple", "list"}
+
+
+def _projects_only(fn: cst.FunctionDef, module_class) -> bool:
+    """The function only applies linear projections of its class (`self.query_key_value(x)`:
+    a sub-module built as a `*Linear` layer or another per-position layer) and reshapes,
+    splits and copies their results: it prepares the queries, keys and values, and no
+    position of its output sees another (no reduction, product or attention)."""
+    if module_class is None or _does_attention(fn):
+        return False
+    for node in walk(fn.body):
+        if type(node) in (cst.Lambda, cst.For, cst.While) or (type(node) is cst.FunctionDef and node is not fn):
+            return False
+        if type(node) is not cst.Call:
+            continue
+        name = last_name(node.func) or ""
+        sub = module_class.attribute_of(node.func)
+        if sub is not None:
+            members = [member for member in sub.nested() if member is not sub] or [sub]
+            if not all(m.ctor in _PER_POSITION or _callee(m).endswith("Linear") for m in members):
+                return False
+        elif name not in _COPY_CALLS and name not in _RESHAPE_CALLS or (dotted_name(node.func) or "").startswith("self."):
+            return False
+    return True
+
+
+def _callee(sub) -> str:
+    """The constructor a sub-module is built with, resolved or as written (`ColumnParallelLinear`)."""
+    return sub.ctor or (last_name(sub.call.func) if sub.call is not None else None) or ""
 
 
 class _CallSites:
@@ -440,14 +536,17 @@ class UnusedMaskArgument(Rule):
                 continue
             owner = self._owner.get(id(fn))
             module_class = ctx.models.classes.get(owner.name.value) if owner is not None else None
-            if _position_wise(fn, module_class) or _per_position_layers(fn, module_class):
+            if _position_wise(fn, module_class) or _per_position_layers(fn, module_class) \
+                    or _no_attention_inside(fn, module_class, name) or _adapts_narrower_parent(fn, module_class, name):
                 continue
             # nothing is dropped: every call in the file passes None or leaves the mask out
             if self._sites.never_supplied(fn, name):
                 continue
-            # a helper that only copies and index-writes tensors (a token-corruption step),
-            # handed a mask its callers also pass on to the layers that apply it
-            if fn.name.value != "forward" and _copies_only(fn) and self._sites.applied_by_callers(fn, name):
+            # a helper that computes no attention (it copies and index-writes tensors, a
+            # token-corruption step; or projects the queries and keys), handed a mask its
+            # callers also pass on to the attention that applies it
+            if fn.name.value != "forward" and (_copies_only(fn) or _projects_only(fn, module_class)) \
+                    and self._sites.applied_by_callers(fn, name):
                 continue
             where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
             how = ("is only converted into a new value of itself, which nothing reads" if name in reads
