@@ -389,7 +389,8 @@ def _projects_only(fn: cst.FunctionDef, module_class) -> bool:
             members = [member for member in sub.nested() if member is not sub] or [sub]
             if not all(m.ctor in _PER_POSITION or _callee(m).endswith("Linear") for m in members):
                 return False
-        elif name not in _COPY_CALLS and name not in _RESHAPE_CALLS or (dotted_name(node.func) or "").startswith("self."):
+        elif (name not in _COPY_CALLS and name not in _RESHAPE_CALLS) \
+                or (dotted_name(node.func) or "").startswith("self."):
             return False
     return True
 
