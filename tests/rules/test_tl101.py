@@ -549,3 +549,75 @@ def test_ids_spread_from_a_dict_without_a_mask(tmp_path):
                                  '{"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}')
                      .replace("{extra}", "pass"))
     assert lint(tmp_path / "c", {"m.py": with_mask}) == set()
+
+
+CAUSAL_STEP = """
+    import torch.nn.functional as F
+
+    from batching import get_batch
+
+
+    def loss_fn(logits, targets):
+        logits = logits[..., :-1, :].contiguous()
+        targets = targets[..., 1:].contiguous()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+
+
+    def train_step(model, examples, optimizer):
+        input_ids, targets = get_batch(examples)
+        loss = loss_fn(model(input_ids), targets)
+        loss.backward()
+        optimizer.step()
+        return model.generate(input_ids)
+"""
+
+
+@pytest.mark.parametrize(("padding", "reported"), [
+    ("pad_sequence(rows, batch_first=True)", False),
+    ('pad_sequence(rows, batch_first=True, padding_side="right")', False),
+    ("torch.stack([torch.cat((ids, torch.full((n,), pad_id))) for ids in rows])", False),
+    ("torch.stack([F.pad(ids, (0, n), value=pad_id) for ids in rows])", False),
+    ("[ids + [pad_id] * (n - len(ids)) for ids in rows]", False),
+    ('pad_sequence(rows, batch_first=True, padding_side="left")', True),
+    ("torch.stack([torch.cat((torch.full((n,), pad_id), ids)) for ids in rows])", True),
+    ("torch.stack([F.pad(ids, (n, 0), value=pad_id) for ids in rows])", True),
+    ("[[pad_id] * (n - len(ids)) + ids for ids in rows]", True),
+    ("torch.full((len(rows), n), pad_id)", True),
+    ('tokenizer(rows, padding=True, truncation=True, return_tensors="pt")["input_ids"]', True),
+])
+def test_a_causal_forward_is_reported_only_when_pads_may_come_first(tmp_path, padding, reported):
+    batching = f"""
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.utils.rnn import pad_sequence
+
+
+        def get_batch(rows, tokenizer=None, n=64, pad_id=0):
+            batch = {padding}
+            return batch, None
+    """
+    got = lint(tmp_path, {"batching.py": batching, "train.py": CAUSAL_STEP})
+    forward = ("train.py", 14, CODE)
+    assert ("train.py", 17, CODE) in got  # `generate` continues after the pads: always reported
+    assert (forward in got) == reported
+
+
+def test_a_forward_without_a_next_token_loss_is_reported_with_right_padding(tmp_path):
+    batching = """
+        from torch.nn.utils.rnn import pad_sequence
+
+
+        def get_batch(rows):
+            return pad_sequence(rows, batch_first=True)
+    """
+    encoder = """
+        import torch.nn.functional as F
+
+        from batching import get_batch
+
+
+        def train_step(model, rows, labels):
+            input_ids = get_batch(rows)
+            return F.cross_entropy(model(input_ids), labels)
+    """
+    assert lint(tmp_path, {"batching.py": batching, "train.py": encoder}) == {("train.py", 8, CODE)}

@@ -25,7 +25,13 @@ def lint(tmp_path, line):
     'tokenizer(texts, padding="longest", max_length=32)',
     'tokenizer(texts, padding="max_length", max_length=32, truncation=False)',
     'tokenizer(texts, padding="max_length", max_length=32, truncation="do_not_truncate")',
-    'tokenizer(texts, pad_to_max_length=True, max_length=32)',
+    'tokenizer(texts, pad_to_max_length=True, return_tensors="pt")',
+    'tokenizer(texts, pad_to_max_length=True, max_length=32, truncation=False)',
+    'tokenizer.batch_encode_plus(texts, pad_to_max_length=True, max_length=32, truncation_strategy="do_not_truncate")',
+    'tokenizer(texts, padding=True, max_length=32, truncation_strategy=False)',
+    'tokenizer(texts, padding="max_length", max_length=32, truncation=None)',
+    'tokenizer(texts, padding=True, return_tensors="pt")["input_ids"][:, 1:]',
+    'tokenizer(texts, padding=True, return_tensors="pt").input_ids[:, :-1]',
     'tokenizer.encode_plus(texts[0], padding="max_length", max_length=32)',
     'tokenizer.encode(texts[0], padding="max_length", max_length=32, return_tensors="pt")',
     'tokenizer.__call__(texts, padding=True, return_tensors="np")',
@@ -46,6 +52,13 @@ def test_padding_without_truncation_is_flagged(tmp_path, call):
     'tokenizer(texts, return_tensors="pt")',
     'tokenizer.pad({"input_ids": [[1, 2], [3]]}, padding=True, return_tensors="pt")',
     'tokenizer.decode([1, 2], padding=True, max_length=3)',
+    'tokenizer(texts, padding=True, return_tensors="pt", truncation=False)',
+    'tokenizer.encode_plus(texts[0], max_length=32, pad_to_max_length=True, return_tensors="pt")',
+    'tokenizer.batch_encode_plus(texts, max_length=32, pad_to_max_length=True)',
+    'tokenizer.batch_encode_plus(texts, padding=True, max_length=32, truncation_strategy="longest_first")',
+    'tokenizer(texts, padding=True, return_tensors="pt")["input_ids"][:, :32]',
+    'tokenizer(texts, padding=True, return_tensors="pt").input_ids[:, -32:]',
+    'tokenizer.encode(texts[0], padding="max_length", max_length=32, return_tensors="pt")[:32]',
 ])
 def test_truncating_or_unpadded_calls_are_clean(tmp_path, call):
     assert lint(tmp_path, f"enc = {call}") == set()
@@ -96,3 +109,65 @@ def test_literal_prompts_images_and_test_files_are_clean(tmp_path):
         """,
     }
     assert set(lint_project(tmp_path, files, [CODE])) == set()
+
+
+def test_a_slice_of_the_output_later_in_the_function_is_truncation(tmp_path):
+    src = """
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("gpt2")
+
+
+        def left_prompts(prompts, max_prompt_length):
+            enc = tokenizer(prompts, padding=True, padding_side="left", return_tensors="pt")
+            ids, mask = enc["input_ids"], enc["attention_mask"]
+            if max_prompt_length is not None:
+                ids, mask = ids[:, -max_prompt_length:], mask[:, -max_prompt_length:]
+            return ids, mask
+
+
+        def shifted(texts):
+            enc = tokenizer(texts, padding=True, return_tensors="pt")
+            ids = enc["input_ids"]
+            return ids[:, :-1], ids[:, 1:]
+
+
+        def another_name_sliced(texts, other, n):
+            enc = tokenizer(texts, padding=True, return_tensors="pt")
+            return enc, other[:n]
+    """
+    assert set(lint_project(tmp_path, {"m.py": src}, [CODE])) == {("m.py", 15, CODE), ("m.py", 21, CODE)}
+
+
+def test_prompts_written_in_the_code_through_batching_are_literal(tmp_path):
+    src = """
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("gpt2")
+        prompts = ["I would like to", "hello how are you", "roses are red and"]
+        batches = [prompts[i : i + 2] for i in range(0, len(prompts), 2)]
+        tokenized = [tokenizer(batch, padding=True, return_tensors="pt") for batch in batches]
+        for batch in batches:
+            enc = tokenizer(batch, padding=True, return_tensors="pt")
+        read = [open(p).read() for p in prompts]
+        other = tokenizer(read, padding=True, return_tensors="pt")
+    """
+    assert set(lint_project(tmp_path, {"m.py": src}, [CODE])) == {("m.py", 10, CODE)}
+
+
+def test_a_vision_or_audio_processors_text_is_not_reported(tmp_path):
+    src = """
+        from transformers import AutoProcessor, AutoTokenizer
+
+        processor = AutoProcessor.from_pretrained("Salesforce/blip2-opt-2.7b")
+        tokenizer = AutoTokenizer.from_pretrained("gpt2")
+
+
+        def collate(batch):
+            text = processor.tokenizer([e["text"] for e in batch], padding=True, return_tensors="pt")
+            both = processor(text=[e["q"] for e in batch], images=[e["image"] for e in batch], padding=True,
+                             return_tensors="pt")
+            plain = tokenizer([e["text"] for e in batch], padding=True, return_tensors="pt")
+            return text, both, plain
+    """
+    assert set(lint_project(tmp_path, {"m.py": src}, [CODE])) == {("m.py", 11, CODE)}

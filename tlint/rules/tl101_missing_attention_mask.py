@@ -21,6 +21,7 @@ from tlint.cst import (
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.bindings import ASSIGN
 from tlint.views.facts import ids_expression, tokenizer_like, unpadded_ids
+from tlint.views.model import loss_calls, slice_bounds
 from tlint.views.vocabulary import documented_unused, string_literals
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ class MissingAttentionMask(Rule):
         ids_names = ctx.data.ids_variables
         model_words = _MODEL_WORDS | {name.lower() for name in self.options["model-names"]}
         diffusion = index.imports.imports_module("diffusers")
+        causal_file: bool | None = None
         for call in index.calls:
             func = call.func
             receiver = func
@@ -85,11 +87,18 @@ class MissingAttentionMask(Rule):
             if unpadded_ids(ctx.data, ids_value, index.enclosing_function(call) or index.module):
                 continue  # `tokenizer("one prompt")`, `torch.randint(...)`: no pad token to mask
             spelled = dotted_name(func) or "model"
+            # A causal model's forward over ids padded at the end: no real position attends to
+            # a pad, so only padding that may come first (a tokenizer's side, left) is reported.
+            causal = not (type(func) is cst.Attribute and func.attr.value == "generate")
+            if causal:
+                if causal_file is None:  # the file's loss is a next-token loss: it trains a causal model
+                    causal_file = _next_token_loss(ctx)
+                causal = causal_file
             ctx.report(
                 call,
                 f"`{spelled}(...)` gets input ids but no `attention_mask` while the project pads its "
                 "sequences: pad tokens are attended to as if they were text",
-                when=ProjectCondition(any_of=("pads",), scope="program"),
+                when=ProjectCondition(any_of=("pads-unsided",) if causal else ("pads",), scope="program"),
                 fix=mask_fix(ctx, call, ids_value) if spread is None else None,
             )
 
@@ -119,6 +128,29 @@ class MissingAttentionMask(Rule):
                     and "Config" not in callee:
                 models.update(t for t in targets if t)
         return models, maskless
+
+
+def _next_token_loss(ctx: FileContext) -> bool:
+    """A loss of the file is a next-token loss: `logits[..., :-1, :]` against `labels[..., 1:]`,
+    written in the call or in the assignment of a name it reads (`logits = logits[..., :-1,
+    :]`, then `cross_entropy(logits.view(-1, V), targets.view(-1))`)."""
+    for _, inp, target in loss_calls(ctx.index):
+        if any(upper == -1 for part in _with_bound(ctx, inp) for _, upper in slice_bounds(part)) and any(
+                lower == 1 and upper is None for part in _with_bound(ctx, target)
+                for lower, upper in slice_bounds(part)):
+            return True
+    return False
+
+
+def _with_bound(ctx: FileContext, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`expr` and the values of the local names it reads that are bound once where it runs."""
+    parts = [expr]
+    for node in walk(expr):
+        if type(node) is cst.Name:
+            bound = ctx.bindings.reaching(node)
+            if len(bound) == 1 and bound[0].kind == ASSIGN and bound[0].value is not None:
+                parts.append(bound[0].value)
+    return parts
 
 
 def _maskless_kwargs(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:

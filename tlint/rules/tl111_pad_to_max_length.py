@@ -27,12 +27,15 @@ class PadToMaxLength(Rule):
         for call in ctx.data.tokenizer_encode_calls:
             padding = get_arg(call, "padding")
             legacy = get_arg(call, "pad_to_max_length")
-            if not ((padding is not None and literal_value(padding.value, default=None) == "max_length")
-                    or (legacy is not None and literal_value(legacy.value, default=None) is True)):
+            if padding is not None and literal_value(padding.value, default=None) == "max_length":
+                site = padding
+            elif legacy is not None and literal_value(legacy.value, default=None) is True:
+                site = legacy
+            else:
                 continue
             spelled = dotted_name(call.func) or "tokenizer"
             ctx.report(
-                call,
+                site,  # at the argument that asks for it (a long call spans many lines)
                 f"`{spelled}(...)` pads every example to `max_length` for training: most of each batch is "
                 "padding the model still computes; pad per batch instead (`DataCollatorWithPadding`, "
                 "`padding=True` in the collate function) and group by length (`group_by_length=True`)",

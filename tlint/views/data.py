@@ -1,7 +1,7 @@
 """The data view (`ctx.data`): the data-pipeline questions several rules and project facts
 ask of one file, answered once per file: which names hold a tokenizer
 (`tokenizer_variables`), which calls encode text with one (`tokenizer_encode_calls`),
-which names hold input ids (`ids_variables`), where pad positions are kept out of the
+which names hold input ids (`ids_variables`), where the file pads (`padding`), where pad positions are kept out of the
 loss (`label_masking`), and the value of a checkpoint name or a pad id as the program runs
 by default (`constant`, through `ctx.bindings`).
 
@@ -60,6 +60,16 @@ class DataView:
         from tlint.views.facts_data import LabelMasking
 
         return LabelMasking(self.index)
+
+    def padding(self, ctx: FileContext) -> list[cst.CSTNode]:
+        """The file's padding sites (`facts_data.padding_sites`), found once for the `pads`
+        and `pads-unsided` facts."""
+        found = self.__dict__.get("_padding")
+        if found is None:
+            from tlint.views.facts_data import padding_sites
+
+            found = self.__dict__["_padding"] = list(padding_sites(ctx))
+        return found
 
     def constant(self, expr: cst.BaseExpression | None) -> Any:
         """A literal, or the value a name has as the program runs by default; Ellipsis

@@ -7,6 +7,10 @@ decided on the facts of related files. Kinds so far:
 - `pads`: the file pads sequences (tokenizer call with truthy `padding=` or
   `pad_to_max_length=True`, a padding collator, `pad_sequence`, `F.pad` on ids,
   `tokenizer.pad`, `torch.full(..., pad_id)`, `ids + [pad_id] * n`).
+- `pads-unsided`: a padding site that does not provably pad on the right (see
+  `facts_data.unsided_padding_sites`): a tokenizer or collator (the checkpoint's
+  `padding_side`), left padding, a pre-filled buffer. A causal model fed ids padded only on
+  the right never attends to a pad from a real position.
 - `transformer`: the file builds or loads a transformer (imports `transformers`, uses a
   `torch.nn` transformer/attention module or `scaled_dot_product_attention`, or defines an
   attention/transformer class and computes a softmax).
@@ -72,6 +76,7 @@ from tlint.views.facts_data import (  # noqa: F401 - re-exported
     pad_labels_by_id_sites,
     padding_sites,
     pads_in_call,
+    pads_sites,
     static_shapes_sites,
     tokenizer_encode_calls,
     tokenizer_like,
@@ -80,6 +85,7 @@ from tlint.views.facts_data import (  # noqa: F401 - re-exported
     tokenizer_sites,
     tokenizer_variables,
     unpadded_ids,
+    unsided_padding_sites,
 )
 from tlint.views.facts_model import (  # noqa: F401 - re-exported
     _CHUNK_WORDS,
@@ -99,7 +105,7 @@ from tlint.views.facts_model import (  # noqa: F401 - re-exported
 from tlint.views.facts_prefilter import ast_facts, ast_facts_exact  # noqa: F401 - re-exported
 
 EXTRACTORS = (
-    ("pads", padding_sites), ("transformer", transformer_sites), ("warmup", _warmup_sites),
+    ("pads", pads_sites), ("pads-unsided", unsided_padding_sites), ("transformer", transformer_sites), ("warmup", _warmup_sites),
     ("masks-pad-labels", masks_pad_labels_sites), ("pad-labels-by-id", pad_labels_by_id_sites),
     ("distinct-pad", distinct_pad_sites), ("feeds-training", feeds_training_sites),
     ("static-shapes", static_shapes_sites),
@@ -116,6 +122,7 @@ POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequen
 # name) and its package in the import; a keyword argument keeps its keyword.
 TOKENS: dict[str, frozenset[str]] = {
     "pads": frozenset({"pad", "datacollator"}),
+    "pads-unsided": frozenset({"pad", "datacollator"}),
     "transformer": frozenset({"transformer", "multiheadattention", "scaled_dot_product_attention", "softmax"}),
     # schedulers (torch `lr_scheduler`, HF `get_*_schedule*`, timm/DeepSpeed/unknown `*Sched*`,
     # `*Warmup*`), `warmup_*=` arguments and fields, TrainingArguments-like calls (`**kwargs`

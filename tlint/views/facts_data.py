@@ -104,6 +104,48 @@ def padding_sites(ctx):
         yield from _list_padding(index)
 
 
+def pads_sites(ctx):
+    """The `pads` facts: the file's padding sites (`padding_sites`, found once per file)."""
+    return ctx.data.padding(ctx)
+
+
+_CONCATENATE = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
+
+
+def unsided_padding_sites(ctx):
+    """The padding sites whose pads may come before the text (`pads-unsided`): all but
+    those that provably pad on the right, at the end of each sequence — `pad_sequence`
+    (without `padding_side="left"`), `F.pad(ids, (0, n))`, `torch.cat((ids, torch.full(...,
+    pad_id)))`, `ids + [pad_id] * n`. A tokenizer or collator pads on its tokenizer's
+    `padding_side`, which the checkpoint decides: not provably right."""
+    return [site for site in ctx.data.padding(ctx) if not _pads_right(ctx.index, site)]
+
+
+def _pads_right(index, site: cst.CSTNode) -> bool:
+    if type(site) is cst.BinaryOperation:  # `[pad_id] * n` of `_list_padding`
+        parent = index.parent(site)
+        return type(parent) is cst.BinaryOperation and type(parent.operator) is cst.Add and parent.right is site
+    if type(site) is not cst.Call:
+        return False
+    qualified = index.qualify(site.func)
+    if qualified in PAD_SEQUENCE:
+        side = get_arg(site, "padding_side")
+        return side is None or literal_value(side.value, default=None) == "right"
+    if qualified in FUNCTIONAL_PAD:
+        amounts = get_arg(site, "pad", 1)
+        value = amounts.value if amounts is not None else None
+        return (type(value) in (cst.Tuple, cst.List) and bool(value.elements)  # type: ignore[union-attr]
+                and literal_value(value.elements[0].value, default=None) == 0)  # type: ignore[union-attr]
+    if qualified in FULL_TENSORS or (type(site.func) is cst.Attribute and site.func.attr.value == "new_full"):
+        element = index.parent(site)
+        sequence = index.parent(element)
+        call = index.parent(index.parent(sequence)) if sequence is not None else None
+        return (type(element) is cst.Element and type(sequence) in (cst.Tuple, cst.List)
+                and sequence.elements[0] is not element  # type: ignore[union-attr]
+                and type(call) is cst.Call and index.qualify(call.func) in _CONCATENATE)
+    return False
+
+
 def _list_padding(index):
     """`ids + [pad_id] * (max_len - len(ids))`: padding a list of ids by hand."""
     roots = [node.value for node in index.assignments if node.value is not None]
