@@ -31,7 +31,8 @@ class TokenizerFact:
     `options` its literal construction arguments, `dynamic` those given non-literally
     (`"**"` for a `**kwargs` spread), `var` the name it is stored under (else its
     function), `with_model` the file loads a model from the same checkpoint, `decode_only`
-    it is used only to decode."""
+    it is used only to decode, `arms` the alternatives it is built in (position of an
+    `if`/`match`/`try` of its file, and which arm)."""
 
     checkpoint: str | None
     options: dict[str, Any] = field(default_factory=dict)
@@ -41,6 +42,7 @@ class TokenizerFact:
     with_model: bool = False
     test_file: bool = False
     decode_only: bool = False
+    arms: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -621,3 +621,18 @@ def test_a_forward_without_a_next_token_loss_is_reported_with_right_padding(tmp_
             return F.cross_entropy(model(input_ids), labels)
     """
     assert lint(tmp_path, {"batching.py": batching, "train.py": encoder}) == {("train.py", 8, CODE)}
+
+
+def test_padding_a_list_in_place_at_the_end_is_right_padding(tmp_path):
+    batching = """
+        import torch
+
+
+        def get_batch(rows, n=64, pad_id=0):
+            out = []
+            for ids in rows:
+                ids += [pad_id] * (n - len(ids))
+                out.append(ids)
+            return torch.tensor(out), None
+    """
+    assert lint(tmp_path, {"batching.py": batching, "train.py": CAUSAL_STEP}) == {("train.py", 17, CODE)}

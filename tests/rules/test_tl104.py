@@ -181,3 +181,87 @@ def test_a_model_given_the_checkpoint_by_keyword_is_a_model_of_its_own(tmp_path)
     # serve.py's tokenizer has no model of its own: it is compared with (and differs from) each
     assert set(found_lines) == {("serve.py", 4, CODE), ("language_modeling.py", 4, CODE),
                                 ("classify.py", 3, CODE), ("tagging.py", 4, CODE)}
+
+
+def test_tokenizers_in_alternatives_of_one_file_are_not_compared(tmp_path):
+    src = """
+        import sys
+
+        from transformers import AutoTokenizer
+
+        mode = sys.argv[1]
+        if mode == "bert":
+            tok = AutoTokenizer.from_pretrained("bert-base-uncased")
+        elif mode == "gpt":
+            tok = AutoTokenizer.from_pretrained("gpt2", padding_side="left")
+        else:
+            tok = AutoTokenizer.from_pretrained("roberta-base")
+        other = AutoTokenizer.from_pretrained("t5-small") if mode == "t5" else AutoTokenizer.from_pretrained("t5-base")
+        match mode:
+            case "x":
+                third = AutoTokenizer.from_pretrained("xlnet-base-cased")
+            case _:
+                third = AutoTokenizer.from_pretrained("xlnet-large-cased")
+        try:
+            fourth = AutoTokenizer.from_pretrained("./finetuned")
+        except OSError:
+            fourth = AutoTokenizer.from_pretrained("distilgpt2")
+    """
+    found_lines = {}
+    for first, last in ((6, 11), (12, 12), (13, 17), (18, 21)):
+        lines = textwrap.dedent(src).lstrip("\n").splitlines()
+        kept = lines[:5] + lines[first - 1:last]
+        (tmp_path / f"case{first}").mkdir()
+        found_lines[first] = set(lint_project(tmp_path / f"case{first}", {"m.py": "\n".join(kept) + "\n"}, [CODE]))
+    assert found_lines == {6: set(), 12: set(), 13: set(), 18: set()}
+
+
+def test_two_arms_of_different_statements_are_compared(tmp_path):
+    src = """
+        import sys
+
+        from transformers import AutoTokenizer
+
+        if sys.argv[1] == "train":
+            tok = AutoTokenizer.from_pretrained("bert-base-uncased")
+        if sys.argv[2] == "eval":
+            tok = AutoTokenizer.from_pretrained("bert-base-cased")
+    """
+    assert set(lint_project(tmp_path, {"m.py": src}, [CODE])) == {("m.py", 6, CODE), ("m.py", 8, CODE)}
+
+
+def test_a_peft_adapter_or_a_model_factory_loads_the_model_from_the_checkpoint(tmp_path):
+    files = {
+        "merge.py": """
+            from peft import PeftConfig, PeftModel
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            adapter_id = "someone/tinyllama-lora-sql"
+            config = PeftConfig.from_pretrained(adapter_id)
+            model = AutoModelForCausalLM.from_pretrained(config.base_model_name_or_path)
+            tokenizer = AutoTokenizer.from_pretrained(adapter_id)
+            model = PeftModel.from_pretrained(model, adapter_id)
+        """,
+        "quantize.py": """
+            from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+
+            def get_model(*args, **kwargs):
+                return AutoModelForSeq2SeqLM.from_pretrained(*args, **kwargs)
+
+
+            tokenizer = AutoTokenizer.from_pretrained("t5-base")
+            reference = get_model("t5-base")
+        """,
+        "infer.py": """
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained("meta-llama/Llama-2-7b-hf")
+            model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf")
+        """,
+    }
+    assert set(lint_project(tmp_path, files, [CODE])) == set()
+    files["merge.py"] = files["merge.py"].replace("model = PeftModel.from_pretrained(model, adapter_id)", "")
+    (tmp_path / "again").mkdir()
+    found_files = {path for path, _, _ in lint_project(tmp_path / "again", files, [CODE])}
+    assert found_files == {"merge.py", "infer.py", "quantize.py"}  # the adapter is no longer loaded

@@ -13,6 +13,12 @@ _DEFAULTS = {"use_fast": True, "padding_side": "right", "truncation_side": "righ
 _LOCAL_PREFIXES = ("/", "./", "../", "~")
 
 
+def _exclusive(a, b) -> bool:
+    """Different arms of one `if`/`match`/`try` (see `TokenizerFact.arms`)."""
+    arms = dict(a)
+    return any(where in arms and arms[where] != arm for where, arm in b)
+
+
 class TokenizerMismatch(Rule):
     code = "TL104"
     name = "tokenizer-mismatch"
@@ -61,6 +67,8 @@ class TokenizerMismatch(Rule):
 
     @staticmethod
     def _difference(a, b, *, same_file: bool) -> str | None:
+        if same_file and _exclusive(a.data.arms, b.data.arms):
+            return None  # `if args.model == "bert": ... else: ...`: never both in one run
         if a.data.checkpoint != b.data.checkpoint:
             # each loaded next to its own model (teacher/student, two independent scripts)
             if a.data.with_model and b.data.with_model and (not same_file or a.data.var != b.data.var):

@@ -116,7 +116,7 @@ def unsided_padding_sites(ctx):
     """The padding sites whose pads may come before the text (`pads-unsided`): all but
     those that provably pad on the right, at the end of each sequence — `pad_sequence`
     (without `padding_side="left"`), `F.pad(ids, (0, n))`, `torch.cat((ids, torch.full(...,
-    pad_id)))`, `ids + [pad_id] * n`. A tokenizer or collator pads on its tokenizer's
+    pad_id)))`, `ids + [pad_id] * n`, `ids += [pad_id] * n`. A tokenizer or collator pads on its tokenizer's
     `padding_side`, which the checkpoint decides: not provably right."""
     return [site for site in ctx.data.padding(ctx) if not _pads_right(ctx.index, site)]
 
@@ -124,6 +124,8 @@ def unsided_padding_sites(ctx):
 def _pads_right(index, site: cst.CSTNode) -> bool:
     if type(site) is cst.BinaryOperation:  # `[pad_id] * n` of `_list_padding`
         parent = index.parent(site)
+        if type(parent) is cst.AugAssign:  # `ids += [pad_id] * n`
+            return type(parent.operator) is cst.AddAssign
         return type(parent) is cst.BinaryOperation and type(parent.operator) is cst.Add and parent.right is site
     if type(site) is not cst.Call:
         return False
@@ -595,6 +597,10 @@ def _checkpoints_given_to_models(index, data: DataView) -> set[str]:
         name = (dotted_name(call.func) or "").lower()
         if any(word in name for word in ("tokenizer", "config", "processor", "extractor")):
             continue
+        if call.args and call.args[0].keyword is None and "model" in snake_parts(last_name(call.func) or ""):
+            value = module_constant(data, call.args[0].value)  # `get_model(model_id, ...)`: a model factory
+            if isinstance(value, str):
+                out.add(value)
         for arg in call.args:
             if arg.keyword is None:
                 continue
@@ -630,6 +636,10 @@ def tokenizer_sites(ctx):
             tokenizers.append(call)
         elif "Config" not in cls and "Processor" not in cls and "Extractor" not in cls:
             checkpoint = _checkpoint_of(data, call)
+            if checkpoint is None:  # `PeftModel.from_pretrained(base_model, adapter_id)`: the adapter's
+                adapter = get_arg(call, "model_id", 1)
+                value = module_constant(data, adapter.value) if adapter is not None else None
+                checkpoint = value if isinstance(value, str) else None
             if checkpoint is not None:
                 model_checkpoints.add(checkpoint)
     if tokenizers:
@@ -656,11 +666,35 @@ def tokenizer_sites(ctx):
             var = function.name.value if function is not None else None
         checkpoint = _checkpoint_of(data, call)
         function = index.enclosing_function(call)
+        arms = _arms(index, call)
         yield call, TokenizerFact(
             checkpoint, options, dynamic, var, function.name.value if function is not None else None,
             with_model=checkpoint is not None and checkpoint in model_checkpoints, test_file=ctx.is_test_file,
             decode_only=_decode_only(index, parent.targets[0].target)
-            if type(parent) is cst.Assign and len(parent.targets) == 1 else False)
+            if type(parent) is cst.Assign and len(parent.targets) == 1 else False, arms=arms)
+
+
+def _arms(index, node: cst.CSTNode) -> tuple[tuple[int, int], ...]:
+    """The alternatives `node` sits in, as (position of the branching statement, which arm):
+    the body or the `else`/`elif` of an `if` (or of a conditional expression), a `case` of a
+    `match`, the body or a handler of a `try`. Two tokenizers in different arms of one
+    statement are never both built in a run."""
+    out = []
+    child = node
+    for parent in index.ancestors(node):
+        kind = type(parent)
+        arm = None
+        if kind is cst.If or kind is cst.IfExp:
+            arm = 0 if child is parent.body else 1 if child is parent.orelse else None
+        elif kind is cst.Match:
+            arm = next((i for i, case in enumerate(parent.cases) if case is child), None)
+        elif kind is cst.Try or kind is cst.TryStar:
+            arm = 0 if child is parent.body else next(
+                (i + 1 for i, handler in enumerate(parent.handlers) if handler is child), None)
+        if arm is not None:
+            out.append((index.position[id(parent)], arm))
+        child = parent
+    return tuple(out)
 
 
 _DECODE_METHODS = frozenset({"decode", "batch_decode", "convert_ids_to_tokens", "convert_tokens_to_string"})
