@@ -26,14 +26,13 @@ def _from_literals(ctx: FileContext, expr: cst.BaseExpression | None, depth: int
     binding of which (an assignment, a loop or comprehension target) is one of those."""
     if expr is None or depth > 6:
         return False
-    kind = type(expr)
-    if kind is cst.List or kind is cst.Tuple:
+    if isinstance(expr, (cst.List, cst.Tuple)):
         return bool(expr.elements) and all(_from_literals(ctx, e.value, depth + 1) for e in expr.elements)
-    if kind is cst.Subscript:
+    if isinstance(expr, cst.Subscript):
         return _from_literals(ctx, expr.value, depth + 1)
-    if kind is cst.ListComp or kind is cst.GeneratorExp:
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
         return _from_literals(ctx, expr.elt, depth + 1)
-    if kind is cst.Name:
+    if isinstance(expr, cst.Name):
         bound = ctx.bindings.reaching(expr)
         if not bound:
             return False
@@ -42,7 +41,7 @@ def _from_literals(ctx: FileContext, expr: cst.BaseExpression | None, depth: int
             if binding.kind == ASSIGN:
                 if not _from_literals(ctx, binding.value, depth + 1):
                     return False
-            elif binding.kind == LOOP and type(node) in (cst.For, cst.CompFor):
+            elif binding.kind == LOOP and isinstance(node, (cst.For, cst.CompFor)):
                 if not _from_literals(ctx, node.iter, depth + 1):
                     return False
             else:
@@ -123,12 +122,11 @@ def _sliced_after(ctx: FileContext, call: cst.Call) -> bool:
 def _reads(expr: cst.CSTNode, names: set[str]) -> bool:
     """`x`, `x["input_ids"]`, `x.input_ids`, `x[...].to(device)` for a name `x` in `names`."""
     for _ in range(6):
-        kind = type(expr)
-        if kind is cst.Name:
+        if isinstance(expr, cst.Name):
             return expr.value in names
-        if kind is cst.Subscript or kind is cst.Attribute:
+        if isinstance(expr, (cst.Subscript, cst.Attribute)):
             expr = expr.value
-        elif kind is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _MOVES:
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVES:
             expr = expr.func.value
         else:
             return False

@@ -105,7 +105,8 @@ from tlint.views.facts_model import (  # noqa: F401 - re-exported
 from tlint.views.facts_prefilter import ast_facts, ast_facts_exact  # noqa: F401 - re-exported
 
 EXTRACTORS = (
-    ("pads", pads_sites), ("pads-unsided", unsided_padding_sites), ("transformer", transformer_sites), ("warmup", _warmup_sites),
+    ("pads", pads_sites), ("pads-unsided", unsided_padding_sites), ("transformer", transformer_sites),
+    ("warmup", _warmup_sites),
     ("masks-pad-labels", masks_pad_labels_sites), ("pad-labels-by-id", pad_labels_by_id_sites),
     ("distinct-pad", distinct_pad_sites), ("feeds-training", feeds_training_sites),
     ("static-shapes", static_shapes_sites),

@@ -143,7 +143,7 @@ def _pads_right(index, site: cst.CSTNode) -> bool:
         sequence = index.parent(element)
         call = index.parent(index.parent(sequence)) if sequence is not None else None
         return (type(element) is cst.Element and type(sequence) in (cst.Tuple, cst.List)
-                and sequence.elements[0] is not element  # type: ignore[union-attr]
+                and sequence.elements[0] is not element
                 and type(call) is cst.Call and index.qualify(call.func) in _CONCATENATE)
     return False
 
