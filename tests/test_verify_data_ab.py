@@ -99,6 +99,33 @@ def eval_loader():
     return DataLoader(sequences(16, 1), batch_size=8, collate_fn=Collate())
 
 
+def tuple_loader():
+    """nanoGPT: (x, y) windows of one token stream, y shifted by one; no padding, no mask."""
+    stream = torch.tensor([t for s in sequences(40, 2) for t in s])
+    g = torch.Generator().manual_seed(0)
+    for _ in range(6):
+        starts = torch.randint(len(stream) - 17, (4,), generator=g)
+        yield torch.stack([stream[s : s + 16] for s in starts]), torch.stack([stream[s + 1 : s + 17] for s in starts])
+
+
+def classes_loader():
+    """Sentence classification: the label is whether the progression steps by 1; every 5th
+    sample's weight is NaN."""
+    out = []
+    for b in range(8):
+        seqs = sequences(8, 10 + b)
+        ids = torch.full((8, 16), PAD)
+        mask = torch.zeros((8, 16), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s)
+            mask[i, : len(s)] = 1
+        labels = torch.tensor([int(len(s) > 2 and (s[1] - s[0]) % 62 == 1) for s in seqs])
+        weight = torch.ones(8)
+        weight[b % 5] = float("nan")
+        out.append({"input_ids": ids, "attention_mask": mask, "labels": labels, "weight": weight})
+    return out
+
+
 def text_loader():
     return [{"text": ["a sentence", "another one"]}]
 
@@ -186,9 +213,55 @@ def test_rows_dropped_for_a_field_nothing_reads_give_no_finding_and_the_same_fig
     assert first.extra["cleaning"]["dropped_by_field"] == {"scores": 8}
     assert first.figure < first.tolerance and first.tolerance >= 0.25
     assert "fails above 25% and 3x the seed spread" in first.detail
+    # a pass holds only when the planted bug (labels shifted once more) is caught on this model
+    control = first.extra["control"]
+    assert control["caught"] and control["figure"] > first.tolerance, control
+    assert "control: labels shifted one position further" in first.detail
     second = run(context(loaders, "unused_nan_loader"))
     assert (second.status, second.figure, second.tolerance) == (first.status, first.figure, first.tolerance)
     assert second.extra["curves"] == first.extra["curves"] and second.extra["runs"] == first.extra["runs"]
+
+
+def test_a_model_that_barely_learns_is_no_evidence(loaders):
+    ctx = context(loaders, "unused_nan_loader")
+    ctx.training = TrainingSettings(lr=1e-7)
+    result = run(ctx)
+    assert result.status == "skip" and "the cleaned run barely learned" in result.detail
+    assert "lr 1e-07" in result.detail
+
+
+def test_an_xy_tuple_loader_without_padding_has_nothing_to_clean(loaders):
+    result = run(context(loaders, "tuple_loader", eval_loader=None))
+    assert result.status == "pass", result.detail
+    assert "cleaning changed nothing" in result.detail and "held-out batch" in result.detail
+    assert result.extra["kind"] == "next-token" and result.extra["steps"] == 40
+
+
+class Classifier(torch.nn.Module):
+    """Embeddings, one encoder layer, mean over the real tokens, two classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(VOCAB, 32)
+        self.pos = torch.nn.Embedding(16, 32)
+        self.layer = torch.nn.TransformerEncoderLayer(32, 2, 64, dropout=0.0, batch_first=True)
+        self.head = torch.nn.Linear(32, 2)
+
+    def forward(self, input_ids, attention_mask):
+        x = self.emb(input_ids) + self.pos(torch.arange(input_ids.shape[1]))
+        x = self.layer(x, src_key_padding_mask=attention_mask == 0)
+        keep = attention_mask.unsqueeze(-1).float()
+        return self.head((x * keep).sum(dim=1) / keep.sum(dim=1))
+
+
+def test_per_sample_labels_with_nan_weights_are_found(loaders):
+    torch.manual_seed(0)
+    result = run(context(loaders, "classes_loader", Classifier().eval(), causal=False, eval_loader=None))
+    assert result.status == "fail", result.detail
+    assert result.extra["kind"] == "classification"
+    assert result.extra["cleaning"]["dropped_by_field"] == {"weight": 6}  # one row in each of the 6 trained batches
+    assert "held-out batch" in result.extra["eval_source"]
+    assert "nan-inf (train, TL110/TL112)" in result.detail
 
 
 def test_what_it_cannot_see_is_a_skip_with_the_reason(loaders):
@@ -198,15 +271,7 @@ def test_what_it_cannot_see_is_a_skip_with_the_reason(loaders):
     assert result.status == "skip" and result.detail.startswith("could not run: the data loader")
     assert "no token-id field" in result.detail
 
-    class Classifier(torch.nn.Module):  # one prediction per sample, but the batches have token labels
-        def __init__(self):
-            super().__init__()
-            self.emb, self.head = torch.nn.Embedding(VOCAB, 8), torch.nn.Linear(8, 3)
-
-        def forward(self, input_ids, attention_mask=None):
-            return self.head(self.emb(input_ids).mean(dim=1))
-
-    result = run(context(loaders, "clean_loader", Classifier()))
+    result = run(context(loaders, "clean_loader", Classifier()))  # per-sample output, per-token labels
     assert result.status == "skip" and "no per-sample integer labels" in result.detail
     assert result.figure is None
     result = run(context(loaders, "clean_loader", causal=False))

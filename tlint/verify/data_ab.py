@@ -27,7 +27,12 @@ same initial weights. The figure is the share of the cleaned run's eval-loss dro
 user-data run misses, (user - cleaned) / (initial - cleaned), the smaller of the two seeds'
 (1.0 when the user-data run diverges); the probe fails when it exceeds both `THRESHOLD` (25 %)
 and `NOISE_FACTOR` (3) times the seed-to-seed spread of the final eval losses in the same
-unit. When cleaning changes nothing, one run is trained and the probe passes with 0."""
+unit. A pass needs its positive control (`DataABProbe.control`: the cleaned batches with a
+data bug planted must miss more than the same limit), else the probe skips as inconclusive.
+When cleaning changes nothing, one run is trained and the probe passes with 0.
+
+The eval batches: the first `EVAL_BATCHES` of `eval-dataloader`, else the last third of the
+first `TRAIN_BATCHES + EVAL_BATCHES` train batches (at most `EVAL_BATCHES`), held out."""
 
 from __future__ import annotations
 
@@ -445,7 +450,7 @@ class DataABProbe(Probe):
     def compare(self, ctx: ProbeContext, settings: TrainingSettings, options, train, evaluation, weights,
                 started: float, extra: dict[str, Any]) -> ProbeResult:
         train_facts = _facts(train, options)
-        drawn = train.batches[:TRAIN_BATCHES + (0 if evaluation is not None else EVAL_BATCHES)]
+        drawn = train.batches[:TRAIN_BATCHES + EVAL_BATCHES]
         user = [as_rows(b) for b in drawn]
         for i, rows in enumerate(user):
             _check_ids(rows, ctx.vocab_size, f"train batch {i}")
@@ -458,21 +463,19 @@ class DataABProbe(Probe):
         notes = cleaning.notes
         eval_source, eval_rows = self.eval_batches(ctx, options, train, evaluation, train_facts, kind, classes,
                                                    cleaning)
-        if eval_rows is None:  # held-out train batches
-            held = max(1, len(user) // 4) if len(user) >= 2 else 0
-            if held:
-                train_part, eval_part = list(zip(drawn, user))[:-held], list(zip(drawn, user))[-held:]
-            else:
-                train_part, eval_part = list(zip(drawn, user)), list(zip(drawn, user))
+        pairs = list(zip(drawn, user))
+        if eval_rows is None:  # held-out train batches: the last third of those drawn, at most EVAL_BATCHES
+            held = max(1, min(EVAL_BATCHES, len(pairs) // 3)) if len(pairs) >= 2 else 0
+            train_part = pairs[: min(TRAIN_BATCHES, len(pairs) - held)]
+            eval_part = pairs[len(pairs) - held:] if held else pairs
+            if not held:
                 notes.append("one train batch and no usable eval loader: scored on that batch itself")
-            scratch = Cleaning()
             eval_rows = [r for b, u in eval_part
-                         if (r := clean(b, u, train_facts, kind, scratch, evaluation=True)) is not None]
-            cleaning.eval_rows_dropped += scratch.eval_rows_dropped
+                         if (r := clean(b, u, train_facts, kind, cleaning, evaluation=True)) is not None]
             eval_source = (f"{len(eval_part)} held-out batch{'es' if len(eval_part) > 1 else ''} of "
                            f"{options.dataloader}, cleaned ({eval_source})")
         else:
-            train_part = list(zip(drawn, user))[:TRAIN_BATCHES]
+            train_part = pairs[:TRAIN_BATCHES]
         if not eval_rows:
             raise Unusable("every evaluation row has a NaN/Inf: nothing to score the runs on")
         user_rows = [u for _, u in train_part]
@@ -487,7 +490,7 @@ class DataABProbe(Probe):
         what = ""
         identical = not cleaning.changed
         arms = ("user",) if identical else ("user", "cleaned")
-        total_runs = len(arms) * (1 if identical else len(seeds))
+        total_runs = len(arms) * (1 if identical else len(seeds)) + (0 if identical else 1)  # + the control
         budget = started + settings.max_seconds
         runs: dict[tuple[str, int], Run] = {}
         steps = STEPS
@@ -569,8 +572,51 @@ class DataABProbe(Probe):
             return self.result("fail", figure, detail=f"the data pipeline is at fault: the cleaned run ends clearly "
                                f"better on the same cleaned eval batches (the user-data run misses {figure:.0%} of its "
                                f"eval-loss drop); the data scan's failing checks: {named}; {detail}", **extra)
-        return self.result("pass", figure, detail=f"the cleaned data does not train clearly better: {detail}",
-                           **extra)
+        control = self.control(task, cleaned, kind, eval_rows, ctx, settings, weights, seeds[0], steps, budget,
+                               runs[("cleaned", seeds[0])], initial, limit, total_runs)
+        extra["control"] = control
+        if not control["caught"]:
+            return self.result("skip", None, detail=f"inconclusive: the cleaned data does not train clearly better, "
+                               f"but neither would the data with a planted bug ({control['detail']}), so this A/B "
+                               f"cannot see a data bug with this model, optimiser and step count (raise `lr`); "
+                               f"{detail}", **extra)
+        return self.result("pass", figure, detail=f"the cleaned data does not train clearly better: {detail}; "
+                           f"control: {control['detail']}", **extra)
+
+    def control(self, task: Task, cleaned: list[Rows], kind: str, eval_rows: list[Rows], ctx: ProbeContext,
+                settings: TrainingSettings, weights, seed: int, steps: int, budget: float, reference: Run,
+                initial: float, limit: float, total_runs: int) -> dict[str, Any]:
+        """The positive control of a pass: the cleaned batches with a data bug planted (next
+        token: the labels shifted one position further, so the loss's own shift makes the model
+        learn the token after next, label-alignment's bug; per-sample labels: each row given the
+        next row's label), trained like the cleaned run of the first seed. Caught when it misses
+        more than the probe's limit of the cleaned run's eval-loss drop."""
+        planted = []
+        for rows in cleaned:
+            assert rows.labels is not None  # (the cleaned rows always carry labels)
+            if kind == "classification":
+                labels = rows.labels.roll(1) if rows.size > 1 else (rows.labels + 1) % task.classes
+            else:
+                labels = torch.full_like(rows.labels, IGNORE)
+                labels[:, :-1] = rows.labels[:, 1:]
+            planted.append(Rows(rows.ids, rows.keep, labels, rows.weights, shifted=False))
+        injected = ("labels shifted one position further" if kind == "next-token"
+                    else "each row given the next row's label")
+        weights.reset()
+        torch.manual_seed(seed)
+        optimizer, _ = self.optimizer(ctx, settings)
+        run = self.train(task, planted, _order(len(planted), steps, seed), eval_rows, optimizer, steps, budget,
+                         lambda step: settings.progress(self.name, (total_runs - 1) * STEPS + step,
+                                                        total_runs * STEPS, "control"))
+        if run.stopped or len(run.train_loss) < steps and run.diverged_at is None:
+            return {"injected": injected, "caught": False, "figure": None,
+                    "detail": f"{injected}: {run.stopped or 'stopped early'}"}
+        learned = initial - reference.final
+        share = 1.0 if not math.isfinite(run.final) else min(1.0, (run.final - reference.final) / learned)
+        caught = share > limit
+        return {"injected": injected, "caught": caught, "figure": _num(share),
+                "detail": f"{injected}: eval loss {self.loss_text(run)}, the planted run misses {share:.0%} of the "
+                          f"cleaned run's drop ({'caught' if caught else 'not caught'}, limit {limit:.0%})"}
 
     def eval_batches(self, ctx: ProbeContext, options, train, evaluation, train_facts: Facts, kind: str,
                      classes: int, cleaning: Cleaning) -> tuple[str, list[Rows] | None]:
@@ -597,7 +643,8 @@ class DataABProbe(Probe):
             _check_ids(user, ctx.vocab_size, f"eval batch {i}")
             if kind == "classification" and (user.labels is None or user.labels.shape != (user.size,)):
                 raise Unusable(f"eval batch {i} carries no per-sample labels")
-            _check_labels(user, kind, classes, f"eval batch {i}")
+            if kind == "classification":  # (a causal LM's eval labels are re-derived from the ids)
+                _check_labels(user, kind, classes, f"eval batch {i}")
             cleaned = clean(batch, user, facts, kind, cleaning, evaluation=True, target=train_facts)
             if cleaned is not None:
                 rows.append(cleaned)

@@ -63,6 +63,8 @@ def data_ab_fields(probe: dict[str, Any]) -> dict[str, Any]:
     ab = {k: extra[k] for k in _AB_KEYS if k in extra}
     if ab:
         out["ab"] = ab
+    if "control" in extra:  # the planted bug a pass must catch (as other probes' `control`)
+        out["control"] = extra["control"]
     return out
 
 
