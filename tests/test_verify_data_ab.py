@@ -21,7 +21,7 @@ if torch_required():  # the dev extra installs transformers
 else:
     transformers = pytest.importorskip("transformers")
 
-from tlint.verify.data_ab import DataABProbe, Facts, recompute_keep
+from tlint.verify.data_ab import DataABProbe, Facts, _repad, recompute_keep
 from tlint.verify.loading import Caller
 from tlint.verify.options import select_probes
 from tlint.verify.output import report_json
@@ -59,8 +59,9 @@ class Collate:
     """Pads to 16; `buggy`: the mask is all ones (it covers the pads), the labels are the ids
     (pads labelled), and every 7th sample's loss weight is NaN."""
 
-    def __init__(self, buggy=False, unused_nan=False):
+    def __init__(self, buggy=False, unused_nan=False, shifted=False):
         self.tokenizer, self.buggy, self.unused_nan, self.count = Tokenizer(), buggy, unused_nan, 0
+        self.shifted = shifted
 
     def __call__(self, seqs):
         ids = torch.full((len(seqs), 16), PAD)
@@ -75,6 +76,8 @@ class Collate:
             for i in range(len(seqs)):
                 if (self.count + i) % 7 == 3:
                     weights[i] = float("nan")
+        if self.shifted:  # shifted by hand for a model whose loss shifts again
+            labels = torch.cat([labels[:, 1:], torch.full((len(seqs), 1), -100)], dim=1)
         self.count += len(seqs)
         batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "loss_weights": weights}
         if self.unused_nan:  # a NaN in a field the training never reads
@@ -89,6 +92,10 @@ def buggy_loader():
 
 def clean_loader():
     return DataLoader(sequences(64, 0), batch_size=8, collate_fn=Collate())
+
+
+def shifted_loader():
+    return DataLoader(sequences(64, 0), batch_size=8, collate_fn=Collate(shifted=True))
 
 
 def unused_nan_loader():
@@ -197,6 +204,48 @@ def test_nan_rows_and_a_mask_over_the_pads_are_found_and_the_checks_named(loader
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
+def test_labels_shifted_twice_are_found_without_any_nan(loaders):
+    result = run(context(loaders, "shifted_loader"))
+    assert result.status == "fail", result.detail
+    assert result.extra["cleaning"]["rows_dropped"] == 0 and result.extra["cleaning"]["mask_changed"] == 0
+    assert result.extra["cleaning"]["targets_changed"] > 300
+    assert [c["check"] for c in result.extra["data_checks"]][:1] == ["label-alignment"]
+    assert all(r["lost"] > 0.5 for r in result.extra["runs"])
+
+
+def test_the_demo_loaders_are_at_fault(tmp_path):
+    """fixtures/demo's loaders (NaN sentence weights, labels shifted by hand, EOS masked as pad,
+    an eval loader padded on the left) with a GPT-2 of their vocabulary."""
+    demo = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+    sys.path.insert(0, str(demo))
+    try:
+        import loaders as demo_loaders
+
+        vocab = len(demo_loaders.WordTokenizer(demo_loaders.SENTENCES))
+    finally:
+        sys.path.remove(str(demo))
+        sys.modules.pop("loaders", None)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=vocab, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                                     bos_token_id=0, eos_token_id=0)
+    ctx = context(demo, None, transformers.GPT2LMHeadModel(config).eval())
+    ctx.vocab_size = vocab
+    ctx.data = {"dataloader": "loaders:train_loader", "eval_dataloader": "loaders:eval_loader", "root": str(demo),
+                "pad_token_id": 0, "eos_token_id": 0, "batches": 50}
+    try:
+        result = DataABProbe().run(ctx)
+    finally:
+        sys.modules.pop("loaders", None)
+    assert result.status == "fail", result.detail
+    failing = {(c["check"], c["loader"]) for c in result.extra["data_checks"]}
+    assert {("nan-inf", "train"), ("label-alignment", "train"), ("eos-masked", "train"),
+            ("tokenizer-agreement", "train+eval")} <= failing
+    cleaning = result.extra["cleaning"]
+    assert cleaning["rows_dropped"] == 2 and cleaning["eval_rows_dropped"] == 1
+    assert "eval batches re-padded from left padding with pad id 0 to the train loader's right padding" in \
+        cleaning["notes"][0]
+
+
 def test_a_clean_loader_gives_no_finding(loaders):
     result = run(context(loaders, "clean_loader"))
     assert result.status == "pass", result.detail
@@ -287,6 +336,14 @@ def test_the_mask_recomputed_when_the_pad_id_is_the_eos_id(side, expected):
     assert keep.long().tolist() == expected
     assert recompute_keep(ids, Facts(pad=1, eos=2, side=side)).long().tolist() == (ids != 1).long().tolist()
     assert recompute_keep(ids, Facts(pad=None, eos=None, side=side)) is None
+
+
+def test_an_eval_batch_is_repadded_the_train_loaders_way():
+    ids = torch.tensor([[9, 9, 5, 6, 7], [5, 6, 7, 8, 4]])
+    keep = ids != 9
+    new_ids, new_keep = _repad(ids, keep, pad=0, side="right")
+    assert new_ids.tolist() == [[5, 6, 7, 0, 0], [5, 6, 7, 8, 4]]
+    assert new_keep.long().tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
 
 
 def test_data_ab_is_named_on_its_own_and_reaches_the_child_and_the_json(loaders, tmp_path, monkeypatch):
