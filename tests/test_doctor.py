@@ -1,5 +1,6 @@
 """`tlint doctor`: one report from check, scan-data, verify and diagnose on the demo, ranked;
-`--no-run` runs no user code (and needs no torch); bad input is exit 2 with a message."""
+`--no-run` runs no user code (and needs no torch); bad input is exit 2 with a message; the
+HTML file is self-contained and every image in it decodes in a real headless Chromium."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import io
 import json
 import math
 import os
+import re
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -50,7 +54,8 @@ def spiky_run(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def demo_report(tmp_path_factory):
     """doctor on a copy of the demo with a run folder in it: one run of the whole procedure
-    (its JSON, its stderr), shared by the tests below."""
+    (its JSON, its stderr, its HTML file beside the project), shared by the tests below and
+    by tests/test_doctor_html.py."""
     from tests.torchutil import import_torch
 
     import_torch()
@@ -58,8 +63,9 @@ def demo_report(tmp_path_factory):
     project = tmp / "demo"
     shutil.copytree(DEMO, project)
     spiky_run(project / "runs" / "lr-high")
-    proc = subprocess.run([sys.executable, "-m", "tlint", "doctor", str(project), "--format", "json", "--no-cache"],
-                          capture_output=True, text=True, env=env(), cwd=tmp, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "tlint", "doctor", str(project), "--format", "json", "--no-cache",
+                           "--html", str(tmp / "report.html")], capture_output=True, text=True, env=env(), cwd=tmp,
+                          timeout=600)
     return proc, json.loads(proc.stdout), project
 
 
@@ -213,10 +219,10 @@ def test_a_configured_model_without_torch_is_a_step_error_not_a_traceback(tmp_pa
     doc = json.loads(proc.stdout)
     validate(doc)
     steps = {s["step"]: s for s in doc["steps"]}
-    if steps["verify"]["status"] == "error" and "PyTorch" in steps["verify"]["reason"]:
-        assert proc.returncode == 2 and not marker.exists()
-    else:  # find_spec is not blocked by a meta path hook on every Python: the child ran
-        assert steps["verify"]["status"] == "error"
+    for name in ("scan-data", "verify"):
+        assert steps[name]["status"] == "error" and "pip install torch" in steps[name]["reason"]
+    assert steps["check"]["status"] == steps["diagnose"]["status"] == "ran"
+    assert proc.returncode == 2 == doc["exit_code"] and not marker.exists()
 
 
 @pytest.mark.parametrize("setup, args, message", [
@@ -225,6 +231,7 @@ def test_a_configured_model_without_torch_is_a_step_error_not_a_traceback(tmp_pa
     ("[verify]\nmodel = 3\n", [], "`model` in [tool.tlint.verify] must be a non-empty string"),
     ("[verify]\nmodel = \"not a dotted path\"\n", [], "dotted path"),
     (None, ["--config", "nowhere.toml"], "config file not found"),
+    (None, ["--html", "nowhere/report.html"], "does not exist (--html)"),
 ])
 def test_bad_input_is_exit_2_with_a_message(tmp_path, capsys, monkeypatch, setup, args, message):
     monkeypatch.chdir(tmp_path)
@@ -340,3 +347,90 @@ def test_the_progress_display_follows_the_steps_and_the_probes():
     off.end("done")
     off.finish()
     assert quiet.getvalue() == ""
+
+
+# --- the HTML file -------------------------------------------------------------------------
+
+
+def png_1x1() -> bytes:
+    """A valid 1x1 grey PNG, written by hand (no image library)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00\x80")) + chunk(b"IEND", b""))
+
+
+def test_the_html_report_is_self_contained_and_every_image_decodes_in_chromium(demo_report, tmp_path):
+    from tests.browserutil import decoded_images, screenshot
+
+    _, doc, project = demo_report
+    page = project.parent / "report.html"
+    assert doc["html"] == str(page)
+    text = page.read_text(encoding="utf-8")
+    for fetch in ("<script", "<link", "@import", "url(", "src=\"http", "href=\"http", "<iframe"):
+        assert fetch not in text, fetch
+    sources = re.findall(r'<img src="([^"]*)"', text)
+    assert sources and all(src.startswith("data:image/png;base64,") for src in sources)
+    # every part of the report: ranked items, data checks and lengths, probes, activation
+    # table, attention maps, the training probes' loss curves, the run's table and plots
+    for part in ("Ranked by likely impact", "<h2>Data</h2>", "Activation ranges (real positions)",
+                 "<h3>Attention maps</h3>", "Training dynamics and A/B", "<h2>Run logs</h2>", "fix:</b>"):
+        assert part in text, part
+    alts = re.findall(r'<img src="[^"]*" alt="([^"]*)"', text)
+    assert "length histogram, train loader" in alts and "loss curves of overfit-batch" in alts
+    assert sum(a.startswith("attention map attention-sample") for a in alts) == 4  # 2 layers x 2 samples
+    assert any(a.startswith("run plot diagnose-lr-high") for a in alts)
+    assert "tlint-doctor-" not in text  # the temporary folder of the maps is not named
+    assert decoded_images(page, tmp_path) == {"total": len(sources), "decoded": len(sources), "broken": []}
+    import matplotlib.image
+
+    shot = matplotlib.image.imread(screenshot(page, tmp_path / "shot.png", 1200, 1600))
+    assert shot.shape[:2] == (1600, 1200) and shot[..., :3].std() > 0.05  # drawn, not a blank page
+
+
+def test_the_browser_check_catches_a_broken_image(tmp_path):
+    from tests.browserutil import decoded_images
+    from tlint.doctor.html import image_tag
+
+    good = png_1x1()
+    pixels = good.index(b"IDAT") + 4
+    bad_pixels = good[:pixels] + bytes(len(good) - pixels - 16) + good[-16:]  # header fine, pixel data zeroed
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><body>" + image_tag(good, "good")
+                    + image_tag(b"\x89PNG\r\n\x1a\nnot really a png", "corrupt") + image_tag(bad_pixels, "pixels")
+                    + '<img src="data:image/png;base64,AAAA" alt="truncated"></body></html>')
+    assert decoded_images(page, tmp_path) == {"total": 4, "decoded": 1,
+                                              "broken": ["corrupt", "pixels", "truncated"]}
+
+
+def test_text_from_the_project_is_escaped_in_the_html(tmp_path, capsys):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "a.py").write_text("x = 1\n")
+    spiky_run(project / "<img src=x onerror=alert(1)>")
+    page = tmp_path / "r.html"
+    assert main(["doctor", str(project), "--no-run", "--no-cache", "--html", str(page)]) == 1
+    assert f"wrote {page}" in capsys.readouterr().out
+    text = page.read_text(encoding="utf-8")
+    assert "<img src=x" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert oct(page.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_a_missing_browser_fails_the_html_test_where_required(monkeypatch, tmp_path):
+    import tests.browserutil as browser
+
+    monkeypatch.setattr(browser, "CHROMIUM", str(tmp_path / "no-chromium"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv(browser.REQUIRE_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="Chromium is not installed"):
+        browser.chromium()
+    monkeypatch.delenv(browser.REQUIRE_ENV)
+    with pytest.raises(pytest.skip.Exception):
+        browser.chromium()

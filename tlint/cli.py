@@ -196,6 +196,8 @@ def _add_doctor_parser(sub) -> None:
                         "folders found under PATH)")
     doctor.add_argument("--no-run", action="store_true",
                         help="run no user code: skip scan-data and verify (check and diagnose only read files)")
+    doctor.add_argument("--html", type=Path, metavar="FILE", help="also write the report as one self-contained HTML "
+                        "file (images embedded)")
     doctor.add_argument("--config", type=Path, metavar="FILE", help="use this config file")
     doctor.add_argument("--no-cache", action="store_true", help="the check step reads and writes no cache")
     doctor.add_argument("--verbose", "-v", action="store_true", help="show the output of the processes running "

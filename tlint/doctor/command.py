@@ -26,7 +26,7 @@ def run_command(args: Any) -> int:
     fmt = args.format
     try:
         plan = make_plan(args, doctor_probes())
-        html = _html_target(getattr(args, "html", None))
+        html = _html_target(args.html)
     except DoctorError as exc:
         return _fail(fmt, exc.kind, str(exc))
     user_code = plan.user_code()
@@ -44,6 +44,9 @@ def run_command(args: Any) -> int:
             _run_steps(plan, args, results, display, images / "runs" if html is not None else None)
         finally:
             display.finish()
+        if results.verify is not None and html is not None:
+            for probe in results.verify["probes"]:  # the maps live on in the HTML file, not in the temporary folder
+                probe["detail"] = probe["detail"].replace(f" in {images / 'maps'}", " (in the HTML report)")
         from tlint.doctor.ranking import rank
 
         items = rank(results)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from typing import Any, TextIO
 
 from tlint import __version__
@@ -69,7 +70,7 @@ def document(plan: Plan, results: Results, items: list[dict[str, Any]], user_cod
     impacts = [i["impact"] for i in items]
     return clean({
         "tool": "tlint", "command": "doctor", "version": __version__, "schema": SCHEMA_VERSION,
-        "path": str(plan.path), "config": str(plan.config_path) if plan.config_path else None,
+        "path": str(plan.path), "config": _shown(plan.config_path),
         "user_code": user_code,
         "steps": [s.as_dict() for s in results.steps],
         "items": items,
@@ -79,6 +80,16 @@ def document(plan: Plan, results: Results, items: list[dict[str, Any]], user_cod
         "summary": {"items": len(items), **{k: impacts.count(k) for k in ("high", "medium", "low")}},
         "exit_code": exit_code,
     })
+
+
+def _shown(path: Any) -> str | None:
+    """A path as the user would write it: relative to the working folder when inside it."""
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def error_document(kind: str, message: str) -> dict[str, Any]:
