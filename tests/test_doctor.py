@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tlint.cli import main
+from tlint.doctor.steps import Results
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "fixtures" / "demo"
@@ -81,7 +82,8 @@ def test_doctor_on_the_demo_gives_one_report_with_every_part(demo_report):
     assert steps["scan-data"]["summary"]["failed"] > 0
     probes = {p["probe"]: p for p in doc["parts"]["verify"]["probes"]}
     assert {"mask-leak", "attention-maps", "activation-ranges", "overfit-batch", "warmup-ab"} <= set(probes)
-    assert set(probes["overfit-batch"]["curves"]) == {"overfit", "control"}
+    assert set(probes["overfit-batch"]["loss_curves"]) == {"overfit", "control"}
+    assert probes["data-ab"]["status"] == "skip"  # the demo's classifier has no per-sample labels in the LM batches
     assert doc["parts"]["diagnose"]["runs"][0]["path"].endswith("lr-high")
     # the ranked items carry every kind of evidence
     sources = {e["source"] for item in doc["items"] for e in item["evidence"]}
@@ -434,3 +436,55 @@ def test_a_missing_browser_fails_the_html_test_where_required(monkeypatch, tmp_p
     monkeypatch.delenv(browser.REQUIRE_ENV)
     with pytest.raises(pytest.skip.Exception):
         browser.chromium()
+
+
+def data_ab_results() -> Results:
+    """What doctor gets from a failing `data-ab` (the curves in the probe's own shape, from
+    its `Run.to_json`) next to the data scan's failing nan-inf check."""
+    from tests.torchutil import import_torch
+
+    import_torch()
+    from tlint.verify.data_ab import Run
+
+    user = Run(train_loss=[4.2, math.inf], eval_steps=[0], eval_loss=[4.17], diverged_at=1)
+    steps = list(range(0, 41, 5))
+    cleaned = Run(train_loss=[4.2 - 0.05 * i for i in range(40)], eval_steps=steps,
+                  eval_loss=[4.17 - 0.04 * s for s in steps])
+    nan_check = {"check": "nan-inf", "loader": "train", "status": "fail", "rules": ["TL110", "TL112"], "figure": 2,
+                 "unit": "batches", "tolerance": 0, "detail": "2 batches with a NaN", "extra": {}}
+    probe = {"probe": "data-ab", "status": "fail", "figure": 1.0, "tolerance": 0.25, "unit": "share lost",
+             "module": None, "detail": "the data pipeline is at fault: the cleaned run ends clearly better",
+             "extra": {"data_checks": [{k: nan_check[k] for k in ("check", "loader", "rules", "detail")}],
+                       "curves": {"user": user.to_json(), "cleaned": cleaned.to_json()}}}
+    return Results(scan={"checks": [nan_check], "findings": []},
+                   verify={"model": {"class": "GPT2LMHeadModel", "factory": "m:build", "parameters": 1000,
+                                     "call": "ids"}, "probes": [probe], "findings": []})
+
+
+def test_a_failing_data_ab_is_the_ab_item_and_joins_the_data_checks_it_names():
+    from tlint.doctor.ranking import rank
+
+    items = rank(data_ab_results())
+    ab = next(i for i in items if i["title"] == "probe data-ab fails")
+    assert ab["stage"] == "ab" and ab["impact"] == "high" and "data pipeline" in ab["fix"]
+    nan = next(i for i in items if i["title"] == "data check nan-inf fails")
+    assert [e.get("probe") or e.get("check") for e in nan["evidence"]] == ["nan-inf", "data-ab"]
+
+
+def test_the_ab_loss_curves_are_drawn_in_the_html(tmp_path):
+    from tests.browserutil import decoded_images
+    from tlint.doctor.html import write_html
+    from tlint.doctor.report import curves
+
+    results = data_ab_results()
+    found = curves(results.verify["probes"][0]["extra"])
+    assert set(found) == {"user train (diverged at step 1)", "user eval", "cleaned train", "cleaned eval"}
+    assert found["cleaned eval"]["steps"] == list(range(0, 41, 5))
+    assert found["user train (diverged at step 1)"]["loss"] == [4.2, None]
+    doc = {"path": "proj", "config": None, "version": "0", "user_code": [], "exit_code": 1, "notes": [], "steps": [],
+           "items": [], "summary": {"items": 0, "high": 0, "medium": 0, "low": 0}}
+    page = tmp_path / "ab.html"
+    write_html(doc, results, page, tmp_path)
+    text = page.read_text(encoding="utf-8")
+    assert 'alt="loss curves of data-ab"' in text and "Training dynamics and A/B" in text
+    assert decoded_images(page, tmp_path) == {"total": 1, "decoded": 1, "broken": []}

@@ -33,7 +33,8 @@ h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;margin:30px 0 8px;border-bo
 h3{font-size:15px;margin:18px 0 6px}.meta{color:#5b6475;margin:0 0 12px}
 table{border-collapse:collapse;background:#fff;margin:6px 0 12px;width:100%}
 th,td{border:1px solid #dde1e8;padding:3px 7px;text-align:left;vertical-align:top}
-th{background:#eef1f5;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#eef1f5;font-weight:600}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td:first-child{white-space:nowrap}
 .item{background:#fff;border:1px solid #dde1e8;border-left:6px solid #8a93a5;border-radius:4px;
 margin:8px 0;padding:8px 12px}
 .item.high{border-left-color:#d62728}.item.medium{border-left-color:#ff9f1c}.item.low{border-left-color:#2b7bba}
@@ -271,10 +272,15 @@ def _training(results: Results, plots: _Plots) -> str:
         if not found or plots.plt is None:
             continue
         fig, ax = plots.plt.subplots(figsize=(5.5, 3.2), constrained_layout=True)
-        for label, values in found.items():
-            ys = [math.nan if v is None else v for v in values]
-            ax.plot(range(1, len(ys) + 1), ys, label=label, linewidth=1.5)
-        ax.set_xlabel("sampled step")
+        for label, curve in found.items():
+            ys = [math.nan if v is None else v for v in curve["loss"]]
+            style: dict[str, Any] = {}
+            if label.endswith(" eval"):
+                style = {"linestyle": "--", "marker": "o", "markersize": 3}
+            if sum(y == y for y in ys) <= 2:  # a run that diverged at once: its points must show
+                style = {**style, "marker": "x", "markersize": 8}
+            ax.plot(curve["steps"], ys, label=label, linewidth=1.5, **style)
+        ax.set_xlabel("step" if p["probe"] == "data-ab" else "step (sampled)")
         ax.set_ylabel("loss")
         ax.set_title(f"{p['probe']} ({p['status']})", fontsize=10)
         ax.legend(fontsize=8)

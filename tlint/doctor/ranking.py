@@ -4,7 +4,8 @@ An item is a rule (all its static findings), or a failing probe, data check or r
 finding that no rule's item takes. Evidence joins an item when it tests the same bug: the
 verifier's verdict on the rule's findings, a failing probe that tests a finding the verifier matched to the model
 (`Rule.probes`, or the probe that gave the verdict), a failing data check that confirmed a
-finding in the loaders' files, a run-log finding whose likely causes name the rule. The score (README "tlint doctor"):
+finding in the loaders' files, a failing `data-ab` on the items of the data checks it names,
+a run-log finding whose likely causes name the rule. The score (README "tlint doctor"):
 
 - severity: error 3, warning 2, info 1;
 - +3 when the bug was seen at run time: a confirmed verdict, a failing probe or data check
@@ -118,6 +119,7 @@ def rank(results: Results) -> list[dict[str, Any]]:
         static.add(d["code"])
     _verify_evidence(results, items, rule_item)
     _data_evidence(results, items, rule_item)
+    _ab_evidence(results, items)
     _log_evidence(results, items, static)
     ranked = list(items.values())
     for item in ranked:
@@ -217,6 +219,22 @@ def _data_evidence(results: Results, items: dict[str, Item], rule_item) -> None:
             item.evidence.insert(len(item.evidence) - (1 if item.evidence[-1].get("source") == "check" else 0),
                                  evidence)
         item.seen = True
+
+
+def _ab_evidence(results: Results, items: dict[str, Item]) -> None:
+    """A failing `data-ab` (the cleaned batches train clearly better) joins the items of the
+    data checks it names as the cleaning's targets."""
+    if results.verify is None:
+        return
+    for probe in results.verify["probes"]:
+        if probe["probe"] != "data-ab" or probe["status"] != "fail":
+            continue
+        evidence = {"source": "verify", "probe": "data-ab", "status": "fail", **_figure(probe), "text": probe["detail"]}
+        named = {c.get("check") for c in (probe.get("extra") or {}).get("data_checks", []) if isinstance(c, dict)}
+        for item in items.values():
+            checks = {e.get("check") for e in item.evidence if e.get("source") == "scan-data"}
+            if item.stage == "data" and checks & named:
+                item.add(evidence)
 
 
 def _log_evidence(results: Results, items: dict[str, Item], static: set[str]) -> None:

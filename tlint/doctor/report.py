@@ -14,7 +14,8 @@ from tlint.doctor.plan import Plan
 from tlint.doctor.steps import Results
 
 SCHEMA_VERSION = 1
-CURVE_KEYS = ("loss_curve", "curve", "losses")   # lists of losses in a training probe's `extra`
+CURVE_KEYS = ("loss_curve", "curve", "losses", "train_loss", "eval_loss")  # loss lists in a probe's `extra`
+_CONTAINERS = ("runs", "curves")                 # keys that only group the runs: left out of the labels
 EVIDENCE_SHOWN = 4                               # per item in the text report (the JSON has all)
 EVIDENCE_CHARS = 240                             # of each one's text, in the text report
 
@@ -30,20 +31,30 @@ def clean(value: Any) -> Any:
     return value
 
 
-def curves(extra: Any, prefix: str = "", depth: int = 0) -> dict[str, list[float | None]]:
-    """The loss curves in a training probe's `extra` (warmup-ab's four runs, overfit-batch's
-    run and control, data-ab's two runs): every list of numbers under a `loss_curve`-like
-    key, named by the keys above it."""
-    out: dict[str, list[float | None]] = {}
+def curves(extra: Any, path: tuple[str, ...] = (), depth: int = 0) -> dict[str, dict[str, list]]:
+    """The loss curves in a training probe's `extra` (overfit-batch's run and control,
+    warmup-ab's four runs, data-ab's user and cleaned runs with their eval losses): every
+    list of numbers under a `loss_curve`-like key, as `{label: {"steps", "loss"}}`, the label
+    made of the keys above it (and `train`/`eval` for data-ab's two series of a run); eval
+    losses are placed at their `eval_steps`, the others at 1, 2, ..."""
+    out: dict[str, dict[str, list]] = {}
     if not isinstance(extra, dict) or depth > 3:
         return out
     for key, value in extra.items():
-        name = f"{prefix}/{key}" if prefix else str(key)
         if key in CURVE_KEYS and isinstance(value, list) and value \
                 and all(v is None or isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            out[prefix or str(key)] = [None if v is None else float(v) for v in value]
+            names = [p for p in path if p not in _CONTAINERS]
+            if key in ("train_loss", "eval_loss"):
+                names.append(key.split("_")[0])
+            label = " ".join(names) or str(key)
+            if key == "train_loss" and isinstance(extra.get("diverged_at"), int):
+                label += f" (diverged at step {extra['diverged_at']})"
+            steps = extra.get("eval_steps") if key == "eval_loss" else None
+            if not (isinstance(steps, list) and len(steps) == len(value)):
+                steps = list(range(1, len(value) + 1))
+            out[label] = {"steps": list(steps), "loss": [None if v is None else float(v) for v in value]}
         elif isinstance(value, dict):
-            out.update(curves(value, name, depth + 1))
+            out.update(curves(value, (*path, str(key)), depth + 1))
     return out
 
 
@@ -57,7 +68,7 @@ def document(plan: Plan, results: Results, items: list[dict[str, Any]], user_cod
         for entry, probe in zip(verify["probes"], results.verify["probes"]):
             found = curves(probe.get("extra") or {})
             if found:
-                entry["curves"] = found
+                entry["loss_curves"] = found
     scan = None
     if results.scan is not None:
         from tlint.verify.data import report_json as scan_json

@@ -142,20 +142,11 @@ def probe_stage(name: str) -> str:
 
 
 def doctor_probes() -> list[str]:
-    """The probes doctor runs: the default ones, then the training probes, then `data-ab`
-    (the clean-data A/B) when this verifier has it."""
+    """The probes doctor runs: the default ones, then the training probes, `data-ab` (the
+    clean-data A/B, the procedure's last stage) among them."""
     from tlint.verify.options import PROBES, TRAINING_PROBES
 
-    names = [*PROBES, *TRAINING_PROBES]
-    every = set(names)
-    try:  # a probe registered elsewhere than the two tables
-        from tlint.verify.options import select_probes
-
-        if "data-ab" not in every and select_probes(["data-ab"]):
-            names.append("data-ab")
-    except Exception:  # not registered: select_probes refuses an unknown name
-        pass
-    return names
+    return [*PROBES, *TRAINING_PROBES]
 
 
 def run_diagnose(plan: Plan, plots: Path | None) -> tuple[Step, dict[str, Any] | None]:
