@@ -91,5 +91,28 @@ class SizeOverrideFact:
     name: str
 
 
+@dataclass(frozen=True)
+class NanSourceFact:
+    """`nan-source`: data read by `reader` (pandas/numpy, in a module that never handles
+    NaN) passed, without becoming a tensor here, to the imported `callee` as its
+    `position`-th positional argument or its `keyword` argument."""
+
+    callee: str
+    position: int | None
+    keyword: str | None
+    reader: str
+
+
+@dataclass(frozen=True)
+class TensorizesFact:
+    """`tensorizes`: the function or `Dataset` class `callee` (of a module that never
+    handles NaN) turns these parameters into tensors: `params` by name, `positions` their
+    places among the positional parameters (after `self`)."""
+
+    callee: str
+    params: tuple[str, ...] = ()
+    positions: tuple[int, ...] = ()
+
+
 FACT_TYPES: tuple[type, ...] = (Via, TokenizerFact, TokenizerSavedFact, PositionalTableFact, SequenceLengthFact,
-                                CallArgsFact, SizeOverrideFact)
+                                CallArgsFact, SizeOverrideFact, NanSourceFact, TensorizesFact)

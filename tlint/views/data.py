@@ -1,8 +1,9 @@
 """The data view (`ctx.data`): the data-pipeline questions several rules and project facts
 ask of one file, answered once per file: which names hold a tokenizer
 (`tokenizer_variables`), which calls encode text with one (`tokenizer_encode_calls`),
-which names hold input ids (`ids_variables`), where the file pads (`padding`), where pad positions are kept out of the
-loss (`label_masking`), and the value of a checkpoint name or a pad id as the program runs
+which names hold input ids (`ids_variables`), where the file pads (`padding`), where data
+read with pandas/numpy flows (`nan_flow`, `views/nan_flow.py`), where pad positions are
+kept out of the loss (`label_masking`), and the value of a checkpoint name or a pad id as the program runs
 by default (`constant`, through `ctx.bindings`).
 
 The helpers that take it (`tokenizer_like(data, expr)`, `unpadded_ids(data, ...)`, ...)
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from tlint.source import FileIndex
     from tlint.views.bindings import BindingsView
     from tlint.views.facts_data import LabelMasking
+    from tlint.views.nan_flow import NanFlow
 
 
 class DataView:
@@ -60,6 +62,13 @@ class DataView:
         from tlint.views.facts_data import LabelMasking
 
         return LabelMasking(self.index)
+
+    @cached_property
+    def nan_flow(self) -> NanFlow:
+        """Where data read with pandas/numpy flows (`views/nan_flow.py`)."""
+        from tlint.views.nan_flow import NanFlow
+
+        return NanFlow(self.index, self.bindings.calls)
 
     def padding(self, ctx: FileContext) -> list[cst.CSTNode]:
         """The file's padding sites (`facts_data.padding_sites`), found once for the `pads`

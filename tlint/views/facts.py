@@ -32,6 +32,10 @@ decided on the facts of related files. Kinds so far:
   reported at the literal (TL206).
 - `sequence-length`: a literal sequence length the data is built with (`length`, `what`,
   `origins`, `via`): tokenizer `max_length=`, `block_size=`/`seq_len=` of data classes.
+- `nan-source`: data read with pandas/numpy, in a module that never handles NaN, passed to
+  an imported function or class (`callee`, `position`/`keyword`, `reader`), at the read.
+- `tensorizes`: a module-level function or a `Dataset` class of a module that never
+  handles NaN, whose parameters become tensors (`callee`, `params`, `positions`).
 - `call-args`: which parameters the calls of a name give (`callee`, `keywords`,
   `positional`, `star`): a default counts only where calls leave it out.
 - `size-override`: `config.block_size = ...` set after construction (`name`).
@@ -103,6 +107,7 @@ from tlint.views.facts_model import (  # noqa: F401 - re-exported
     transformer_sites,
 )
 from tlint.views.facts_prefilter import ast_facts, ast_facts_exact  # noqa: F401 - re-exported
+from tlint.views.nan_flow import READER_TOKENS, SINK_TOKENS, nan_source_sites, tensorizes_sites
 
 EXTRACTORS = (
     ("pads", pads_sites), ("pads-unsided", unsided_padding_sites), ("transformer", transformer_sites),
@@ -113,9 +118,11 @@ EXTRACTORS = (
     ("tokenizer", tokenizer_sites), ("tokenizer-saved", tokenizer_saved_sites),
     ("positional-table", positional_table_sites), ("sequence-length", sequence_length_sites),
     ("call-args", call_args_sites), ("size-override", size_override_sites),
+    ("nan-source", nan_source_sites), ("tensorizes", tensorizes_sites),
 )
 # Fact kinds that cross-file rules report at: only these get a (costly) source range.
-POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequence-length"})
+POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequence-length", "nan-source",
+                                         "tensorizes"})
 
 # The pre-filter (see `Rule.tokens` and tlint/engine.py): per kind, words one of which a
 # file's text must contain (case-insensitively) for its extractor to yield anything. A
@@ -143,6 +150,8 @@ TOKENS: dict[str, frozenset[str]] = {
     "sequence-length": frozenset({"max_length", *DATA_LENGTH_KEYS, *_CHUNK_WORDS}),
     "call-args": frozenset(),  # any call: a pre-filtered file gets them from Python's tree (`ast_facts`)
     "size-override": frozenset(CONFIG_TABLE_KEYS),
+    "nan-source": READER_TOKENS,
+    "tensorizes": SINK_TOKENS,
 }
 
 
