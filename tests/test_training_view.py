@@ -301,6 +301,49 @@ def test_what_is_an_optimizer_step():
     assert code(view, loop.first("zero_grad").node) == "p.grad = None"
 
 
+def test_the_name_gate_admits_every_event_of_its_kinds():
+    # `may_be` (the cheap gate of `wrapper_functions`) must never turn away a call that
+    # `event_kind` classifies as one of the gated kinds, whatever its spelling.
+    view = view_of("""
+        import torch
+        import torch_xla.core.xla_model as xm
+        from torch.nn.utils import clip_grad_norm_ as clip
+        from torch.nn.utils.clip_grad import clip_grad_value_
+        from torch_xla.core.xla_model import optimizer_step as xla_step
+
+        def wrapped(model, opt, sched, scaler, engine):
+            clip(model.parameters(), 1.0)
+            clip_grad_value_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm(model.parameters(), 1.0)
+            accelerator.clip_grad_norm_(model.parameters(), 1.0)
+            self.clip_gradients(opt, 1.0)
+            for p in model.parameters():
+                p.grad.data.clamp_(-1, 1)
+            xm.optimizer_step(opt)
+            xla_step(opt)
+            scaler.step(opt)
+            engine.step()
+            optimizers[0].step()
+            sched.step()
+            model(batch)
+            print(opt)
+            getattr(opt, "step")()
+    """)
+    gated = ("clip", "optimizer_step", "scheduler_step")
+    seen = set()
+    for call in view.index.calls:
+        kind = view.event_kind(call)
+        if kind in gated:
+            seen.add(kind)
+            assert view.may_be(call, (kind,)), code(view, call)
+    assert seen == set(gated)
+    turned_away = [code(view, call) for call in view.index.calls if not view.may_be(call, gated)]
+    assert sorted(turned_away) == sorted(
+        ["model.parameters()"] * 5 + ["model(batch)", "print(opt)", 'getattr(opt, "step")()', 'getattr(opt, "step")'])
+    # a kind without a name table is never gated
+    assert all(view.may_be(call, ("backward",)) for call in view.index.calls)
+
+
 def test_no_backward_means_no_loops():
     view = view_of("""
         for batch in loader:

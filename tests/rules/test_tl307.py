@@ -95,3 +95,32 @@ def test_lambda_into_a_helper(tmp_path, helper, flagged):
         optimizer = torch.optim.Adam(model.parameters(), lr=1.0){marker}
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: rate(step, 512, 4000))
     """})
+
+
+FROZEN = """
+    import torch
+    import torch.nn as nn
+
+    model = nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4)
+    model.load_state_dict(torch.load("base.pth"), strict=False)
+    {freeze}
+    optimizer = torch.optim.AdamW(model.parameters(), lr={lr}){marker}
+"""
+
+
+@pytest.mark.parametrize(("freeze", "lr", "flagged"), [
+    ("mark_only_adapter_as_trainable(model)", "9e-3", False),
+    ("lora.mark_only_lora_as_trainable(model, bias='none')", "9e-3", False),
+    ("freeze_backbone(model)", "5e-3", False),
+    ("model.layers.requires_grad_(False)", "1e-2", False),
+    ("for p in model.parameters(): p.requires_grad = False", "9e-3", False),
+    ("mark_only_adapter_as_trainable(model)", "2e-2", True),  # above the adapter ceiling too
+    ("model.freeze()", "9e-3", True),  # no argument: not a helper freezing a model
+    ("model.requires_grad_(True)", "9e-3", True),
+    ("count_trainable_parameters(model)", "9e-3", True),
+    ("pass", "9e-3", True),
+])
+def test_a_file_that_freezes_the_model_trains_adapters(tmp_path, freeze, lr, flagged):
+    source = FROZEN.replace("{freeze}", freeze).replace("{lr}", lr).replace(
+        "{marker}", "  # expect: TL307" if flagged else "")
+    check(tmp_path, {"train.py": source})

@@ -271,3 +271,63 @@ def test_forward_pass_helper_whose_results_feed_the_update(tmp_path, use, flagge
                     self.optimizer.step()
                     self.optimizer.zero_grad()
     """})
+
+
+@pytest.mark.parametrize("use", ['print(step, losses["val"])', 'best = min(best, losses["val"])',
+                                 'scheduler.step(losses["val"])', 'log = {"val": losses["val"], "lr": lr}'])
+def test_loss_estimate_read_only_for_logging_is_evaluation(tmp_path, use):
+    # the helper's results are read by the training loop, but never reach its loss
+    check(tmp_path, {"train.py": f"""
+        import torch
+
+
+        @torch.no_grad()
+        def estimate_loss(model, get_batch, iters):
+            out = {{}}
+            for split in ("train", "val"):  # expect: TL312
+                losses = torch.zeros(iters)
+                for k in range(iters):
+                    x, y = get_batch(split)
+                    losses[k] = model(x, y).loss.item()
+                out[split] = losses.mean()
+            model.train()
+            return out
+
+
+        def train(model, get_batch, optimizer, scheduler, steps, lr, best):
+            for step in range(steps):
+                if step % 100 == 0:
+                    losses = estimate_loss(model, get_batch, 20)
+                    {use}
+                x, y = get_batch("train")
+                loss = model(x, y).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    """})
+
+
+def test_results_reaching_the_loss_through_assignments_are_a_rollout(tmp_path):
+    check(tmp_path, {"train.py": """
+        import torch
+
+
+        @torch.no_grad()
+        def score_batches(model, batches):
+            scores = []
+            for batch in batches:
+                scores.append(model(batch).logits.softmax(-1))
+            return scores
+
+
+        def distil(student, teacher, batches, optimizer):
+            targets = score_batches(teacher, batches)
+            soft = [t.detach() for t in targets]
+            for i, batch in enumerate(batches):
+                logp = student(batch).logits.log_softmax(-1)
+                kl = torch.nn.functional.kl_div(logp, soft[i], reduction="batchmean")
+                loss = kl
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    """})

@@ -3,8 +3,10 @@ learning rate above a threshold.
 
 The rate is what runs by default (`TrainingView.literal`: literals, constants, parameter
 defaults, argparse/click/dataclass defaults); values read at run time are not judged.
-The threshold depends on what is trained: a model loaded with `from_pretrained` in the
-file (fine-tuning), adapters only (`peft`), or a model trained from scratch. A `LambdaLR`
+The threshold depends on what is trained: adapters only (`peft`, or a file that freezes
+the rest: `mark_only_*`/`freeze*` calls, `requires_grad_(False)`, `requires_grad =
+False`), a model loaded with `from_pretrained` in the file (fine-tuning), or a model
+trained from scratch. A `LambdaLR`
 whose lambda carries the scale itself (Noam: `d_model ** -0.5 * ...`), or through a function
 of this file it calls, makes the optimiser's `lr` a multiplier, not a rate.
 """
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.cst import get_arg, walk
+from tlint.cst import get_arg, last_name, literal_value, walk
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.training import TrainingView, is_adam_name
 
@@ -34,7 +36,7 @@ class HighLearningRate(Rule):
     summary = "An Adam-family optimiser trains a transformer at a learning rate above the usual range."
     probes = ("warmup-ab",)
     verify_site = "training"
-    options = {"max-lr-scratch": 1e-3, "max-lr-pretrained": 1e-4, "max-lr-adapter": 5e-3}
+    options = {"max-lr-scratch": 1e-3, "max-lr-pretrained": 1e-4, "max-lr-adapter": 1e-2}
 
     def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:
@@ -64,8 +66,8 @@ class HighLearningRate(Rule):
         index = ctx.index
         if index.imports.imports_module("peft") or any(
             (index.qualify(call.func) or "").startswith("peft.") for call in index.calls
-        ):
-            return float(self.options["max-lr-adapter"]), "adapters (LoRA)"
+        ) or _freezes(index):
+            return float(self.options["max-lr-adapter"]), "adapters trained on a frozen model"
         if view.calls_of("model"):
             return float(self.options["max-lr-pretrained"]), "a pretrained transformer"
         return float(self.options["max-lr-scratch"]), "a transformer trained from scratch"
@@ -84,6 +86,25 @@ class HighLearningRate(Rule):
             if body is not None and _scales(view, body, set(), 0):
                 return True
         return False
+
+
+def _freezes(index) -> bool:
+    """The file freezes what it does not train: `mark_only_lora_as_trainable(model)`,
+    `freeze_backbone(model)`, `model.requires_grad_(False)`, `p.requires_grad = False`."""
+    if not index.identifiers & {"requires_grad", "requires_grad_"} and not any(
+            name.startswith(("mark_only", "freeze")) for name in index.identifiers):
+        return False
+    for call in index.calls:
+        name = last_name(call.func) or ""
+        if name.startswith(("mark_only", "freeze")) and call.args:
+            return True
+        if name == "requires_grad_" and call.args and literal_value(call.args[0].value, None) is False:
+            return True
+    for node in index.assignments:
+        if type(node) is cst.Assign and literal_value(node.value, None) is False and any(
+                last_name(target.target) == "requires_grad" for target in node.targets):
+            return True
+    return False
 
 
 def _scales(view: TrainingView, body: cst.CSTNode, seen: set[int], depth: int) -> bool:

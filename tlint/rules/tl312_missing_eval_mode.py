@@ -264,11 +264,65 @@ def _loops_around_no_grad(view: TrainingView) -> frozenset[int]:
 
 def _read_in_training(view: TrainingView, function: cst.FunctionDef | None, loop: cst.For | None,
                       names: set[str]) -> bool:
-    """A training loop of `function` (other than `loop`) reads one of `names`."""
+    """A training loop of `function` (other than `loop`) feeds one of `names` (or a name
+    bound from them in the function) into its update: the loss it runs backward on.
+    Printing them, logging them or comparing them with the best so far is not an update."""
+    flows: set[str] | None = None
     for training in view.loops:
         node = training.node
         if node is loop or training.function is not function or (loop is not None and view.index.is_inside(node, loop)):
             continue
-        if any(type(n) is cst.Name and n.value in names for n in walk(node)):
+        if flows is None:
+            scope = function.body if function is not None else view.index.module
+            flows = _bound_from(walk(scope, into_functions=False), names)
+        if flows & _update_inputs(training):
             return True
     return False
+
+
+def _names(node: cst.CSTNode | None) -> set[str]:
+    return {n.value for n in walk(node) if type(n) is cst.Name} if node is not None else set()
+
+
+def _assigned(nodes) -> list[tuple[set[str], set[str]]]:
+    """(target names, value names) of each assignment among `nodes`."""
+    out = []
+    for node in nodes:
+        if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and node.value is not None:
+            targets = set().union(*(_names(t) for t in assignment_targets(node)))
+            out.append((targets, _names(node.value)))
+    return out
+
+
+def _bound_from(nodes, names: set[str]) -> set[str]:
+    """`names` and every name assigned (transitively) from an expression reading one."""
+    assignments = _assigned(n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign))
+    out = set(names)
+    changed = True
+    while changed:
+        changed = False
+        for targets, values in assignments:
+            if values & out and not targets <= out:
+                out |= targets
+                changed = True
+    return out
+
+
+def _update_inputs(training) -> set[str]:
+    """The names a training loop's backward pass depends on, through its assignments: what
+    its `backward()` calls read (`loss`, `scaler.scale(loss)`, `accelerator.backward(loss)`,
+    or the helper call leading to one), and what those names are assigned from."""
+    out: set[str] = set()
+    for event in training.events:
+        if event.kind == BACKWARD:
+            out |= _names(event.site)
+    assignments = _assigned(n for n in walk(training.node)
+                            if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign))
+    changed = True
+    while changed:
+        changed = False
+        for targets, values in assignments:
+            if targets & out and not values <= out:
+                out |= values
+                changed = True
+    return out

@@ -84,6 +84,7 @@ from tlint.views.training_warmup import TrainingWarmup, warmup_sites  # noqa: F4
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
+    from tlint.views.training_loops import _Iteration
 
 # --- the view -----------------------------------------------------------------------------
 
@@ -101,6 +102,7 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
         self.calls = self.bindings.calls
         self._read_input = read_input
         self._kinds: dict[cst.Call, str | None] = {}
+        self._walks: dict[cst.CSTNode, _Iteration] = {}  # root -> its walk (`TrainingLoops._walk`)
         # Calls classified as loss/forward only by their callee's name (`criterion(...)`).
         self.named_like_events: set[cst.Call] = set()
         self._deepspeed_cache: dict[Path | None, tuple[list[DeepSpeedConfig], int]] = {}
@@ -120,7 +122,7 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
     def _family(self, call: cst.Call) -> tuple[str, str] | None:
         qualified = self.index.qualify(call.func)
         if qualified is None:
-            named = self._optimizer_by_string(call.func)
+            named = self._optimizer_by_string(call.func) if self._optimizer_getattrs else None
             if named is not None:
                 return ("optimizer", named)
             name = call.func.value if type(call.func) is cst.Name else None
@@ -133,6 +135,15 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
             return None
         family = _family_of_qualified(qualified)
         return (family, qualified) if family else None
+
+    @cached_property
+    def _optimizer_getattrs(self) -> bool:
+        """The file calls `getattr(torch.optim, ...)` somewhere (what `_optimizer_by_string`
+        needs, directly or through a name): else no call of the file is looked up."""
+        if "getattr" not in self.index.identifiers:
+            return False
+        return any(type(call.func) is cst.Name and call.func.value == "getattr" and len(call.args) >= 2
+                   and self.index.qualify(call.args[0].value) == "torch.optim" for call in self.index.calls)
 
     def _optimizer_by_string(self, func: cst.BaseExpression) -> str | None:
         """`getattr(torch.optim, args.optimizer)(...)`, directly or through the name it is

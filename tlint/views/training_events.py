@@ -44,6 +44,16 @@ _OPTIMIZER_WORDS = frozenset({"opt", "optim", "optimizer", "optimiser", "optimiz
 _MODEL_NAMES = frozenset({"model", "net", "network", "module", "self", "engine", "student", "teacher"})
 _FACTORY_VERBS = frozenset({"get", "build", "create", "make", "load", "init", "setup", "prepare", "wrap", "unwrap"})
 _CLIP_OBJECTS = frozenset({"grad", "grads", "gradient", "gradients", "norm"})
+_STEP = "step"  # `optimizer.step()`, `scheduler.step()`, `scaler.step(optimizer)`, `engine.step()`
+_XLA_STEP = "xla_model.optimizer_step"  # `xm.optimizer_step(optimizer)`
+_GRAD_CLAMPS = ("clamp_", "clip_")  # `p.grad.clamp_(-c, c)`
+# The callee names a call of each kind can have (`_event_kind` decides by the same tables;
+# a callee imported under another name, and one named like a clipper, pass `may_be` too).
+_KIND_NAMES: dict[str, frozenset[str]] = {
+    CLIP: frozenset({name.rsplit(".", 1)[1] for name in CLIP_FUNCTIONS} | set(_GRAD_CLAMPS)),
+    OPTIMIZER_STEP: frozenset({_STEP, _XLA_STEP.rsplit(".", 1)[1]}),
+    SCHEDULER_STEP: frozenset({_STEP}),
+}
 
 
 def _says_clip(name: str) -> bool:
@@ -275,6 +285,21 @@ class TrainingEvents:
         self._kinds[call] = kind
         return kind
 
+    def may_be(self, call: cst.Call, kinds: tuple[str, ...]) -> bool:
+        """Whether `call` can be an event of one of `kinds` at all, by its callee's name
+        alone (a cheap gate before `event_kind`; always true for a kind without a table)."""
+        if any(kind not in _KIND_NAMES for kind in kinds):
+            return True
+        func = call.func
+        name = last_name(func)
+        if name is None:
+            return False  # (`_event_kind` finds none of these kinds without a name)
+        for kind in kinds:
+            if name in _KIND_NAMES[kind] or (kind == CLIP and _says_clip(name)):
+                return True
+        # `from torch.nn.utils import clip_grad_norm_ as clip`: decided by its qualified name
+        return type(func) is cst.Name and name in self.index.imports.aliases
+
     def _event_kind(self, call: cst.Call) -> str | None:
         func = call.func
         qualified = self.index.qualify(func)
@@ -283,7 +308,7 @@ class TrainingEvents:
             return CLIP
         attr = func.attr.value if type(func) is cst.Attribute else None
         receiver = func.value if type(func) is cst.Attribute else None
-        if attr in ("clamp_", "clip_") and "grad" in snake_parts((dotted_name(receiver) or "").replace(".", "_")):
+        if attr in _GRAD_CLAMPS and "grad" in snake_parts((dotted_name(receiver) or "").replace(".", "_")):
             return CLIP
         if attr in ("backward", "manual_backward"):
             return BACKWARD
@@ -295,9 +320,9 @@ class TrainingEvents:
             return ZERO_GRAD
         if attr == "zero_" and "grad" in snake_parts((dotted_name(receiver) or "").replace(".", "_")):
             return ZERO_GRAD  # `p.grad.zero_()`, `p.grad.data.zero_()`
-        if qualified and qualified.endswith("xla_model.optimizer_step"):
+        if qualified and qualified.endswith(_XLA_STEP):
             return OPTIMIZER_STEP
-        if attr == "step":
+        if attr == _STEP:
             role = self.role(receiver)
             if role == "scheduler":
                 return SCHEDULER_STEP

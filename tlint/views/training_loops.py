@@ -189,8 +189,10 @@ class TrainingLoops:
     if TYPE_CHECKING:  # set by TrainingView, or defined by its other parts (TrainingEvents)
         index: FileIndex
         named_like_events: set[cst.Call]
+        _walks: dict[cst.CSTNode, _Iteration]
 
         def event_kind(self, call: cst.Call) -> str | None: ...
+        def may_be(self, call: cst.Call, kinds: tuple[str, ...]) -> bool: ...
         def callee(self, call: cst.Call) -> cst.FunctionDef | None: ...
         def local_function(self, name: cst.Name) -> cst.FunctionDef | None: ...
 
@@ -198,7 +200,15 @@ class TrainingLoops:
 
     def iteration(self, root: cst.For | cst.While | cst.FunctionDef) -> list[Event]:
         """The events of one pass through a loop body (or a function body), helpers inlined."""
-        return _Iteration(self).run(root).events
+        return list(self._walk(root).events)
+
+    def _walk(self, root: cst.For | cst.While | cst.FunctionDef) -> _Iteration:
+        """The walk of one pass through `root`, once per root (`loops`, TL305's outer loops,
+        TL312's evaluation loops and the wrappers of TL302/TL305 ask for the same ones)."""
+        walk = self._walks.get(root)
+        if walk is None:
+            walk = self._walks[root] = _Iteration(self).run(root)
+        return walk
 
     def calls_in(self, loop: TrainingLoop) -> list[Event]:
         """Every call of one iteration of `loop` (kind CALL), helpers inlined."""
@@ -230,7 +240,7 @@ class TrainingLoops:
         index = self.index
         if not index.identifiers & {"backward", "manual_backward"}:
             return []
-        walks = {loop: _Iteration(self).run(loop) for loop in index.loops}
+        walks = {loop: self._walk(loop) for loop in index.loops}
         training = {loop for loop, walk in walks.items() if walk.trains()}
         innermost = [loop for loop in index.loops
                      if loop in training and not any(sub in training for sub in walks[loop].loops_seen)]
@@ -240,7 +250,7 @@ class TrainingLoops:
         for function in index.functions:
             if function in covered:
                 continue
-            walk = _Iteration(self).run(function)
+            walk = self._walk(function)
             if walk.trains() and not any(sub in training for sub in walk.loops_seen):
                 steps.append((function, walk))
         nested = set().union(*(walk.inlined for _, walk in steps)) if steps else set()
@@ -268,7 +278,7 @@ class TrainingLoops:
         found: dict[int, set[str]] = {}
         functions: dict[int, cst.FunctionDef] = {}
         for call in index.calls:
-            if index.enclosing_loops(call):
+            if not self.may_be(call, kinds) or index.enclosing_loops(call):
                 continue
             kind = self.event_kind(call)
             function = index.enclosing_function(call) if kind in kinds else None

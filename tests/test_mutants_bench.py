@@ -1,0 +1,191 @@
+"""bench/mutants.py: each operator's sites and edits on small examples, the found test,
+and one mutant run end to end on a tiny repository (the full benchmark is run by hand)."""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load():
+    name = "tlint_bench_mutants"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "mutants.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+mutants = _load()
+OPERATORS = {op.name: op for op in mutants.OPERATORS}
+
+TRAIN = textwrap.dedent('''\
+    import torch
+    from torch.cuda.amp import GradScaler
+    from transformers import get_linear_schedule_with_warmup
+
+
+    def train(model, loader, val_loader, epochs=3, warmup_steps=100):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+        scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=warmup_steps, num_training_steps=1000)
+        scaler = GradScaler()
+        for epoch in range(epochs):
+            model.train()
+            for batch in loader:
+                loss = model(**batch).loss
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                optimizer.zero_grad()
+            evaluate(model, val_loader)
+
+
+    @torch.no_grad()
+    def evaluate(model, val_loader):
+        model.eval()
+        total = 0.0
+        for batch in val_loader:
+            total += model(**batch).loss.item()
+        return total
+''')
+
+LOOP = ["loss = model(**batch).loss", "scaler.scale(loss).backward()", "scaler.unscale_(optimizer)",
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", "scaler.step(optimizer)", "scaler.update()",
+        "scheduler.step()", "optimizer.zero_grad()"]
+
+
+def loop_body(text: str) -> list[str]:
+    """The statements of the batch loop of TRAIN (or its mutant), stripped."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "for batch in loader:") + 1
+    out = []
+    for line in lines[start:]:
+        if not line.startswith(" " * 12):
+            break
+        out.append(line.strip())
+    return out
+
+
+def mutated(name: str, text: str = TRAIN) -> list[str]:
+    op = OPERATORS[name]
+    count = len(mutants.mutations_of(op, text, "train.py"))
+    return [mutants.mutate(text, op, k) for k in range(count)]
+
+
+def test_every_mutant_parses_and_differs_from_the_original():
+    for op in mutants.OPERATORS:
+        for text in mutated(op.name):
+            cst.parse_module(text)
+            assert text != TRAIN, op.name
+
+
+def test_remove_clip_and_remove_zero_grad_drop_one_statement():
+    [no_clip] = mutated("remove-clip")
+    assert loop_body(no_clip) == [s for s in LOOP if not s.startswith("torch.nn.utils.clip_grad_norm_")]
+    [no_reset] = mutated("remove-zero-grad")
+    assert loop_body(no_reset) == LOOP[:-1]
+
+
+def test_moves_follow_the_bug_each_operator_plants():
+    [late_clip] = mutated("clip-after-step")
+    assert loop_body(late_clip) == LOOP[:3] + [LOOP[4], LOOP[3]] + LOOP[5:]
+    [early_clip] = mutated("clip-before-unscale")
+    assert loop_body(early_clip) == LOOP[:2] + [LOOP[3], LOOP[2]] + LOOP[4:]
+    [early_schedule] = mutated("scheduler-before-step")
+    assert loop_body(early_schedule) == LOOP[:4] + [LOOP[6], LOOP[4], LOOP[5], LOOP[7]]
+
+
+def test_remove_eval_needs_a_loop_after_the_switch():
+    [no_eval] = mutated("remove-eval")
+    assert "model.eval()" not in no_eval and "model.train()" in no_eval
+    assert mutated("remove-eval", "def f(model, x):\n    model.eval()\n    return model(x)\n") == []
+
+
+def test_remove_warmup_sets_each_warmup_length_to_zero():
+    texts = mutated("remove-warmup")
+    assert [t for t in texts if "warmup_steps=0)" in t] and [t for t in texts if "num_warmup_steps=0," in t]
+    assert len(texts) == 2
+    more = textwrap.dedent('''\
+        import argparse, torch
+        from transformers import get_cosine_schedule_with_warmup
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--warmup_ratio", type=float, default=0.1)
+        warmup_iters = 2000
+        sched = get_cosine_schedule_with_warmup(opt, 500, 10_000)
+        prof = torch.profiler.schedule(wait=1, warmup=1, active=3)  # profiling, not a learning rate
+        none = get_cosine_schedule_with_warmup(opt, 0, 10_000)  # already no warmup
+    ''')
+    out = mutated("remove-warmup", more)
+    assert len(out) == 3
+    assert any("default=0)" in t for t in out) and any("warmup_iters = 0" in t for t in out)
+    assert any("get_cosine_schedule_with_warmup(opt, 0, 10_000)\nprof" in t for t in out)
+
+
+def test_an_emptied_block_gets_pass():
+    text = "def step(opt, model):\n    if clip:\n        torch.nn.utils.clip_grad_value_(model.parameters(), 1)\n    opt.step()\n"
+    [out] = mutated("remove-clip", text)
+    assert "    if clip:\n        pass\n    opt.step()" in out
+
+
+def test_files_not_searched():
+    op = OPERATORS["remove-zero-grad"]
+    assert op.searches("src/train.py", "opt.zero_grad()")
+    assert not op.searches("tests/test_train.py", "opt.zero_grad()")
+    assert not op.searches("bench.py", "opt.zero_grad()")
+    assert not op.searches("train.py", "opt.step()")
+    assert not OPERATORS["remove-eval"].searches("sample.py", "model.eval()\nfor x in y: pass")
+    assert not OPERATORS["remove-warmup"].searches("config/small.py", "warmup_iters = 100\n")
+    assert mutants.mutations_of(op, "def broken(:\n    opt.zero_grad()\n") == []
+
+
+def test_found_means_more_findings_of_an_expected_code_in_some_file():
+    before = collections.Counter({("train.py", "TL301"): 1, ("train.py", "TL316"): 1})
+    more = collections.Counter({("train.py", "TL301"): 2, ("train.py", "TL316"): 1})
+    other = collections.Counter({("train.py", "TL301"): 1, ("model.py", "TL304"): 1})
+    assert mutants.is_found(before, more, ("TL301",))
+    assert not mutants.is_found(before, before, ("TL301", "TL316"))
+    assert not mutants.is_found(before, other, ("TL301",))
+    assert mutants.is_found(before, other, ("TL304",))
+    assert mutants.spread(list(range(10)), 3) == [0, 3, 6] and mutants.spread([1, 2], 0) == [1, 2]
+
+
+def test_unknown_operator_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        mutants.main(["--operator", "no-such", "--mirrors", str(ROOT)])
+    assert exit_info.value.code == 2
+    assert "unknown operator no-such" in capsys.readouterr().err
+
+
+def test_one_tree_end_to_end(tmp_path):
+    repo = tmp_path / "mirrors" / "someone+demo"
+    repo.mkdir(parents=True)
+    (repo / "train.py").write_text(TRAIN)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for args in (["init", "-q"], ["add", "train.py"], ["commit", "-q", "-m", "x"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    tree = mutants.Tree("someone/demo", sha, ("train.py",), "test")
+    operators = [OPERATORS["remove-zero-grad"], OPERATORS["clip-after-step"]]
+    result = mutants.run_tree(tree, tmp_path / "mirrors", mutants.rb.tlint_command(str(ROOT)), operators, 4)
+    assert result["status"] == "ok"
+    statuses = {(m["operator"], m["status"]) for m in result["mutants"]}
+    assert statuses == {("remove-zero-grad", "found"), ("clip-after-step", "found")}
+    table = mutants.tally([result], operators)
+    assert table == {"remove-zero-grad": {"found": 1, "total": 1}, "clip-after-step": {"found": 1, "total": 1}}
+    assert (repo / "train.py").read_text() == TRAIN  # the mirror is only read
