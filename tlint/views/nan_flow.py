@@ -66,6 +66,7 @@ class NanFlow:
     def __init__(self, index: FileIndex, calls: CallsView) -> None:
         self.index = index
         self.calls = calls
+        self._mention_cache: dict[int, frozenset] = {}  # id(expression) -> the keys it reads
 
     # --- what the module reads, handles and builds ------------------------------------
 
@@ -130,16 +131,39 @@ class NanFlow:
         return None
 
     def _mentions(self, expr: cst.CSTNode, keys: set) -> bool:
-        for node in walk(expr):
-            kind = type(node)
-            if kind is cst.Name or kind is cst.Attribute:
-                if self._key(node) in keys:
-                    return True
-            elif kind is cst.Call:
-                callee = self.calls.callee(node)  # type: ignore[arg-type]
-                if callee is not None and ("return", id(callee)) in keys:
-                    return True
-        return False
+        return bool(keys) and not self._mention_keys(expr).isdisjoint(keys)
+
+    def _mention_keys(self, expr: cst.CSTNode) -> frozenset:
+        """The keys `expr` reads (names, attributes, what called local functions return),
+        computed once per expression: the taint's fixed point asks of the same bindings
+        again for every read and every parameter."""
+        found = self._mention_cache.get(id(expr))
+        if found is None:
+            keys: set = set()
+            nodes = list(walk(expr))
+            # An expression holds no function definition, so its names share one scope, found
+            # once; a lambda inside it is a scope of its own (`_key` answers name by name).
+            scope: int | None = -1 if any(type(n) is cst.Lambda for n in nodes) else None
+            for node in nodes:
+                kind = type(node)
+                if kind is cst.Attribute:
+                    keys.add(("attr", node.attr.value))  # type: ignore[attr-defined]
+                elif kind is cst.Name:
+                    if node.value == "self":  # type: ignore[attr-defined]
+                        continue
+                    if scope == -1:
+                        keys.add(self._key(node))
+                        continue
+                    if scope is None:
+                        function = self.index.enclosing_function(node)
+                        scope = id(function) if function is not None else 0
+                    keys.add((scope, node.value))  # type: ignore[attr-defined]
+                elif kind is cst.Call:
+                    callee = self.calls.callee(node)  # type: ignore[arg-type]
+                    if callee is not None:
+                        keys.add(("return", id(callee)))
+            found = self._mention_cache[id(expr)] = frozenset(keys)
+        return found
 
     def _bound_keys(self, target: cst.BaseExpression) -> set:
         if type(target) is cst.Tuple or type(target) is cst.List:
