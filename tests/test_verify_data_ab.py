@@ -279,6 +279,13 @@ def test_a_model_that_barely_learns_is_no_evidence(loaders):
     assert "lr 1e-07" in result.detail
 
 
+def test_runs_cut_short_by_max_seconds_do_not_compare(loaders):
+    ctx = context(loaders, "shifted_loader")
+    ctx.training = TrainingSettings(max_seconds=0.01)
+    result = run(ctx)
+    assert result.status == "skip" and "max-seconds (0.01 s) ran out" in result.detail
+
+
 def test_an_xy_tuple_loader_without_padding_has_nothing_to_clean(loaders):
     result = run(context(loaders, "tuple_loader", eval_loader=None))
     assert result.status == "pass", result.detail

@@ -63,7 +63,6 @@ THRESHOLD = 0.25     # the user data must lose more than this share of what the 
 NOISE_FACTOR = 3.0   # ... and more than this many times the seed-to-seed spread (same unit)
 MIN_LEARNED = 0.01   # the cleaned run must lower the eval loss by 1 % of its start, or nothing is compared
 DEFAULT_LR = 1e-3    # AdamW's learning rate when no optimiser and no lr is configured
-MIN_STEPS = 5        # fewer steps in the time budget: no comparison
 IGNORE = -100
 _WEIGHT_WORDS = ("weight",)
 
@@ -508,12 +507,11 @@ class DataABProbe(Probe):
                                  lambda step, i=index, a=arm: settings.progress(
                                      self.name, i * STEPS + step, total_runs * STEPS, a))
                 runs[(arm, seed)] = run
-                if run.stopped:  # the budget: every later run takes as many steps as this one
-                    steps = len(run.train_loss)
                 index += 1
-        if steps < MIN_STEPS:
-            return self.result("skip", None, detail=f"max-seconds ({settings.max_seconds:g} s) ran out after {steps} "
-                               f"steps of {STEPS} (raise `max-seconds`, or lower the batch sizes)", **extra)
+                if run.stopped:  # runs of different lengths do not compare
+                    return self.result("skip", None, detail=f"max-seconds ({settings.max_seconds:g} s) ran out: the "
+                                       f"{arm} run of seed {seed} {run.stopped}; the A/B needs every run to take its "
+                                       f"{steps} steps (raise `max-seconds`, or lower the batch sizes)", **extra)
         base = (f"{what}; {steps} steps on {len(user_rows)} train batch{'es' if len(user_rows) > 1 else ''} of "
                 f"{options.dataloader}, {kind} loss; scored on {eval_source}")
         extra.update(kind=kind, optimizer=what, steps=steps, seeds=list(seeds[: 1 if identical else 2]),
