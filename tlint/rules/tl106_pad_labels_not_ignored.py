@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.cst import dotted_name, last_name, snake_parts
+from tlint.cst import dotted_name, get_arg, last_name, literal_value, snake_parts, walk
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.facts import ids_expression, unpadded_ids
+from tlint.views.model import loss_calls
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -65,6 +66,88 @@ def _copies_name(expr: cst.BaseExpression, name: str) -> bool:
     return False
 
 
+_PASS_THROUGH = _COPY_METHODS | {"view", "reshape", "flatten", "float"}
+_MASKING_METHODS = {"masked_fill", "masked_fill_", "fill_", "index_fill_", "index_fill", "scatter_", "scatter",
+                    "where", "__setitem__"}
+
+
+def _follow(ctx: FileContext, scope, name: str, after: int, losses: dict, depth: int) -> bool | None:
+    """Where the labels held in `name` (in `scope`, from source position `after`) go: True
+    when they reach a cross-entropy/NLL loss with the default ignore index (-100) and nothing
+    masks them on the way; False when something may (a write into them, `masked_fill`,
+    `torch.where`, a loss `ignore_index` set to the pad id); None when they reach no loss
+    seen here. Calls of the file's own functions are followed into their parameters."""
+    index = ctx.index
+    body = scope.body if type(scope) is cst.FunctionDef else scope
+    found: bool | None = None
+    stop = None  # rebound to unrelated data: later uses hold something else
+    for use in walk(body, into_functions=False):
+        if type(use) is not cst.Name or use.value != name:
+            continue
+        at = index.position[id(use)]
+        if at <= after or (stop is not None and at > stop):
+            continue
+        current: cst.CSTNode = use
+        parent = index.parent(current)
+        while True:  # `labels[:n]`, `labels.view(-1).to(device)`: still the labels
+            if type(parent) is cst.Subscript and parent.value is current:
+                if type(index.parent(parent)) is cst.AssignTarget:
+                    return False  # `labels[labels == pad_id] = -100`
+                current, parent = parent, index.parent(parent)
+            elif type(parent) is cst.Attribute and parent.value is current:
+                if parent.attr.value in _MASKING_METHODS:
+                    return False
+                call = index.parent(parent)
+                if type(call) is not cst.Call or parent.attr.value not in _PASS_THROUGH:
+                    break
+                current, parent = call, index.parent(call)
+            else:
+                break
+        if type(parent) is cst.AugAssign:
+            return False  # written into: `labels += ...`
+        if type(parent) is cst.AssignTarget and current is use:  # `labels = ...` again
+            statement = index.parent(parent)
+            value = statement.value if type(statement) is cst.Assign else None
+            if value is None or not any(type(n) is cst.Name and n.value == name for n in walk(value)):
+                stop = at  # rebound to other data: later uses hold something else
+            continue
+        if type(parent) is not cst.Arg:
+            continue
+        call = index.parent(parent)
+        if type(call) is not cst.Call:
+            continue
+        if last_name(call.func) in _MASKING_METHODS:
+            return False  # `torch.where(mask, -100, labels)`
+        if id(call) in losses:
+            if not _default_ignore_index(ctx, call):
+                return False
+            found = True
+            continue
+        callee = ctx.calls.callee(call)
+        if callee is None or depth >= 2:
+            continue
+        bound = ctx.calls.bind(call, callee) or {}
+        param = next((p for p, value in bound.items() if value is parent.value), None)
+        if param is None:
+            continue
+        inner = _follow(ctx, callee, param, index.position[id(callee.body)], losses, depth + 1)
+        if inner is False:
+            return False
+        found = found or inner
+    return found
+
+
+def _default_ignore_index(ctx: FileContext, call: cst.Call) -> bool:
+    """The loss ignores only -100: no `ignore_index=`, or -100, on the call or on the
+    `nn.CrossEntropyLoss(...)` object it calls."""
+    arg = get_arg(call, "ignore_index")
+    if arg is None and type(call.func) is cst.Name:
+        bound = ctx.bindings.reaching(call.func)
+        ctor = bound[0].value if len(bound) == 1 else None
+        arg = get_arg(ctor, "ignore_index") if type(ctor) is cst.Call else None
+    return arg is None or literal_value(arg.value, default=None) == -100
+
+
 def _labels_target(target: cst.BaseExpression) -> bool:
     if type(target) is cst.Subscript and len(target.slice) == 1:
         key = target.slice[0].slice
@@ -89,12 +172,27 @@ class PadLabelsNotIgnored(Rule):
             ids = _copied_ids(ctx, value)
             if ids is None or unpadded_ids(ctx.data, ids, index.enclosing_function(node) or index.module):
                 continue
+            # Masking found elsewhere in the project counts only when these labels may reach it:
+            # labels followed into a loss with the default ignore index, untouched on the way,
+            # are reported whatever other labels the project masks.
+            unmasked = type(node) is cst.Assign and self._reach_unmasked_loss(ctx, node)
             ctx.report(
                 node,
                 "labels are a copy of padded input ids and nothing replaces the pad positions by -100 "
                 "(or sets the loss `ignore_index` to the pad id): the model is trained to predict padding",
-                when=ProjectCondition(any_of=("pads",), none_of=("masks-pad-labels",), scope="imports"),
+                when=ProjectCondition(any_of=("pads",), none_of=() if unmasked else ("masks-pad-labels",),
+                                      scope="imports"),
             )
+
+    @staticmethod
+    def _reach_unmasked_loss(ctx: FileContext, node: cst.Assign) -> bool:
+        if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
+            return False
+        losses = {id(call): call for call, _, _ in loss_calls(ctx.index)}
+        scope = ctx.index.enclosing_function(node) or ctx.index.module
+        end = ctx.index.ends[ctx.index.position[id(node)]]  # after the copy's own statement
+        verdict = _follow(ctx, scope, node.targets[0].target.value, end - 1, losses, 0)
+        return verdict is True
 
     @staticmethod
     def _label_copies(index):
