@@ -113,3 +113,48 @@ def test_labels_under_a_dict_key_and_ids_under_any_name(tmp_path):
         '"labels": [seq.tolist() for seq in new_input_ids]',
         '"labels": [[t if t != pad_token_id else -100 for t in seq.tolist()] for seq in new_input_ids]')
     assert lint(tmp_path / "b", {"m.py": masked}) == set()
+
+
+FOLLOWED = """
+import torch
+import torch.nn as nn
+from transformers import DataCollatorWithPadding
+
+IGNORE_INDEX = -100
+
+
+def other_labels(labels):
+    labels[labels == 0] = IGNORE_INDEX  # masking evidence of the project, for other labels
+    return labels
+
+
+def forward(model, features, tokenizer):
+    batch = DataCollatorWithPadding(tokenizer)(features)
+    logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    labels = batch["input_ids"].clone()
+    {line}
+    return loss(logits, labels)
+
+
+def loss(logits, labels):
+    {loss}
+"""
+
+
+@pytest.mark.parametrize(("line", "loss", "reported"), [
+    ("pass", "return nn.functional.cross_entropy(logits.view(-1, 5), labels.view(-1))", True),
+    ("pass", "fn = nn.CrossEntropyLoss()\n    return fn(logits.view(-1, 5), labels.view(-1))", True),
+    ("pass", "fn = nn.CrossEntropyLoss(ignore_index=-100)\n    return fn(logits.view(-1, 5), labels[:, 1:])", True),
+    ("labels[labels == tokenizer.pad_token_id] = -100",
+     "return nn.functional.cross_entropy(logits.view(-1, 5), labels.view(-1))", False),
+    ("labels = labels.masked_fill(batch['attention_mask'] == 0, -100)",
+     "return nn.functional.cross_entropy(logits.view(-1, 5), labels.view(-1))", False),
+    ("labels.masked_fill_(batch['attention_mask'] == 0, -100)",
+     "return nn.functional.cross_entropy(logits.view(-1, 5), labels.view(-1))", False),
+    ("pass", "return nn.functional.cross_entropy(logits.view(-1, 5), labels.view(-1), ignore_index=0)", False),
+    ("pass", "return torch.where(labels == 0, 0.0, logits.sum())", False),  # no loss reached: project masking
+    ("labels = batch['labels']", "return nn.functional.cross_entropy(logits.view(-1, 5), labels.view(-1))", False),
+])
+def test_labels_followed_to_their_loss_ignore_masking_of_other_labels(tmp_path, line, loss, reported):
+    src = FOLLOWED.replace("{line}", line).replace("{loss}", loss)
+    assert lint(tmp_path, {"m.py": src}) == ({("m.py", 16, CODE)} if reported else set())
