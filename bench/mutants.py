@@ -8,7 +8,8 @@ and count how often tlint reports it.
 Run by hand, like bench/realbugs.py and bench/ecosystem.py (it is not part of CI: a full
 run lints a few hundred mutated trees). The real code is the trees those two benchmarks
 pin: every repository of `bench/ecosystem/repos.toml` (its `take`) and the fixed tree of
-every case of `bench/realbugs/cases/training.toml`, materialised from the mirrors with the
+every case of `bench/realbugs/cases/<family>.toml` for the families of the operators run,
+materialised from the mirrors with the
 same helpers (`realbugs.materialise`; a mirror is `MIRRORS/owner+name/repo`).
 
 **Operators** (`OPERATORS`, one `Operator` each: a name, the family of rules it probes, the
@@ -21,7 +22,10 @@ LibCST edit of one file (`RemoveStatement`, `MoveStatement`, `ReplaceExpression`
 (TL305), the clip moved after the optimiser step (TL302) or before the AMP scaler's
 `unscale_` (TL303). Sites are found by the names of the calls (`clip_grad_norm_`,
 `opt.step()`, `scheduler.step()`), never by tlint's own analysis, so the benchmark does not
-grade tlint against itself.
+grade tlint against itself. Data operators (issue 21): the `attention_mask=` of a call that
+also passes input ids removed (TL101, or TL103 when the enclosing forward's mask is then
+unused), a `key_padding_mask=` argument removed (TL102/TL103); they search only files that
+mention padding, and run on the fixed trees of the data cases too.
 
 **Adding an operator** (model and data families too): write a function `(module: cst.Module,
 text: str) -> list[Mutation]` (use `statements_with`, `block_pairs` and the call
@@ -433,6 +437,96 @@ def remove_warmup(parsed: Parsed) -> list[Mutation]:
             for expr, where in visitor.sites]
 
 
+class RemoveArgument(cst.CSTTransformer):
+    """Remove one argument (by identity in the original tree) from its call."""
+
+    def __init__(self, call: cst.Call, arg: cst.Arg) -> None:
+        super().__init__()
+        self.call, self.arg = call, arg
+
+    def leave_Call(self, original, updated):
+        if original is not self.call:
+            return updated
+        keep = [new for old, new in zip(original.args, updated.args, strict=True) if old is not self.arg]
+        if keep:  # the last argument keeps no trailing comma it did not have
+            last = original.args[-1]
+            keep[-1] = keep[-1].with_changes(comma=last.comma)
+        return updated.with_changes(args=keep)
+
+
+_MODEL_WORDS = ("model", "net", "lm", "encoder", "decoder", "transformer", "gpt", "bert", "backbone", "policy",
+                "teacher", "student", "critic", "actor")
+_ATTENTION_WORDS = ("attn", "attention", "transformer", "encoder", "decoder", "layer", "block")
+
+
+def _model_like(call: cst.Call, words: Sequence[str]) -> bool:
+    """The call runs a model or a module by its name: `model(...)`, `self.encoder(...)`,
+    `model.generate(...)`, `self.self_attn(...)` (the name, or for `forward`/`generate` the
+    receiver's, holds one of `words`); not a private helper (`self._build(...)`), a class
+    (`InputFeatures(...)`) or a tokenizer."""
+    func = call.func
+    name = callee(call)
+    if name in ("forward", "generate", "__call__") and isinstance(func, cst.Attribute):
+        name = dotted(func.value).rsplit(".", 1)[-1]
+    if not name or name.startswith("_") or name[:1].isupper() or "token" in name.lower():
+        return False
+    return any(word in name.lower() for word in words)
+_KEY_PADDING_KEYWORDS = ("key_padding_mask", "src_key_padding_mask", "tgt_key_padding_mask",
+                         "memory_key_padding_mask")
+
+
+def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+class _AllCalls(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+
+def _calls(parsed: Parsed) -> list[cst.Call]:
+    visitor = _AllCalls()
+    parsed.module.visit(visitor)
+    return visitor.calls
+
+
+def remove_attention_mask(parsed: Parsed) -> list[Mutation]:
+    """`attention_mask=` removed from a model call (by its name: `model(...)`,
+    `self.encoder(...)`, `model.generate(...)`) that also passes input ids (`input_ids=`,
+    or ids as the first positional argument)."""
+    out = []
+    for call in _calls(parsed):
+        arg = _keyword(call, "attention_mask")
+        if arg is None or not _model_like(call, _MODEL_WORDS):
+            continue
+        ids = _keyword(call, "input_ids") or (call.args[0] if call.args and call.args[0].keyword is None
+                                              and not call.args[0].star else None)
+        if ids is None or "mask" in dotted(ids.value).lower():
+            continue
+        out.append(Mutation(parsed.line(arg), f"removed `{_code(parsed, arg)}` from `{_code(parsed, call.func)}(...)`",
+                            RemoveArgument(call, arg)))
+    return out
+
+
+def remove_key_padding_mask(parsed: Parsed) -> list[Mutation]:
+    """A `key_padding_mask=` (`src_`/`tgt_`/`memory_` too) removed from the call of an
+    attention or transformer module by its name (`self.self_attn(...)`, `self.encoder(...)`,
+    `layer(...)`)."""
+    out = []
+    for call in _calls(parsed):
+        if not _model_like(call, _ATTENTION_WORDS):
+            continue
+        for keyword in _KEY_PADDING_KEYWORDS:
+            arg = _keyword(call, keyword)
+            if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+                out.append(Mutation(parsed.line(arg), f"removed `{_code(parsed, arg)}` from "
+                                    f"`{_code(parsed, call.func)}(...)`", RemoveArgument(call, arg)))
+    return out
+
+
 @dataclass(frozen=True)
 class Operator:
     name: str
@@ -471,6 +565,13 @@ OPERATORS: list[Operator] = [
              "the clip moved after the optimiser step of its block"),
     Operator("clip-before-unscale", "training", ("TL303",), ("unscale_",), clip_before_unscale,
              "the clip moved before the AMP scaler's `unscale_` of its block"),
+    # A mask matters only where sequences are padded: files that say nothing of padding are
+    # not searched (a mask of a project that never pads is all ones, and dropping it is no bug).
+    Operator("remove-attention-mask", "data", ("TL101", "TL103"), ("attention_mask=",), remove_attention_mask,
+             "the `attention_mask=` of a model call that gets input ids removed",
+             requires=("pad",)),
+    Operator("remove-key-padding-mask", "data", ("TL102", "TL103"), ("key_padding_mask=",), remove_key_padding_mask,
+             "a `key_padding_mask=` (`src_`/`tgt_`/`memory_`) argument removed"),
 ]
 
 
@@ -503,15 +604,15 @@ class Tree:
     origin: str  # "ecosystem" or the realbugs case id
 
 
-def trees(repos: Sequence[str] = ()) -> list[Tree]:
-    """The ecosystem's pinned trees and the realbugs training cases' fixed trees (one per
-    repository and commit)."""
+def trees(repos: Sequence[str] = (), families: Sequence[str] = ("training",)) -> list[Tree]:
+    """The ecosystem's pinned trees and the fixed trees of the realbugs cases of the
+    operators' families (one per repository and commit)."""
     out: dict[tuple[str, str], Tree] = {}
     for entry in eco.load_repos():
         out.setdefault((entry.repo, entry.sha), Tree(entry.repo, entry.sha, tuple(entry.take), "ecosystem"))
     manifest = rb.load_manifest()
     for case in manifest.cases:
-        if rb.family_of(case.rule) == "training":
+        if rb.family_of(case.rule) in families:
             out.setdefault((case.repo, case.fixed), Tree(case.repo, case.fixed, tuple(case.take), case.id))
     return [tree for tree in out.values() if not repos or tree.repo in repos]
 
@@ -646,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--jobs must be at least 1")
     operators = [known[name] for name in args.operator] if args.operator else list(OPERATORS)
     try:
-        selected = trees(args.repo)
+        selected = trees(args.repo, sorted({op.family for op in operators}))
     except rb.ManifestError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -189,3 +189,54 @@ def test_one_tree_end_to_end(tmp_path):
     table = mutants.tally([result], operators)
     assert table == {"remove-zero-grad": {"found": 1, "total": 1}, "clip-after-step": {"found": 1, "total": 1}}
     assert (repo / "train.py").read_text() == TRAIN  # the mirror is only read
+
+
+DATA = textwrap.dedent('''\
+    import torch.nn as nn
+    from transformers import AutoModel, AutoTokenizer, DataCollatorWithPadding
+
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(64, 4, batch_first=True)
+            self.layer = nn.TransformerEncoderLayer(64, 4, batch_first=True)
+
+        def forward(self, x, pad_mask):
+            h, _ = self.attn(x, x, x, key_padding_mask=pad_mask)
+            return self.layer(h, src_key_padding_mask=pad_mask)
+
+
+    def embed(texts):
+        tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+        model = AutoModel.from_pretrained("bert-base-uncased")
+        enc = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+        out = model(enc["input_ids"], attention_mask=enc["attention_mask"])
+        again = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True)
+        batch = tokenizer.pad({"input_ids": enc["input_ids"]}, attention_mask=None)
+        collated = DataCollatorWithPadding(tokenizer)(texts)
+        return out, again, batch, collated, model(attention_mask=enc["attention_mask"])
+''')
+
+
+def test_remove_attention_mask_drops_the_keyword_of_model_calls_with_ids():
+    texts = mutated("remove-attention-mask", DATA)
+    assert len(texts) == 2  # not the tokenizer's `pad`, not a call without ids
+    assert any('out = model(enc["input_ids"])\n' in t for t in texts)
+    assert any('again = model(input_ids=enc["input_ids"], output_hidden_states=True)' in t for t in texts)
+    assert all(t.count("attention_mask=") == DATA.count("attention_mask=") - 1 for t in texts)
+
+
+def test_remove_key_padding_mask_drops_each_padding_keyword():
+    texts = mutated("remove-key-padding-mask", DATA)
+    assert len(texts) == 2
+    assert any("self.attn(x, x, x)" in t for t in texts)
+    assert any("self.layer(h)" in t for t in texts)
+    assert not OPERATORS["remove-attention-mask"].searches("m.py", "model(ids, attention_mask=m)")  # no padding
+
+
+def test_data_operators_run_on_the_data_cases_fixed_trees():
+    origins = {tree.origin for tree in mutants.trees(families=("data",))}
+    assert "ecosystem" in origins and any(o.startswith("trl-") for o in origins)
+    assert not any(o.startswith("trl-") for o in {t.origin for t in mutants.trees(families=("training",))}
+                   if o.startswith("trl-grpo"))

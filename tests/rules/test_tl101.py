@@ -636,3 +636,25 @@ def test_padding_a_list_in_place_at_the_end_is_right_padding(tmp_path):
             return torch.tensor(out), None
     """
     assert lint(tmp_path, {"batching.py": batching, "train.py": CAUSAL_STEP}) == {("train.py", 17, CODE)}
+
+
+def test_a_spread_dict_without_a_mask_hides_none(tmp_path):
+    src = """
+        from transformers import AutoModelForCausalLM, DataCollatorWithPadding
+
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        collator = DataCollatorWithPadding(None)
+
+
+        def forward(batch, enc_dec, extra):
+            kwargs = {"decoder_input_ids": batch["labels"]} if enc_dec else {}
+            a = model(batch["input_ids"], use_cache=False, **kwargs)
+            b = model(batch["input_ids"], use_cache=False, **extra)
+            c = model(batch["input_ids"], **{"use_cache": False})
+            opts = {}
+            opts["attention_mask"] = batch["attention_mask"]
+            d = model(batch["input_ids"], **opts)
+            e = model(batch["input_ids"], **{"attention_mask": batch["attention_mask"]})
+            return a, b, c, d, e
+    """
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", 9, CODE), ("m.py", 11, CODE)}

@@ -78,7 +78,7 @@ class MissingAttentionMask(Rule):
                     first = get_arg(call, None, 0)
                     if first is None or not ids_expression(first.value, ids_names):
                         continue
-                if has_star_kwargs(call) or positional_count(call) >= 2:
+                if (has_star_kwargs(call) and not _spreads_no_mask(ctx, call)) or positional_count(call) >= 2:
                     continue
                 if any(arg.keyword is not None and "mask" in arg.keyword.value and not ctx.bindings.empty(arg.value)
                        for arg in call.args):
@@ -151,6 +151,49 @@ def _with_bound(ctx: FileContext, expr: cst.BaseExpression) -> list[cst.BaseExpr
             if len(bound) == 1 and bound[0].kind == ASSIGN and bound[0].value is not None:
                 parts.append(bound[0].value)
     return parts
+
+
+def _mask_free_dict(value) -> bool:
+    """A dict literal with string keys, none naming a mask, or a conditional choosing
+    between such literals (`{"decoder_input_ids": d} if enc_dec else {}`)."""
+    if type(value) is cst.IfExp:
+        return _mask_free_dict(value.body) and _mask_free_dict(value.orelse)
+    if type(value) is not cst.Dict:
+        return False
+    return all(type(e) is cst.DictElement and type(e.key) is cst.SimpleString
+               and "mask" not in str(e.key.evaluated_value) for e in value.elements)
+
+
+def _spreads_no_mask(ctx: FileContext, call: cst.Call) -> bool:
+    """Every `**x` of the call spreads a dict that holds no mask: a literal, or a local name
+    every binding of which reaching the call is one, with nothing stored into it."""
+    for arg in call.args:
+        if arg.star == "*":
+            return False
+        if arg.star != "**":
+            continue
+        value = arg.value
+        if type(value) is cst.Name:
+            bound = ctx.bindings.reaching(value)
+            if not bound or any(b.kind != ASSIGN or not _mask_free_dict(b.value) for b in bound) \
+                    or _stored_into(ctx, call, value.value):
+                return False
+        elif not _mask_free_dict(value):
+            return False
+    return True
+
+
+def _stored_into(ctx: FileContext, call: cst.Call, name: str) -> bool:
+    """`name[...] = ...`, `name.update(...)`, `name.setdefault(...)` in the call's scope."""
+    scope = ctx.index.enclosing_function(call) or ctx.index.module
+    for node in walk(scope):
+        if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value == name \
+                and type(ctx.index.parent(node)) is cst.AssignTarget:
+            return True
+        if (type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == name
+                and node.attr.value in ("update", "setdefault", "__setitem__")):
+            return True
+    return False
 
 
 def _maskless_kwargs(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
