@@ -21,8 +21,8 @@ from tlint.diagnostics import Edit, Fix, Position, Range
 
 SELECT = ["--select", "TL101,TL105,TL111,TL309", "--no-cache"]
 # (code, cell, line, column) of the findings of HAND_LOOP and TRAINER under SELECT
-HAND_LOOP_FOUND = [("TL105", 4, 2, 12), ("TL111", 4, 2, 12), ("TL101", 5, 6, 15), ("TL309", 5, 8, 9)]
-TRAINER_FOUND = [("TL111", 4, 2, 12), ("TL101", 6, 3, 10)]
+HAND_LOOP_FOUND = [("TL105", 4, 2, 12), ("TL111", 4, 2, 37), ("TL101", 5, 6, 15), ("TL309", 5, 8, 9)]
+TRAINER_FOUND = [("TL111", 4, 2, 34), ("TL101", 6, 3, 10)]
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_text_format_says_cell_and_line_with_the_cells_code_frame(project, capsy
     out = run(project, capsys, monkeypatch, "trainer.ipynb", *SELECT).stdout
     assert "trainer.ipynb:cell 6, line 3, column 10: TL101 [error]" in out
     assert "3 | logits = model(batch['input_ids']).logits\n  |          ^^^^^^^^^^^^^^^^^^^^^^^^^\n" in out
-    assert "trainer.ipynb:cell 4, line 2, column 12: TL111" in out
+    assert "trainer.ipynb:cell 4, line 2, column 34: TL111" in out
 
 
 def test_concise_junit_and_github_formats(project, capsys, monkeypatch):
@@ -433,7 +433,7 @@ def test_a_notebook_analysed_under_the_parse_guard_keeps_its_cell_map(tmp_path):
     assert result.cells == nb.load(path.read_text(encoding="utf-8")).cell_map
     assert [(p.diagnostic.code, p.diagnostic.range.start.line) for p in result.pending] == [("TL111", 11)]
     placed = nb.to_cells([p.diagnostic for p in result.pending], result.cells)
-    assert [(d.cell, d.range.start.line, d.range.start.column) for d in placed] == [(4, 2, 12)]
+    assert [(d.cell, d.range.start.line, d.range.start.column) for d in placed] == [(4, 2, 34)]
 
 
 def test_fix_removes_unused_suppressions_in_cells(tmp_path, capsys, monkeypatch):
@@ -463,7 +463,7 @@ def test_a_notebook_name_that_is_not_utf8(tmp_path, capsys, monkeypatch):
     name = os.fsdecode(b"r\xe9glage.ipynb")
     write_notebook(root / name, TRAINER)
     concise = run(root, capsys, monkeypatch, ".", *SELECT, "--output-format", "concise").stdout
-    assert concise.splitlines()[0].startswith("r\\xe9glage.ipynb:cell 4, line 2, column 12: TL111")
+    assert concise.splitlines()[0].startswith("r\\xe9glage.ipynb:cell 4, line 2, column 34: TL111")
     sarif = json.loads(run(root, capsys, monkeypatch, ".", *SELECT, "--format", "sarif").stdout)
     location = sarif["runs"][0]["results"][1]["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "r%E9glage.ipynb" and location["region"]["properties"] == {"cell": 6}
