@@ -267,6 +267,12 @@ def test_a_named_run_that_cannot_be_read_is_exit_2_and_a_found_one_is_a_note(tmp
                  "--no-cache"]) == 2
     doc = json.loads(capsys.readouterr().out)
     assert doc["steps"][-1]["status"] == "error" and doc["exit_code"] == 2
+    # a run named with --run is diagnosed instead of the ones found, wherever it lies
+    elsewhere = spiky_run(tmp_path / "elsewhere" / "run")
+    assert main(["doctor", str(project), "--run", str(elsewhere), "--format", "json", "--no-cache"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["path"] for r in doc["parts"]["diagnose"]["runs"]] == [str(elsewhere)]
+    assert any(i["stage"] == "logs" and "loss-spike" in i["title"] for i in doc["items"])
 
 
 def test_run_folders_are_found_outermost_first(tmp_path):
