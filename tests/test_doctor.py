@@ -494,3 +494,21 @@ def test_the_ab_loss_curves_are_drawn_in_the_html(tmp_path):
     text = page.read_text(encoding="utf-8")
     assert 'alt="loss curves of data-ab"' in text and "Training dynamics and A/B" in text
     assert decoded_images(page, tmp_path) == {"total": 1, "decoded": 1, "broken": []}
+
+
+BLOCK_MATPLOTLIB = BLOCK_TORCH.replace('name == "torch" or name.startswith("torch.")',
+                                       'name == "matplotlib" or name.startswith("matplotlib.")')
+
+
+def test_without_matplotlib_the_html_says_so_and_keeps_the_tables(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "a.py").write_text("x = 1\n")
+    spiky_run(project / "runs" / "a")
+    page = tmp_path / "r.html"
+    proc = subprocess.run([sys.executable, "-c", BLOCK_MATPLOTLIB, "doctor", str(project), "--no-run", "--no-cache",
+                           "--html", str(page)], capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    text = page.read_text(encoding="utf-8")
+    assert "<img" not in text and "<h2>Run logs</h2>" in text and "loss-spike" in text
+    assert "no run plots" in text and "matplotlib" in text

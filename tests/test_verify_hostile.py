@@ -41,7 +41,7 @@ def _scripted(monkeypatch, runs: list[ChildRun]) -> list[list[str]]:
     """Replace the child process by `runs`, one per start; returns the probes each start got."""
     asked: list[list[str]] = []
 
-    def fake(options, deadline, verbose):
+    def fake(options, deadline, verbose, bar=None):
         asked.append(list(options.probes))
         return runs.pop(0)
 

@@ -306,4 +306,7 @@ def _logs(doc: dict[str, Any], results: Results) -> str:
             out.append("</table>")
     for path in diagnose.get("artifacts", []):
         out.append(_file_image(path, f"run plot {Path(path).stem}", Path(path).stem))
+    step = next((s for s in doc["steps"] if s["step"] == "diagnose"), None)
+    for note in (step or {}).get("summary", {}).get("notes", []):  # e.g. no plots without matplotlib
+        out.append(f"<p class=\"note\">{e(note)}</p>")
     return "".join(out)

@@ -151,7 +151,7 @@ def run_worker(options: VerifyOptions, verbose: bool = False, deadline: float | 
     done: dict[str, dict[str, Any]] = {}
     loaded: dict[str, Any] | None = None
     while True:
-        run = child.run_probes(replace(options, probes=pending), deadline, verbose, bar)
+        run = child.run_probes(replace(options, probes=pending), deadline, verbose, bar=bar)
         loaded = loaded or run.loaded
         for entry in run.done:
             done[entry["probe"]] = entry
