@@ -22,7 +22,10 @@ LibCST edit of one file (`RemoveStatement`, `MoveStatement`, `ReplaceExpression`
 (TL305), the clip moved after the optimiser step (TL302) or before the AMP scaler's
 `unscale_` (TL303). Sites are found by the names of the calls (`clip_grad_norm_`,
 `opt.step()`, `scheduler.step()`), never by tlint's own analysis, so the benchmark does not
-grade tlint against itself. Data operators (issue 21): the `attention_mask=` of a call that
+grade tlint against itself. A site must plant a bug: the only clip or reset of its loop
+(not one of two copies, not a reset before the loop, not a wrapper's `zero_grad()` passing
+the call on), the mode switch of a model (not a loss module's) outside generation code, a
+warmup length (not a switch such as `warmup_init`, not one of two spellings in one call). Data operators (issue 21): the `attention_mask=` of a call that
 also passes input ids removed (TL101, or TL103 when the enclosing forward's mask is then
 unused), a `key_padding_mask=` argument removed (TL102/TL103); they search only files that
 mention padding, and run on the fixed trees of the data cases too.
@@ -37,8 +40,9 @@ operator on a small in-repository example; give yours one there too.
 operators run>`) on the mutated file together with the other `.py` files of its folder
 that the operators search (at most `FOLDER_FILES`), from the tree's root, once on the
 original files and once per mutant. A mutant is found when some file of that run has more
-findings of an expected code than the original run had (counted per file and code, since
-lines move). A mutant whose run fails (tlint crashed, or the edit broke the file) is a tool
+findings of an expected code than the original run had (counted per file, code and
+message with its numbers blanked, since lines move: a loop that stops clipping changes
+TL316's message). A mutant whose run fails (tlint crashed, or the edit broke the file) is a tool
 failure, listed and left out of the figures.
 
 Output: per operator found/total and the ratio, every miss (repository, file, line, what
@@ -53,6 +57,7 @@ import collections
 import concurrent.futures
 import importlib.util
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -61,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 HERE = Path(__file__).resolve().parent
 FOLDER_FILES = 12  # files linted with the mutated one (its folder's searched files, first in name order)
@@ -263,18 +268,63 @@ class Parsed:
     module: cst.Module
     blocks: list[cst.CSTNode]
     positions: dict
+    parents: dict
 
     @classmethod
     def of(cls, module: cst.Module) -> Parsed:
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         positions = wrapper.resolve(PositionProvider)
+        parents = wrapper.resolve(ParentNodeProvider)
         visitor = _Blocks()
         module.visit(visitor)
-        return cls(module, visitor.blocks, positions)
+        return cls(module, visitor.blocks, positions, parents)
 
     def line(self, node: cst.CSTNode) -> int:
         found = self.positions.get(node)
         return found.start.line if found is not None else 0
+
+    def function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The function (or method) `node` is in."""
+        current = self.parents.get(node)
+        while current is not None and not isinstance(current, cst.FunctionDef):
+            current = self.parents.get(current)
+        return current
+
+    def loop(self, node: cst.CSTNode) -> cst.For | cst.While | None:
+        """The innermost loop `node` is in, within its own function."""
+        current = self.parents.get(node)
+        while current is not None and not isinstance(current, (cst.For, cst.While)):
+            if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            current = self.parents.get(current)
+        return current
+
+    def scope(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The innermost loop `node` is in, else its function, else the module."""
+        return self.loop(node) or self.function(node) or self.module
+
+
+def delegates(parsed: Parsed, call: cst.Call) -> bool:
+    """`call` is the body of a wrapper that passes the same operation on (`def zero_grad(self):
+    self.optimizer.zero_grad()`, `def clip_grad_norm(...): return self.inner.clip_grad_norm(...)`):
+    not training code of its own."""
+    function = parsed.function(call)
+    name = callee(call)
+    return function is not None and (function.name.value == name or (
+        name.startswith("clip") and function.name.value.startswith("clip")))
+
+
+def alone(parsed: Parsed, call: cst.Call, test: Callable[[cst.Call], bool]) -> bool:
+    """`call` is the only call passing `test` in its loop (or function): removing it removes
+    the operation, not one of two copies (`if amp: ... else: ...`, a reset before and after)."""
+    return sum(1 for other in calls_in_scope(parsed.scope(call)) if test(other)) == 1
+
+
+def calls_in_scope(node: cst.CSTNode) -> list[cst.Call]:
+    """The calls under a loop or function (its body, nested functions left out)."""
+    body = node.body if isinstance(node, (cst.FunctionDef, cst.For, cst.While)) else node
+    return calls_in(body) if not isinstance(body, cst.Module) else [
+        c for statement in body.body for c in calls_in(statement)]
 
 
 def statements_with(parsed: Parsed, test: Callable[[cst.Call], bool], *, simple_only: bool = True
@@ -325,13 +375,37 @@ def _code(parsed: Parsed, node: cst.CSTNode) -> str:
 
 
 def remove_clip(parsed: Parsed) -> list[Mutation]:
+    """The clip of a loop or function that clips once (not a wrapper passing it on)."""
     return [Mutation(parsed.line(call), f"removed `{_code(parsed, call)}`", RemoveStatement(block, index))
-            for block, index, call in statements_with(parsed, is_clip)]
+            for block, index, call in statements_with(parsed, is_clip)
+            if not delegates(parsed, call) and alone(parsed, call, is_clip)]
+
+
+def _resets(call: cst.Call) -> bool:
+    return is_zero_grad(call) or callee(call) == "zero_grad_"
 
 
 def remove_zero_grad(parsed: Parsed) -> list[Mutation]:
+    """The one `zero_grad()` of a loop (a reset before the loop, or one of two in it, is
+    not the loop's only reset: removing it plants no bug)."""
     return [Mutation(parsed.line(call), f"removed `{_code(parsed, call)}`", RemoveStatement(block, index))
-            for block, index, call in statements_with(parsed, is_zero_grad)]
+            for block, index, call in statements_with(parsed, is_zero_grad)
+            if parsed.loop(call) is not None and not delegates(parsed, call) and alone(parsed, call, _resets)
+            and not _grad_set_to_none(parsed.loop(call))]
+
+
+def _grad_set_to_none(loop: cst.CSTNode | None) -> bool:
+    """The loop also resets by assignment (`p.grad = None`)."""
+    found = []
+
+    class Assigns(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in node.targets):
+                found.append(node)
+
+    if loop is not None:
+        loop.visit(Assigns())
+    return bool(found)
 
 
 def _has_loop(node: cst.CSTNode) -> bool:
@@ -351,11 +425,22 @@ def _has_loop(node: cst.CSTNode) -> bool:
     return bool(found)
 
 
+_NO_MODE = ("criterion", "loss", "metric")  # modules without dropout or batch-norm: their switch is a no-op
+_NOT_EVALUATION = ("generat", "sampl", "predict", "infer", "decode")  # TL312's document: not evaluation
+
+
 def remove_eval(parsed: Parsed) -> list[Mutation]:
-    """`model.eval()` removed where a loop follows it in its block (an evaluation loop)."""
-    return [Mutation(parsed.line(call), f"removed `{_code(parsed, call)}`", RemoveStatement(block, index))
-            for block, index, call in statements_with(parsed, is_eval_switch)
-            if any(_has_loop(later) for later in block.body[index + 1:])]
+    """`model.eval()` removed where a loop follows it in its block (an evaluation loop);
+    not a loss or metric module's switch, nor in a generation or sampling function."""
+    out = []
+    for block, index, call in statements_with(parsed, is_eval_switch):
+        function = parsed.function(call)
+        if any(word in receiver(call).rsplit(".", 1)[-1] for word in _NO_MODE) or (
+                function is not None and any(w in function.name.value.lower() for w in _NOT_EVALUATION)):
+            continue
+        if any(_has_loop(later) for later in block.body[index + 1:]):
+            out.append(Mutation(parsed.line(call), f"removed `{_code(parsed, call)}`", RemoveStatement(block, index)))
+    return out
 
 
 def scheduler_before_step(parsed: Parsed) -> list[Mutation]:
@@ -383,6 +468,11 @@ def _says_warmup(name: str) -> bool:
     return "warmup" in name.lower().replace("_", "")
 
 
+def _warmup_length(keyword: str, value: cst.BaseExpression) -> bool:
+    """A keyword that gives a warmup its length (not a switch such as Adafactor's `warmup_init`)."""
+    return not keyword.endswith("init") and not (isinstance(value, cst.Name) and value.value in ("True", "False"))
+
+
 def _nonzero(expr: cst.BaseExpression) -> bool:
     return not (isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value.replace("_", "")) == 0)
 
@@ -394,6 +484,7 @@ class _Warmups(cst.CSTVisitor):
 
     def __init__(self) -> None:
         self.sites: list[tuple[cst.BaseExpression, str]] = []
+        self.zero_options: set[str] = set()  # `--warmup_steps` options whose default is 0
 
     def visit_Call(self, node: cst.Call) -> bool:
         name = callee(node)
@@ -402,11 +493,15 @@ class _Warmups(cst.CSTVisitor):
         flag = node.args[0].value if node.args else None
         option = isinstance(flag, cst.SimpleString) and flag.value.strip("'\"").startswith("-") \
             and _says_warmup(flag.value) and name == "add_argument"
+        keywords = [a.keyword.value for a in node.args if a.keyword is not None and _says_warmup(a.keyword.value)]
         for position, arg in enumerate(node.args):
             keyword = arg.keyword.value if arg.keyword is not None else None
+            if option and keyword == "default" and not _nonzero(arg.value):
+                self.zero_options.add(flag.value.strip("'\""))
             if option and keyword == "default" and _nonzero(arg.value):
                 self.sites.append((arg.value, f"default of {flag.value}"))
-            elif keyword is not None and _says_warmup(keyword) and _nonzero(arg.value):
+            elif keyword is not None and _says_warmup(keyword) and _nonzero(arg.value) and len(keywords) == 1 \
+                    and _warmup_length(keyword, arg.value):
                 self.sites.append((arg.value, f"{keyword}="))
             elif keyword is None and position == 1 and "with_warmup" in name and _nonzero(arg.value):
                 self.sites.append((arg.value, f"the warmup length of {name}"))
@@ -431,10 +526,14 @@ class _Warmups(cst.CSTVisitor):
 
 
 def remove_warmup(parsed: Parsed) -> list[Mutation]:
+    """Each warmup length set to 0, unless it already runs as 0 by default (`args.warmup_steps`
+    whose option in the file defaults to 0: setting it to 0 changes nothing)."""
     visitor = _Warmups()
     parsed.module.visit(visitor)
+    zero = {flag.lstrip("-").replace("-", "_") for flag in visitor.zero_options}
     return [Mutation(parsed.line(expr), f"{where} `{_code(parsed, expr)}` -> 0", ReplaceExpression(expr, _WARMUP_ZERO))
-            for expr, where in visitor.sites]
+            for expr, where in visitor.sites
+            if not (isinstance(expr, cst.Attribute) and expr.attr.value in zero)]
 
 
 class RemoveArgument(cst.CSTTransformer):
@@ -618,11 +717,13 @@ def trees(repos: Sequence[str] = (), families: Sequence[str] = ("training",)) ->
 
 
 def counts(findings: list, codes: set[str]) -> collections.Counter:
-    return collections.Counter((f.path, f.code) for f in findings if f.code in codes)
+    """Findings per (file, code, message with its numbers blanked: lines move)."""
+    return collections.Counter((f.path, f.code, re.sub(r"\d+", "#", f.message)) for f in findings if f.code in codes)
 
 
 def is_found(before: collections.Counter, after: collections.Counter, expected: Sequence[str]) -> bool:
-    """More findings of an expected code in some file than the original run had."""
+    """More findings of an expected code, with some message, in some file than the
+    original run had (a loop that no longer clips: TL316's message changes too)."""
     return any(after[key] > before.get(key, 0) for key in after if key[1] in expected)
 
 

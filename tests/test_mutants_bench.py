@@ -240,3 +240,76 @@ def test_data_operators_run_on_the_data_cases_fixed_trees():
     assert "ecosystem" in origins and any(o.startswith("trl-") for o in origins)
     assert not any(o.startswith("trl-") for o in {t.origin for t in mutants.trees(families=("training",))}
                    if o.startswith("trl-grpo"))
+
+
+def test_sites_that_plant_no_bug_are_left_out():
+    text = textwrap.dedent('''\
+        import torch
+
+
+        class Wrapper:
+            def zero_grad(self):
+                self.optimizer.zero_grad()
+
+            def clip_grad_norm(self, max_norm):
+                return self.inner.clip_grad_norm(max_norm)
+
+
+        def train(model, criterion, loader, optimizer, amp):
+            model.zero_grad()  # before the loop: the loop's own reset stays
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                if amp:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                else:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                model.zero_grad()  # a second reset: removing one plants nothing
+            criterion.eval()
+            for x, y in loader:
+                print(criterion(model(x), y))
+
+
+        def generate_samples(model, prompts):
+            model.eval()
+            for p in prompts:
+                print(model.generate(p))
+
+
+        opt = Adafactor(params, warmup_init=True, relative_step=True)
+        sched = build(opt, warmup_steps=100, warmup_proportion=0.1)
+    ''')
+    for name in ("remove-clip", "remove-zero-grad", "remove-eval", "remove-warmup"):
+        assert mutants.mutations_of(OPERATORS[name], text, "train.py") == [], name
+    one_reset = text.replace("        model.zero_grad()  # a second reset: removing one plants nothing\n", "")
+    [only] = mutants.mutations_of(OPERATORS["remove-zero-grad"], one_reset, "train.py")
+    assert "optimizer.zero_grad()" in only.what
+    by_assignment = one_reset.replace("        optimizer.step()\n", "        optimizer.step()\n        model.head.weight.grad = None\n")
+    assert by_assignment != one_reset
+    assert mutants.mutations_of(OPERATORS["remove-zero-grad"], by_assignment, "train.py") == []
+
+
+def test_counts_key_on_the_message_with_its_numbers_blanked():
+    finding = mutants.rb.Finding
+    old = [finding("t.py", 9, 9, 1, "TL316", "info", "keep the value clip_grad_norm_ returns (line 9)")]
+    new = [finding("t.py", 8, 8, 1, "TL316", "info", "compute the norm before the step")]
+    moved = [finding("t.py", 12, 12, 1, "TL316", "info", "keep the value clip_grad_norm_ returns (line 12)")]
+    codes = {"TL316"}
+    assert mutants.is_found(mutants.counts(old, codes), mutants.counts(new, codes), ("TL316",))
+    assert not mutants.is_found(mutants.counts(old, codes), mutants.counts(moved, codes), ("TL316",))
+
+
+def test_a_warmup_that_already_runs_as_zero_is_not_a_site():
+    text = textwrap.dedent('''\
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--num_warmup_steps", type=int, default=0)
+        parser.add_argument("--warmup_ratio", type=float, default=0.1)
+        args = parser.parse_args()
+        a = get_scheduler("linear", optimizer=opt, num_warmup_steps=args.num_warmup_steps, num_training_steps=10)
+        b = get_scheduler("linear", optimizer=opt, num_warmup_steps=args.warmup_ratio * 10, num_training_steps=10)
+    ''')
+    whats = [m.what for m in mutants.mutations_of(OPERATORS["remove-warmup"], text, "train.py")]
+    assert whats == ['default of "--warmup_ratio" `0.1` -> 0', "num_warmup_steps= `args.warmup_ratio * 10` -> 0"]

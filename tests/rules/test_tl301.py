@@ -727,3 +727,36 @@ def test_lightning_trainer_that_only_tests(tmp_path, call, flagged):
         def run(module):
             L.Trainer(max_epochs=1){call}{marker}
     """})
+
+
+@pytest.mark.parametrize(("script_model", "flagged"), [
+    ("from model import GPT\nmodel = GPT()", True),  # the script that runs the trainer loads a transformer
+    ("from torchvision.models import resnet18\nmodel = resnet18()", False),  # a CNN program
+])
+def test_a_generic_trainer_is_judged_by_the_program_that_runs_it(tmp_path, script_model, flagged):
+    # the trainer imports no model: the scripts that import it decide what it trains
+    marker = "  # expect: TL301" if flagged else ""
+    check(tmp_path, {
+        "trainer.py": f"""
+            class Trainer:
+                def __init__(self, model, optimizer, loader):
+                    self.model, self.optimizer, self.loader = model, optimizer, loader
+
+                def run(self):
+                    for x, y in self.loader:
+                        loss = self.model(x, y)
+                        self.model.zero_grad()
+                        loss.backward()
+                        self.optimizer.step(){marker}
+        """,
+        "model.py": """
+            from torch import nn
+
+
+            class GPT(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.blocks = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 4, batch_first=True), 2)
+        """,
+        "run.py": script_model + "\nfrom trainer import Trainer\nTrainer(model, opt, loader).run()\n",
+    }, transformer=False)

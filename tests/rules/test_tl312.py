@@ -331,3 +331,28 @@ def test_results_reaching_the_loss_through_assignments_are_a_rollout(tmp_path):
                 optimizer.step()
                 optimizer.zero_grad()
     """})
+
+
+@pytest.mark.parametrize(("train_binds", "flagged"), [
+    ("outputs = model(**batch)\n                    loss = outputs.loss", True),  # the update's own `outputs`
+    ("loss = model(**batch).loss + 0.1 * outputs.logits.mean()", False),  # reads the eval's `outputs`
+])
+def test_names_the_training_loop_binds_itself_are_not_fed_by_the_evaluation(tmp_path, train_binds, flagged):
+    marker = "  # expect: TL312" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+        import torch
+
+
+        def run(model, optimizer, train_loader, eval_loader, metric, epochs):
+            for epoch in range(epochs):
+                for batch in eval_loader:{marker}
+                    with torch.no_grad():
+                        outputs = model(**batch)
+                    metric.add_batch(predictions=outputs.logits.argmax(-1), references=batch["labels"])
+                model.train()
+                for batch in train_loader:
+                    {train_binds}
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """})

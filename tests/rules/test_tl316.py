@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.rules.conftest import expected, lint
 
 CODE = "TL316"
@@ -111,3 +113,33 @@ def test_benchmark_and_profiled_loops(tmp_path):
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # expect: TL316
                 optimizer.step()
     """})
+
+
+@pytest.mark.parametrize(("script_model", "flagged"), [
+    ("from model import GPT\nmodel = GPT()", False),  # TL301's finding: its program trains a transformer
+    ("from torchvision.models import resnet18\nmodel = resnet18()", True),
+])
+def test_a_generic_trainer_that_does_not_clip_is_tl301s_where_its_program_trains_a_transformer(
+        tmp_path, script_model, flagged):
+    marker = "  # expect: TL316" if flagged else ""
+    files = {
+        "trainer.py": f"""
+            def run(model, optimizer, loader):
+                for x, y in loader:
+                    loss = model(x, y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step(){marker}
+        """,
+        "model.py": """
+            from torch import nn
+
+
+            class GPT(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.blocks = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 4, batch_first=True), 2)
+        """,
+        "run.py": script_model + "\nfrom trainer import run\nrun(model, opt, loader)\n",
+    }
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

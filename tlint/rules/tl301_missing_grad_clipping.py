@@ -81,7 +81,7 @@ class MissingGradClipping(Rule):
                        "clip between backward() and step(), e.g. "
                        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
                        fix=_loop_fix(ctx, view, loop, step),
-                       when=ProjectCondition(any_of=("transformer",), scope="imports"))
+                       when=ProjectCondition(any_of=("transformer",), scope="program"))
 
     def _check_training_arguments(self, ctx, view: TrainingView) -> None:
         for call in view.training_arguments:
@@ -112,7 +112,7 @@ class MissingGradClipping(Rule):
                    else _add_keyword(ctx, call, "gradient_clip_val"))
             ctx.report(node, "Lightning Trainer without gradient_clip_val never clips the transformer's "
                        "gradients; pass gradient_clip_val=1.0", fix=fix,
-                       when=ProjectCondition(any_of=("transformer",), scope="imports"))
+                       when=ProjectCondition(any_of=("transformer",), scope="program"))
 
     @staticmethod
     def _module_clips_itself(view: TrainingView) -> bool:

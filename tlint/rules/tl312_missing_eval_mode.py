@@ -309,15 +309,17 @@ def _bound_from(nodes, names: set[str]) -> set[str]:
 
 
 def _update_inputs(training) -> set[str]:
-    """The names a training loop's backward pass depends on, through its assignments: what
-    its `backward()` calls read (`loss`, `scaler.scale(loss)`, `accelerator.backward(loss)`,
-    or the helper call leading to one), and what those names are assigned from."""
+    """The names a training loop's backward pass depends on that the loop does not bind
+    itself (what comes in from before the loop): what its `backward()` calls read (`loss`,
+    `scaler.scale(loss)`, `accelerator.backward(loss)`, or the helper call leading to one),
+    and what those names are assigned from. A name the loop binds (`outputs = model(...)`)
+    is its own, whatever an earlier loop of the function left in it."""
     out: set[str] = set()
     for event in training.events:
         if event.kind == BACKWARD:
             out |= _names(event.site)
-    assignments = _assigned(n for n in walk(training.node)
-                            if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign))
+    nodes = list(walk(training.node))
+    assignments = _assigned(n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign))
     changed = True
     while changed:
         changed = False
@@ -325,4 +327,10 @@ def _update_inputs(training) -> set[str]:
             if targets & out and not values <= out:
                 out |= values
                 changed = True
-    return out
+    bound = set().union(*(targets for targets, _ in assignments)) if assignments else set()
+    for node in nodes:
+        if type(node) is cst.For:
+            bound |= _names(node.target)
+        elif type(node) is cst.WithItem and node.asname is not None:
+            bound |= _names(node.asname.name)
+    return out - bound

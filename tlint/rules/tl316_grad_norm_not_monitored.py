@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from tlint.context import FileContext
 
 # Where TL301 reports a loop that does not clip (the complement of its condition).
-_NOT_TL301 = ProjectCondition(none_of=("transformer",), scope="imports")
+_NOT_TL301 = ProjectCondition(none_of=("transformer",), scope="program")
 
 
 class GradNormNotMonitored(Rule):
