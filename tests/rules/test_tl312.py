@@ -356,3 +356,36 @@ def test_names_the_training_loop_binds_itself_are_not_fed_by_the_evaluation(tmp_
                     optimizer.step()
                     optimizer.zero_grad()
     """})
+
+
+PERIODIC = """
+    import torch.nn.functional as F
+
+
+    def train(model, optimizer, train_batches, val_batches, steps):
+        for step in range(steps):
+            model.train()
+            x, y = next(train_batches)
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if (step + 1) % 100 == 0:
+                SWITCH
+                for name, batches in val_batches.items():MARK
+                    x, y = next(batches)
+                    incorrect = (model(x).argmax(-1) != y).sum().item()
+                    print(name, incorrect)
+"""
+
+
+@pytest.mark.parametrize(("switch", "flagged"), [("pass", True), ("model.eval()", False)])
+def test_periodic_validation_inside_the_training_loop(tmp_path, switch, flagged):
+    source = PERIODIC.replace("SWITCH", switch).replace("MARK", "  # expect: TL312" if flagged else "")
+    check(tmp_path, {"train.py": source})
+
+
+def test_a_loop_inside_the_training_loop_not_under_an_if_is_not_periodic_validation(tmp_path):
+    source = PERIODIC.replace("            if (step + 1) % 100 == 0:\n                SWITCH\n", "").replace(
+        "MARK", "").replace("\n                ", "\n            ")
+    assert "if (step" not in source
+    check(tmp_path, {"train.py": source})

@@ -29,8 +29,9 @@ _EVAL_WORDS = ("eval", "valid", "test")
 _NOT_EVALUATION = frozenset({"generate", "generation", "sample", "sampling", "ema", "update", "decode", "infer",
                              "inference", "predict", "export", "benchmark", "profile"})
 _DATA_WORDS = frozenset({"loader", "dataloader", "loaders", "batches", "batch", "dataset", "data", "ds", "iterator"})
-_METRIC_WORDS = frozenset({"correct", "hits", "matches", "acc", "accuracy", "metric", "metrics", "f1", "ppl",
-                           "perplexity", "loss", "losses", "bleu", "rouge", "score", "scores", "errors", "mse", "mae"})
+_METRIC_WORDS = frozenset({"correct", "incorrect", "incorrects", "hits", "matches", "acc", "accuracy", "metric",
+                           "metrics", "f1", "ppl", "perplexity", "loss", "losses", "bleu", "rouge", "score", "scores",
+                           "errors", "mse", "mae"})
 # Models that stay in eval mode on purpose inside a training loop.
 _FROZEN_WORDS = frozenset({"teacher", "ema", "ref", "reference", "target", "frozen", "old", "vae", "averaged"})
 
@@ -65,6 +66,8 @@ class MissingEvalMode(Rule):
                     None if id(loop) in no_grad_loops else False)
             else:
                 evaluation = self._evaluation_function(ctx, view, function, loop, no_grad_loops)
+            if evaluation is False and _periodic_in_training(view, loop):
+                evaluation = True  # `if step % eval_every == 0: for x, y in val: ...` inside training
             if evaluation is False:
                 continue
             events = view.iteration(loop)
@@ -249,6 +252,24 @@ class MissingEvalMode(Rule):
     def _frozen(view: TrainingView, event) -> bool:
         receiver = view.receiver(event.node)
         return bool(set(snake_parts(last_name(receiver) or "")) & _FROZEN_WORDS)
+
+
+def _periodic_in_training(view: TrainingView, loop: cst.For) -> bool:
+    """`loop` runs under an `if` inside a training loop's body (validation every N steps),
+    with or without autograd."""
+    training = {id(t.node) for t in view.loops if not t.is_step_function}
+    if not training:
+        return False
+    under_if = False
+    for ancestor in view.index.ancestors(loop):
+        kind = type(ancestor)
+        if kind is cst.If:
+            under_if = True
+        elif id(ancestor) in training:
+            return under_if
+        elif kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            return False
+    return False
 
 
 def _loops_around_no_grad(view: TrainingView) -> frozenset[int]:
