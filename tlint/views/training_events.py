@@ -55,6 +55,9 @@ _KIND_NAMES: dict[str, frozenset[str]] = {
     SCHEDULER_STEP: frozenset({_STEP}),
 }
 
+# kinds asked of `may_be` -> (the names they can have, None when a kind has no table; CLIP among them)
+_GATES: dict[tuple[str, ...], tuple[frozenset[str] | None, bool]] = {}
+
 
 def _says_clip(name: str) -> bool:
     """A callee named like a gradient clipper (`clip_grad_norm_`, `clip_gradients`)."""
@@ -288,15 +291,20 @@ class TrainingEvents:
     def may_be(self, call: cst.Call, kinds: tuple[str, ...]) -> bool:
         """Whether `call` can be an event of one of `kinds` at all, by its callee's name
         alone (a cheap gate before `event_kind`; always true for a kind without a table)."""
-        if any(kind not in _KIND_NAMES for kind in kinds):
+        gate = _GATES.get(kinds)
+        if gate is None:
+            names = None if any(kind not in _KIND_NAMES for kind in kinds) else frozenset().union(
+                *(_KIND_NAMES[kind] for kind in kinds))
+            gate = _GATES[kinds] = (names, CLIP in kinds)
+        names, clip = gate
+        if names is None:
             return True
         func = call.func
         name = last_name(func)
         if name is None:
             return False  # (`_event_kind` finds none of these kinds without a name)
-        for kind in kinds:
-            if name in _KIND_NAMES[kind] or (kind == CLIP and _says_clip(name)):
-                return True
+        if name in names or (clip and "clip" in name.lower() and _says_clip(name)):
+            return True
         # `from torch.nn.utils import clip_grad_norm_ as clip`: decided by its qualified name
         return type(func) is cst.Name and name in self.index.imports.aliases
 
