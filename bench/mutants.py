@@ -25,10 +25,11 @@ LibCST edit of one file (`RemoveStatement`, `MoveStatement`, `ReplaceExpression`
 grade tlint against itself. A site must plant a bug: the only clip or reset of its loop
 (not one of two copies, not a reset before the loop, not a wrapper's `zero_grad()` passing
 the call on), the mode switch of a model (not a loss module's) outside generation code, a
-warmup length (not a switch such as `warmup_init`, not one of two spellings in one call). Data operators (issue 21): the `attention_mask=` of a call that
-also passes input ids removed (TL101, or TL103 when the enclosing forward's mask is then
-unused), a `key_padding_mask=` argument removed (TL102/TL103); they search only files that
-mention padding, and run on the fixed trees of the data cases too.
+warmup length (not a switch such as `warmup_init`, not one of two spellings in one call).
+Data operators (issue 21): the `attention_mask=` of a call that also passes input ids
+removed (TL101, or TL103 when the enclosing forward's mask is then unused), a
+`key_padding_mask=` argument removed (TL102/TL103); they search only files that mention
+padding, and run on the fixed trees of the data cases too.
 
 **Adding an operator** (model and data families too): write a function `(module: cst.Module,
 text: str) -> list[Mutation]` (use `statements_with`, `block_pairs` and the call
