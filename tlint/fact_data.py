@@ -114,5 +114,36 @@ class TensorizesFact:
     positions: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class NormResidualFact:
+    """`norm-residual`: a residual of module class `cls` with norm placement `style` ("pre"
+    or "post"), in a model of the file whose residuals all have that style; `model` names
+    every module class of that model (its composition group in the file)."""
+
+    cls: str
+    style: str
+    model: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ModulePartsFact:
+    """`module-parts`: module class `cls` holds sub-modules of the classes `parts`, defined
+    in other files (imported names)."""
+
+    cls: str
+    parts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BlockStackFact:
+    """`block-stack`: a loop over a list of blocks of class `element` (defined in another
+    file) whose output leaves `forward` with no norm after it, in module class `cls`."""
+
+    cls: str
+    element: str
+    attribute: str
+
+
 FACT_TYPES: tuple[type, ...] = (Via, TokenizerFact, TokenizerSavedFact, PositionalTableFact, SequenceLengthFact,
-                                CallArgsFact, SizeOverrideFact, NanSourceFact, TensorizesFact)
+                                CallArgsFact, SizeOverrideFact, NanSourceFact, TensorizesFact, NormResidualFact,
+                                ModulePartsFact, BlockStackFact)

@@ -486,3 +486,84 @@ def test_same_block_styles_in_separate_files_are_not_compared(tmp_path):
     """
     post = pre.replace("x = x + self.ff(self.norm(x))", "x = self.norm(x + self.ff(x))")
     assert lint(tmp_path, {"gpt.py": pre, "bert.py": post}) == set()
+
+
+# --- sub-layers keeping their own residual, assembled in another file (issue 21) ----------
+
+SUBLAYERS = """
+    import torch.nn as nn
+
+
+    class Attn(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+            self.norm = nn.LayerNorm(d)
+
+        def forward(self, x):
+            residual = x
+            x, _ = self.attn(x, x, x)
+            x += residual
+            x = self.norm(x)
+            return x
+
+
+    class FFN(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.net = nn.Linear(d, d)
+            self.norm = nn.LayerNorm(d)
+
+        def forward(self, x):
+            residual = x
+            x = self.net(self.norm(x))
+            x += residual  # pre-norm
+            return x
+    {EXTRA}
+"""
+
+LAYER = """
+    import torch.nn as nn
+
+    from parts import Attn, FFN
+
+
+    class Layer(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.a = Attn(d)
+            self.f = {SECOND}
+
+        def forward(self, x):
+            return self.f(self.a(x))
+"""
+
+
+@pytest.mark.parametrize("second, extra, reported", [
+    ("FFN(d)", "", True),  # one layer of another file holds both parts
+    ("nn.Linear(d, d)", "", False),  # nothing holds the two parts together
+    # the parts file holds a complete stack of its own: judged there, alone
+    ("FFN(d)", "\n\nclass Stack(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
+               "        self.blocks = nn.ModuleList([FFN(d) for _ in range(2)])\n", False),
+])
+def test_parts_assembled_in_another_file(tmp_path, second, extra, reported):
+    parts = _src(SUBLAYERS.replace("{EXTRA}", textwrap.indent(extra, "    ") if extra else ""))
+    files = {"parts.py": parts, "layer.py": _src(LAYER.replace("{SECOND}", second))}
+    line = next(i for i, text in enumerate(parts.splitlines(), 1) if "# pre-norm" in text)
+    assert lint(tmp_path, files) == ({("parts.py", line, CODE)} if reported else set())
+
+
+def test_parts_of_files_no_program_loads_together_are_not_compared(tmp_path):
+    """The layer names the parts' classes but imports them from elsewhere: the files are
+    not related, so the parts file is judged alone."""
+    layer = _src(LAYER.replace("{SECOND}", "FFN(d)").replace("from parts import", "from other_pkg.parts import"))
+    assert lint(tmp_path, {"parts.py": _src(SUBLAYERS.replace("{EXTRA}", "")), "layer.py": layer}) == set()
+
+
+def test_a_saved_input_added_back_is_a_residual_in_one_file(tmp_path):
+    """`residual = x ... x += residual` inside each sub-layer; the layer of the same file
+    holds both: a mix within one file."""
+    src = _src(SUBLAYERS.replace("{EXTRA}", "")) + _src(LAYER.replace("{SECOND}", "FFN(d)")).split(
+        "from parts import Attn, FFN\n", 1)[1]
+    line = next(i for i, text in enumerate(src.splitlines(), 1) if "# pre-norm" in text)
+    assert lint(tmp_path, {"m.py": src}) == {("m.py", line, CODE)}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import textwrap
+
+import pytest
+
 from tests.rules.conftest import expected, lint
 
 CODE = "TL202"
@@ -58,3 +62,52 @@ def test_post_norm_blocks_need_no_final_norm(tmp_path):
                 return x
     """}
     assert lint(tmp_path, files, [CODE]) == []
+
+
+# --- blocks defined in another file (issue 21) --------------------------------------------
+
+BLOCK_FILE = """
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.ff = nn.Linear(d, d)
+
+        def forward(self, x):
+            {BODY}
+            return x
+"""
+
+STACK_FILE = """
+    import torch.nn as nn
+
+    from blocks import Block
+
+
+    class Stack(nn.Module):
+        def __init__(self, d, n):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+            self.out = nn.Linear(d, 2)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return {RETURN}
+"""
+
+
+@pytest.mark.parametrize("body, ret, reported", [
+    ("x = x + self.ff(self.norm(x))", "self.out(x)", True),  # pre-norm blocks, no final norm
+    ("x = x + self.ff(self.norm(x))", "self.out(nn.functional.layer_norm(x, x.shape[-1:]))", False),
+    ("x = self.norm(x + self.ff(x))", "self.out(x)", False),  # post-norm blocks
+    ("x = self.ff(x)", "self.out(x)", False),  # no residual: not known to be pre-norm
+])
+def test_blocks_of_another_file(tmp_path, body, ret, reported):
+    stack = textwrap.dedent(STACK_FILE.replace("{RETURN}", ret)).lstrip("\n")
+    files = {"blocks.py": BLOCK_FILE.replace("{BODY}", body), "stack.py": stack}
+    line = next(i for i, text in enumerate(stack.splitlines(), 1) if "for block in" in text)
+    assert set(lint(tmp_path, files, [CODE])) == ({("stack.py", line, "TL202")} if reported else set())

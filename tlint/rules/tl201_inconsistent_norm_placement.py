@@ -1,5 +1,6 @@
 """TL201 inconsistent-norm-placement: one model mixes pre-norm and post-norm residuals,
-or builds torch.nn transformer layers with different `norm_first`."""
+or builds torch.nn transformer layers with different `norm_first`; also across files, for
+parts (sub-layers keeping their own residual) that a block of another file assembles."""
 
 from __future__ import annotations
 
@@ -62,6 +63,13 @@ def _minority(index, items: list[tuple[cst.CSTNode, str]]) -> tuple[str, list[cs
     return majority, minority
 
 
+def _root(parent: dict, key):
+    while parent[key] != key:
+        parent[key] = parent[parent[key]]
+        key = parent[key]
+    return key
+
+
 class InconsistentNormPlacement(Rule):
     code = "TL201"
     name = "inconsistent-norm-placement"
@@ -70,6 +78,59 @@ class InconsistentNormPlacement(Rule):
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward", "norm_first"})
     summary = "Residual blocks of one model mix pre-norm and post-norm."
     probes = ("depth-growth",)
+    # parts of one model in different files: the files some entry point loads together
+    project_scope = "program"
+    project_kinds = ("norm-residual",)
+    project_facts = ("norm-residual", "module-parts")
+
+    def check_project(self, path, related):
+        """Models of different files (each consistent with itself) joined by a class of
+        another file that holds parts of both: `EncoderLayer` holding `MultiHeadAttention`
+        and `PositionwiseFeedForward`, each keeping its own residual and norm."""
+        residuals: dict[tuple, list] = {}  # (file, model) -> [(file, fact)]
+        models_of: dict[str, set[tuple]] = {}  # class name -> the models it belongs to
+        for other, facts in related.items():
+            for fact in facts:
+                if fact.kind == "norm-residual" and fact.range is not None:
+                    key = (other, tuple(fact.data.model))
+                    residuals.setdefault(key, []).append((other, fact))
+                    for name in fact.data.model:
+                        models_of.setdefault(name, set()).add(key)
+        parent = {key: key for key in residuals}
+        holders: dict[tuple, str] = {}
+        for facts in related.values():
+            for fact in facts:
+                if fact.kind != "module-parts":
+                    continue
+                keys = sorted({key for part in fact.data.parts for key in models_of.get(part, ())}, key=str)
+                for key in keys[1:]:
+                    parent[_root(parent, key)] = _root(parent, keys[0])
+                if len(keys) > 1:
+                    holders.setdefault(_root(parent, keys[0]), fact.data.cls)
+        joined: dict[tuple, list] = {}
+        for key in residuals:
+            joined.setdefault(_root(parent, key), []).append(key)
+        for keys in joined.values():
+            if len(keys) < 2 or not any(key[0] == path for key in keys):
+                continue
+            items = sorted((item for key in keys for item in residuals[key]),
+                           key=lambda item: (str(item[0]), item[1].range.start.line, item[1].range.start.column))
+            styles = [fact.data.style for _, fact in items]
+            first = styles[0]
+            other_style = next((style for style in styles if style != first), None)
+            if other_style is None:
+                continue
+            majority = other_style if styles.count(other_style) > styles.count(first) else first
+            examples = sorted({fact.data.cls for _, fact in items if fact.data.style == majority})
+            holder = next((holders[_root(parent, key)] for key in keys if _root(parent, key) in holders), None)
+            for other, fact in items:
+                if other == path and fact.data.style != majority:
+                    yield fact.range, (
+                        f"{_STYLE_TEXT[fact.data.style]} residual in `{fact.data.cls}`, while "
+                        f"`{'`, `'.join(examples)}`, assembled with it"
+                        + (f" by `{holder}`" if holder else "")
+                        + f" in another file, {'is' if len(examples) == 1 else 'are'} {_STYLE_TEXT[majority]}: "
+                        "mixed norm placement changes how the residual stream grows with depth; pick one style")
 
     def check(self, ctx: FileContext) -> None:
         view = ctx.models

@@ -56,6 +56,39 @@ class MissingFinalNorm(Rule):
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward", "transformer"})
     summary = "A pre-norm stack has no final norm before the output head."
     probes = ("depth-growth",)
+    # blocks defined in another file: the files some entry point loads together
+    project_scope = "program"
+    project_kinds = ("block-stack",)
+    project_facts = ("block-stack", "norm-residual", "module-parts")
+
+    def check_project(self, path, related):
+        """A stack of blocks of a class of another file (`block-stack`), no norm after it,
+        whose blocks are pre-norm there: every residual of the block's model, or of the parts
+        it holds from further files (`module-parts`), is pre-norm."""
+        styles: dict[str, set[str]] = {}
+        parts: dict[str, set[str]] = {}
+        for facts in related.values():
+            for fact in facts:
+                if fact.kind == "norm-residual":
+                    for name in fact.data.model:
+                        styles.setdefault(name, set()).add(fact.data.style)
+                elif fact.kind == "module-parts":
+                    parts.setdefault(fact.data.cls, set()).update(fact.data.parts)
+
+        def block_styles(name: str, depth: int) -> set[str]:
+            found = set(styles.get(name, ()))
+            if depth < 3:
+                for part in parts.get(name, ()):
+                    found |= block_styles(part, depth + 1)
+            return found
+
+        for fact in related.get(path, []):
+            if fact.kind == "block-stack" and fact.range is not None \
+                    and block_styles(fact.data.element, 0) == {"pre"}:
+                yield fact.range, (f"pre-norm blocks `self.{fact.data.attribute}` (`{fact.data.element}`, pre-norm in "
+                                   "another file) feed the output without a final norm: in a pre-norm stack the "
+                                   "residual stream grows with depth and is never normalised; apply a final "
+                                   "`LayerNorm` after the loop (GPT-2's `ln_f`)")
 
     def check(self, ctx: FileContext) -> None:
         view = ctx.models

@@ -39,6 +39,11 @@ decided on the facts of related files. Kinds so far:
 - `call-args`: which parameters the calls of a name give (`callee`, `keywords`,
   `positional`, `star`): a default counts only where calls leave it out.
 - `size-override`: `config.block_size = ...` set after construction (`name`).
+- `norm-residual`: a residual of a model part meant to be assembled in another file (`cls`,
+  `style`, `model`: its composition group); reported at (TL201).
+- `module-parts`: a module class holding sub-modules of classes of other files (`cls`, `parts`).
+- `block-stack`: a loop over blocks of a class of another file with no norm after it
+  (`cls`, `element`, `attribute`); reported at (TL202).
 
 The extractors live by family: the data pipeline's in `facts_data` (padding, label
 masking, tokenizers), models' and training's in `facts_model` (transformer, warmup,
@@ -99,7 +104,10 @@ from tlint.views.facts_model import (  # noqa: F401 - re-exported
     POSITIONAL_NAME_PARTS,
     TRANSFORMER_MODULES,
     _warmup_sites,
+    block_stack_sites,
     call_args_sites,
+    module_parts_sites,
+    norm_residual_sites,
     positional_table_sites,
     resolve_size,
     sequence_length_sites,
@@ -119,15 +127,17 @@ EXTRACTORS = (
     ("positional-table", positional_table_sites), ("sequence-length", sequence_length_sites),
     ("call-args", call_args_sites), ("size-override", size_override_sites),
     ("nan-source", nan_source_sites), ("tensorizes", tensorizes_sites),
+    ("norm-residual", norm_residual_sites), ("module-parts", module_parts_sites), ("block-stack", block_stack_sites),
 )
 # Fact kinds that cross-file rules report at: only these get a (costly) source range.
 POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequence-length", "nan-source",
-                                         "tensorizes"})
+                                         "tensorizes", "norm-residual", "block-stack"})
 
 # The pre-filter (see `Rule.tokens` and tlint/engine.py): per kind, words one of which a
 # file's text must contain (case-insensitively) for its extractor to yield anything. A
 # qualified name keeps its last part in the text (an import alias spells the imported
 # name) and its package in the import; a keyword argument keeps its keyword.
+_MODULE_TOKENS = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
 TOKENS: dict[str, frozenset[str]] = {
     "pads": frozenset({"pad", "datacollator"}),
     "pads-unsided": frozenset({"pad", "datacollator"}),
@@ -152,6 +162,10 @@ TOKENS: dict[str, frozenset[str]] = {
     "size-override": frozenset(CONFIG_TABLE_KEYS),
     "nan-source": READER_TOKENS,
     "tensorizes": SINK_TOKENS,
+    # module classes (a torch.nn/HF/Lightning base, or `forward`), as TL201/TL202's own tokens
+    "norm-residual": _MODULE_TOKENS,
+    "module-parts": _MODULE_TOKENS,
+    "block-stack": _MODULE_TOKENS,
 }
 
 

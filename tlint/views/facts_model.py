@@ -1,8 +1,10 @@
 """Project facts of models and training (see `tlint.views.facts`): the file builds a
 transformer (`transformer`), sets up an LR warmup (`warmup`), positional tables and the
 sequence lengths the data is built with (`positional-table`, `sequence-length`, TL206),
-which parameters calls give (`call-args`) and config sizes set after construction
-(`size-override`). Its public names are re-exported from `tlint.views.facts`.
+which parameters calls give (`call-args`), config sizes set after construction
+(`size-override`), and the model structure that spans files (`norm-residual`,
+`module-parts`, `block-stack`: TL201, TL202). Its public names are re-exported from
+`tlint.views.facts`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,16 @@ from typing import TypeGuard
 import libcst as cst
 
 from tlint.cst import get_arg, keywords, last_name, literal_value, snake_parts, walk
-from tlint.fact_data import CallArgsFact, PositionalTableFact, SequenceLengthFact, SizeOverrideFact, Via
+from tlint.fact_data import (
+    BlockStackFact,
+    CallArgsFact,
+    ModulePartsFact,
+    NormResidualFact,
+    PositionalTableFact,
+    SequenceLengthFact,
+    SizeOverrideFact,
+    Via,
+)
 from tlint.views.bindings import assignment_targets
 from tlint.views.facts_data import tokenizer_object
 
@@ -400,3 +411,71 @@ def size_override_sites(ctx):
             if type(target) is cst.Attribute and target.attr.value in CONFIG_TABLE_KEYS \
                     and not (type(target.value) is cst.Name and target.value.value == "self"):
                 yield node, SizeOverrideFact(target.attr.value)
+
+
+# --- model structure across files (TL201, TL202) -----------------------------------------
+
+
+def norm_residual_sites(ctx):
+    """The residuals of the models of the file that are parts to be assembled elsewhere: a
+    composition group whose residuals all have one norm placement and that holds no list of
+    its own blocks (a complete stack is judged in its file). One fact per residual, at its
+    statement (TL201 compares them with the other parts a block of another file holds)."""
+    view = ctx.models
+    for group in view.groups():
+        names = {module_class.name for module_class in group}
+        if any(sub.is_list and sub.ctor in names for module_class in group for sub in module_class.submodules()):
+            continue
+        items = [(residual, module_class.name) for module_class in group for residual in module_class.residuals()
+                 if residual.style in ("pre", "post")]
+        if len({residual.style for residual, _ in items}) != 1:
+            continue
+        model = sorted(names)
+        for residual, owner in items:
+            yield residual.node, NormResidualFact(owner, residual.style, model)
+
+
+def _imported_class(view, ctor: str | None) -> str | None:
+    """The class name a sub-module's constructor names when it is defined in another file
+    (not torch's, not one of this file's classes)."""
+    if not ctor or ctor in view.classes or ctor.startswith("torch.") or "." not in ctor:
+        return None
+    name = ctor.rsplit(".", 1)[1]
+    return name if name[:1].isupper() else None  # a class (`FFN`, `EncoderLayer`), not a factory
+
+
+def module_parts_sites(ctx):
+    """Module classes holding sub-modules of classes defined in other files."""
+    view = ctx.models
+    for module_class in view.classes.values():
+        parts = sorted({name for sub in module_class.submodules()
+                        if (name := _imported_class(view, sub.ctor)) is not None})
+        if parts:
+            yield module_class.node, ModulePartsFact(module_class.name, parts)
+
+
+def block_stack_sites(ctx):
+    """`for block in self.blocks:` in `forward` over a list of blocks of a class defined in
+    another file, with no norm applied after the loop (TL202 asks the related files whether
+    those blocks are pre-norm)."""
+    view = ctx.models
+    index = ctx.index
+    for module_class in view.classes.values():
+        forward = module_class.forward
+        if forward is None:
+            continue
+        for loop in walk(forward.body, into_functions=False):
+            if type(loop) is not cst.For:
+                continue
+            iterable = loop.iter
+            if type(iterable) is cst.Call:
+                iterable = iterable.args[0].value if iterable.args else iterable  # `enumerate(self.blocks)`
+            sub = module_class.attribute_of(iterable) if type(iterable) is not cst.Name else None
+            element = _imported_class(view, sub.ctor) if sub is not None and sub.is_list else None
+            if element is None or sub is None:
+                continue
+            start = index.position[id(loop)]
+            if any(module_class.is_norm_call(call) and index.position[id(call)] > start
+                   and not index.is_inside(call, loop) for call in module_class.calls_of(forward)):
+                continue
+            yield loop, BlockStackFact(module_class.name, element, sub.path)

@@ -355,8 +355,10 @@ class ModuleClass:
             if type(stmt.operator) is not cst.AddAssign:
                 return None
             has_norm, has_sub = self._flags(value, flags)
-            if not has_sub:
-                return None
+            if not has_sub:  # `h += residual`: the saved stream added back onto the branch `h`
+                has_norm, has_sub = flags.get(target, (False, False))
+                if not (has_sub and _is_stream(value, flags)):
+                    return None
             return Residual(stmt, "pre" if has_norm else "plain")
         if type(value) is cst.Call and self.is_norm_call(value) and value.args:
             inner = value.args[0].value
