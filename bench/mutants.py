@@ -29,7 +29,10 @@ warmup length (not a switch such as `warmup_init`, not one of two spellings in o
 Data operators (issue 21): the `attention_mask=` of a call that also passes input ids
 removed (TL101, or TL103 when the enclosing forward's mask is then unused), a
 `key_padding_mask=` argument removed (TL102/TL103); they search only files that mention
-padding, and run on the fixed trees of the data cases too.
+padding, and run on the fixed trees of the data cases too. The model operators (a causal
+mask, a padding mask, the positional addition, the attention scaling removed; a residual
+dropped; a norm moved: TL207, TL103, TL205, TL208, TL203, TL201) live in
+`bench/mutants_model.py` and are appended here.
 
 **Adding an operator** (model and data families too): write a function `(module: cst.Module,
 text: str) -> list[Mutation]` (use `statements_with`, `block_pairs` and the call
@@ -673,6 +676,9 @@ OPERATORS: list[Operator] = [
     Operator("remove-key-padding-mask", "data", ("TL102", "TL103"), ("key_padding_mask=",), remove_key_padding_mask,
              "a `key_padding_mask=` (`src_`/`tgt_`/`memory_`) argument removed"),
 ]
+
+
+OPERATORS += _load("tlint_bench_mutants_model", "mutants_model.py").operators(sys.modules[__name__])
 
 
 def mutations_of(operator: Operator, text: str, path: str = "") -> list[Mutation]:

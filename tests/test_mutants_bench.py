@@ -313,3 +313,88 @@ def test_a_warmup_that_already_runs_as_zero_is_not_a_site():
     ''')
     whats = [m.what for m in mutants.mutations_of(OPERATORS["remove-warmup"], text, "train.py")]
     assert whats == ['default of "--warmup_ratio" `0.1` -> 0', "num_warmup_steps= `args.warmup_ratio * 10` -> 0"]
+
+
+MODEL = textwrap.dedent('''\
+    import math
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Attention(nn.Module):
+        def __init__(self, d, block_size):
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * d)
+            self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)))
+
+        def forward(self, x, key_padding_mask=None):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+            att = att.masked_fill(self.bias[: x.size(1), : x.size(1)] == 0, float("-inf"))
+            att = att.masked_fill(key_padding_mask[:, None, :], float("-inf"))
+            return F.softmax(att, dim=-1) @ v
+
+
+    class Block(nn.Module):
+        def __init__(self, d, block_size):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(d)
+            self.attn = Attention(d, block_size)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x
+
+
+    class GPT(nn.Module):
+        def __init__(self, vocab, d, block_size):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d)
+            self.wpe = nn.Embedding(block_size, d)
+            self.block = Block(d, block_size)
+            self.lm_head = nn.Linear(d, vocab)
+
+        def forward(self, idx):
+            pos_emb = self.wpe(torch.arange(idx.size(1)))
+            x = self.wte(idx) + pos_emb
+            x = self.block(x)
+            return self.lm_head(x)
+
+        def generate(self, idx, n):
+            for _ in range(n):
+                idx = torch.cat([idx, self(idx)[:, -1:].argmax(-1)], dim=1)
+            return idx
+''')
+
+
+@pytest.mark.parametrize("name, before, after", [
+    ("remove-causal-mask", 'att = att.masked_fill(self.bias[: x.size(1), : x.size(1)] == 0, float("-inf"))\n', ""),
+    ("remove-padding-mask", 'att = att.masked_fill(key_padding_mask[:, None, :], float("-inf"))\n', ""),
+    ("remove-positional", "x = self.wte(idx) + pos_emb", "x = self.wte(idx)"),
+    ("remove-scaling", "att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))", "att = (q @ k.transpose(-2, -1))"),
+    ("drop-residual", "x = x + self.attn(self.ln_1(x))", "x = self.attn(self.ln_1(x))"),
+    ("move-norm", "x = x + self.attn(self.ln_1(x))", "x = self.ln_1(x + self.attn(x))"),
+])
+def test_model_operators_plant_their_bug(name, before, after):
+    """Each model operator finds its one site in MODEL and makes exactly its edit."""
+    [out] = mutated(name, MODEL)
+    assert [line.strip() for line in out.splitlines() if line.strip()] == [
+        line.strip() for line in MODEL.replace(before, after).splitlines() if line.strip()]
+
+
+def test_model_operators_leave_lookalikes_alone():
+    text = textwrap.dedent('''\
+        import torch
+
+
+        class Net(torch.nn.Module):
+            def forward(self, x, mem_len, labels, attention_mask):
+                n = x.shape[1] + mem_len                        # a length, not a positional encoding
+                out = x + self.bias.view(1, -1)                 # a bias, not a residual branch of x
+                labels = labels.masked_fill(attention_mask == 0, -100)   # labels, not attention scores
+                return torch.softmax(self.embed(x) @ x.T, -1), n, out, labels
+    ''')
+    for name in ("remove-positional", "drop-residual", "remove-padding-mask", "remove-causal-mask"):
+        assert mutated(name, text) == [], name

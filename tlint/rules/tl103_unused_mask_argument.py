@@ -81,6 +81,25 @@ def _feeds_only_itself(fn: cst.FunctionDef, name: str) -> bool:
     return rebinds and all(id(n) in allowed for n in occurrences)
 
 
+def _none_tests(fn: cst.FunctionDef, name: str) -> bool:
+    """Every read of `name` tests it against None (`if mask is not None:`), and no branch
+    such a test guards refuses it loudly (a `raise` or a warning): the mask's value is
+    never used."""
+    allowed: set[int] = set()
+    for node in walk(fn.body):
+        if (type(node) is cst.Comparison and type(node.left) is cst.Name and node.left.value == name
+                and len(node.comparisons) == 1 and type(node.comparisons[0].operator) in (cst.Is, cst.IsNot)
+                and type(node.comparisons[0].comparator) is cst.Name
+                and node.comparisons[0].comparator.value == "None"):
+            allowed.add(id(node.left))
+        elif type(node) is cst.If and any(type(n) is cst.Name and n.value == name for n in walk(node.test)) \
+                and any(type(n) is cst.Raise or (type(n) is cst.Call and "warn" in (last_name(n.func) or ""))
+                        for n in walk(node)):
+            return False
+    occurrences = [n for n in walk(fn.body) if type(n) is cst.Name and n.value == name]
+    return bool(occurrences) and all(id(n) in allowed for n in occurrences)
+
+
 _ENCODER_PARTS = frozenset({"encoder", "transformer", "backbone", "bert", "roberta", "model", "decoder", "lm"})
 
 
@@ -519,7 +538,8 @@ class UnusedMaskArgument(Rule):
             name = param.name.value
             if "mask" not in name.lower() or name.startswith("_"):
                 continue
-            if name in reads and not _assigned_only(fn, name) and not _feeds_only_itself(fn, name):
+            if name in reads and not _assigned_only(fn, name) and not _feeds_only_itself(fn, name) \
+                    and not _none_tests(fn, name):
                 continue
             if _deleted(fn, name):
                 continue
@@ -550,8 +570,9 @@ class UnusedMaskArgument(Rule):
                     and self._sites.applied_by_callers(fn, name):
                 continue
             where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
-            how = ("is only converted into a new value of itself, which nothing reads" if name in reads
-                   else "is never read")
+            how = ("is never read" if name not in reads or _assigned_only(fn, name)
+                   else "is only tested against None, its value never used" if _none_tests(fn, name)
+                   else "is only converted into a new value of itself, which nothing reads")
             ctx.report(param, f"parameter `{name}` of {where} {how}: the mask is silently ignored, "
                               "so padded or future positions are attended to")
 

@@ -147,6 +147,29 @@ def _applies(value, name: str) -> bool:
                and node.value.value == "self" for node in walk(value))
 
 
+def _applies_member(module_class, value, name: str) -> bool:
+    """`value` calls or indexes the container member `self.<a>.<b>` (`self.a["b"]`)."""
+    for node in walk(value):
+        if type(node) is cst.Call:
+            sub = module_class.attribute_of(node.func)
+            if sub is not None and sub.path == name:
+                return True
+    return False
+
+
+def _never_read_after(index, fn, statement, target: str) -> bool:
+    """Nothing in `fn` after `statement` reads `target`, and no loop around the statement
+    reads it (the next iteration could)."""
+    start = index.position[id(statement)]
+    inside = {id(n) for n in walk(statement)}
+    loops = index.enclosing_loops(statement)
+    for node in walk(fn.body):
+        if type(node) is cst.Name and node.value == target and id(node) not in inside:
+            if index.position[id(node)] > start or any(index.is_inside(node, loop) for loop in loops):
+                return False
+    return True
+
+
 def _read_in(module_class, name: str) -> bool:
     """`self.<name>` (or the container member `self.<a>.<b>`, or its whole container) is read
     in a method other than weight initialisation."""
@@ -253,15 +276,18 @@ class PositionalEncodingUnused(Rule):
                                  "sees the tokens as an unordered set (attention is permutation-invariant); add "
                                  "it to the token embeddings in `forward`")
             for name in applied:
-                if "." not in name:
-                    self._check_overwritten(ctx, module_class, name)
+                self._check_overwritten(ctx, module_class, name)
         self._check_position_blind(ctx)
 
     @staticmethod
     def _check_overwritten(ctx, module_class, name: str) -> None:
         """`x = self.pos(e)` then `x = dropout(e)`: the statement after the one that applies
-        the table and that mentions `x` again binds `x` anew without reading it."""
+        the table and that mentions `x` again binds `x` anew without reading it; or nothing
+        after it in the function reads `x` at all (`pos_emb = self.wpe(pos)`, then
+        `x = tok_emb` alone). A member of a container is matched by its path
+        (`self.transformer.wpe`)."""
         top = name.split(".")[0]
+        index = ctx.index
         for method, fn in module_class.methods.items():
             if method in _INIT_METHODS:
                 continue
@@ -271,7 +297,17 @@ class PositionalEncodingUnused(Rule):
                 statements = block.body
                 for at, statement in enumerate(statements):
                     target = _single_name_target(statement)
-                    if target is None or not _applies(statement.body[0].value, top):  # type: ignore[attr-defined]
+                    if target is None:
+                        continue
+                    value = statement.body[0].value  # type: ignore[attr-defined]
+                    if not (_applies(value, top) if "." not in name else _applies_member(module_class, value, name)):
+                        continue
+                    if _never_read_after(index, fn, statement, target):
+                        ctx.report(statement, f"`{target}` receives the positional encoding `self.{name}` and is "
+                                              "never read afterwards: the positions never reach the model; add "
+                                              f"`{target}` to the token embeddings")
+                        continue
+                    if "." in name:
                         continue
                     for later in statements[at + 1:]:
                         mentions = [n for n in walk(later) if type(n) is cst.Name and n.value == target]
