@@ -795,3 +795,17 @@ PROJECTION = """
 def test_projection_helper_of_an_attention_that_applies_the_mask(tmp_path, body, attend, reported):
     src = _src(PROJECTION.replace("{BODY}", body).replace("{ATTEND}", attend))
     assert lint(tmp_path, {"m.py": src}) == ({("m.py", 10, CODE)} if reported else set())
+
+
+@pytest.mark.parametrize("body, reported", [
+    ("scores = q @ k.transpose(-2, -1)\n    if mask is not None:\n        scores = scores.float()\n"
+     "    return scores.softmax(-1)", True),
+    # a predicate: the mask's presence picks the kernel, the caller applies it
+    ("return mask is not None and q.size(-1) <= 128", False),
+])
+def test_mask_only_tested_against_none(tmp_path, body, reported):
+    src = ("import torch.nn as nn\n\n\ndef helper(q, k, mask=None):\n    " + body + "\n\n\n"
+           "class M(nn.Module):\n    def forward(self, q, k, mask=None):\n"
+           "        if helper(q, k, mask):\n            return (q @ k.transpose(-2, -1)).masked_fill(mask, 0)\n"
+           "        return q\n")
+    assert lint(tmp_path, {"m.py": src}) == ({("m.py", 4, CODE)} if reported else set())

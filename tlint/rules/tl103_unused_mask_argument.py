@@ -538,8 +538,10 @@ class UnusedMaskArgument(Rule):
             name = param.name.value
             if "mask" not in name.lower() or name.startswith("_"):
                 continue
+            # a mask only tested against None counts as unread where the function attends; in
+            # one that does not (`is_kernel_available(mask, ...)`) its presence picks a path
             if name in reads and not _assigned_only(fn, name) and not _feeds_only_itself(fn, name) \
-                    and not _none_tests(fn, name):
+                    and not (_none_tests(fn, name) and _does_attention(fn)):
                 continue
             if _deleted(fn, name):
                 continue
