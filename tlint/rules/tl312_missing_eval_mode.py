@@ -315,18 +315,25 @@ def _assigned(nodes) -> list[tuple[set[str], set[str]]]:
     return out
 
 
-def _bound_from(nodes, names: set[str]) -> set[str]:
-    """`names` and every name assigned (transitively) from an expression reading one."""
-    assignments = _assigned(n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign))
+def _closure(assignments: list[tuple[set[str], set[str]]], names: set[str], *, downstream: bool) -> set[str]:
+    """`names` grown to a fixed point over `assignments` (from `_assigned`): downstream, by
+    the targets of each assignment reading one of them; upstream, by the names read by each
+    assignment binding one of them."""
     out = set(names)
     changed = True
     while changed:
         changed = False
         for targets, values in assignments:
-            if values & out and not targets <= out:
-                out |= targets
+            source, grown = (values, targets) if downstream else (targets, values)
+            if source & out and not grown <= out:
+                out |= grown
                 changed = True
     return out
+
+
+def _bound_from(nodes, names: set[str]) -> set[str]:
+    """`names` and every name assigned (transitively) from an expression reading one."""
+    return _closure(_assigned(nodes), names, downstream=True)
 
 
 def _update_inputs(training) -> set[str]:
@@ -340,14 +347,8 @@ def _update_inputs(training) -> set[str]:
         if event.kind == BACKWARD:
             out |= _names(event.site)
     nodes = list(walk(training.node))
-    assignments = _assigned(n for n in nodes if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign))
-    changed = True
-    while changed:
-        changed = False
-        for targets, values in assignments:
-            if targets & out and not values <= out:
-                out |= values
-                changed = True
+    assignments = _assigned(nodes)
+    out = _closure(assignments, out, downstream=False)
     bound = set().union(*(targets for targets, _ in assignments)) if assignments else set()
     for node in nodes:
         if type(node) is cst.For:
