@@ -22,6 +22,9 @@ from tlint.cli import main
 from tlint.doctor.steps import Results
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from doctor_screenshot import spiky_run  # noqa: E402  (the README example's run folder, also the screenshot's)
+
 DEMO = ROOT / "fixtures" / "demo"
 SCHEMA = ROOT / "schema" / "doctor-output.schema.json"
 
@@ -34,22 +37,6 @@ def validate(document: dict) -> None:
 
 def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "TLINT_NO_CACHE": "1"}
-
-
-def spiky_run(folder: Path) -> Path:
-    """A hand-made Hugging Face run: no warmup (the rate starts at its peak), the loss spikes
-    at steps 4-8 after the gradient norm explodes at step 3."""
-    history = []
-    for step in range(1, 41):
-        loss = 4.4 - 0.01 * step + 0.03 * math.sin(step * 1.3)
-        if 4 <= step <= 8:
-            loss += (6, 11, 9, 5, 2)[step - 4]
-        grad_norm = 12.0 if 3 <= step <= 7 else 1.0 + 0.05 * math.sin(step)
-        history.append({"step": step, "loss": round(loss, 4), "learning_rate": 0.5 * (1 - step / 41),
-                        "grad_norm": grad_norm})
-    folder.mkdir(parents=True)
-    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history, "global_step": 40}))
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +70,21 @@ def test_doctor_on_the_demo_gives_one_report_with_every_part(demo_report):
     probes = {p["probe"]: p for p in doc["parts"]["verify"]["probes"]}
     assert {"mask-leak", "attention-maps", "activation-ranges", "overfit-batch", "warmup-ab"} <= set(probes)
     assert set(probes["overfit-batch"]["loss_curves"]) == {"overfit", "control"}
-    assert probes["data-ab"]["status"] == "skip"  # the demo's classifier has no per-sample labels in the LM batches
+    # the clean-data A/B: data-ab-model (a small GPT-2) trained on the demo's LM batches, as they come
+    # (a NaN sentence weight in every batch: the loss is NaN at step 1) and cleaned (it learns)
+    ab = probes["data-ab"]
+    assert ab["status"] == "fail" and ab["figure"] == 1.0, ab["detail"]
+    assert ab["detail"].endswith("the model trained: GPT2LMHeadModel of data-ab-model `lm_config:small_gpt2`")
+    assert ab["ab"]["model"]["class"] == "GPT2LMHeadModel" and ab["ab"]["kind"] == "next-token"
+    assert ab["ab"]["cleaning"]["rows_dropped"] == 2 and [r["lost"] for r in ab["ab"]["runs"]] == [1.0, 1.0]
+    user, cleaned = ab["curves"]["user"], ab["curves"]["cleaned"]
+    assert user["diverged_at"] == 1 and user["train_loss"] == [None]
+    assert cleaned["eval_steps"] == list(range(0, 41, 5)) and len(cleaned["train_loss"]) == 40
+    assert cleaned["eval_loss"][0] == user["eval_loss"][0] and cleaned["eval_loss"][-1] < 0.8 * cleaned["eval_loss"][0]
+    assert set(ab["loss_curves"]) == {"user train (diverged at step 1)", "user eval", "cleaned train", "cleaned eval"}
+    assert {(c["check"], c["loader"]) for c in ab["data_checks"] if c["cleaned"]} >= {
+        ("nan-inf", "train"), ("label-alignment", "train"), ("eos-masked", "train"), ("tokenizer-agreement", "train+eval")}
+    assert steps["verify"]["summary"]["by_stage"]["ab"] == {"pass": 0, "fail": 1, "skip": 0}
     assert doc["parts"]["diagnose"]["runs"][0]["path"].endswith("lr-high")
     # the ranked items carry every kind of evidence
     sources = {e["source"] for item in doc["items"] for e in item["evidence"]}
@@ -102,6 +103,12 @@ def test_doctor_on_the_demo_gives_one_report_with_every_part(demo_report):
     nan = next(i for i in items if i["title"] == "data check nan-inf fails")
     assert nan["stage"] == "data" and nan["codes"] == ["TL110", "TL112"] and nan["impact"] == "high"
     assert any("TL112 at demo/data.py:91" in e["text"] for e in nan["evidence"])
+    # the A/B is an item of its own, and evidence on the data checks whose bugs its cleaning removes (only)
+    ab_item = next(i for i in items if i["title"] == "probe data-ab fails")
+    assert ab_item["stage"] == "ab" and ab_item["impact"] == "high"
+    assert any(e.get("probe") == "data-ab" for e in nan["evidence"])
+    pad_ratio = next(i for i in items if i["title"] == "data check pad-ratio fails")
+    assert not any(e.get("probe") == "data-ab" for e in pad_ratio["evidence"])
     # the run's loss spike: an item with its steps, and evidence on the static finding of its first cause
     spike = next(i for i in items if i["stage"] == "logs" and "loss-spike" in i["title"])
     assert spike["evidence"][0]["steps"] == {"first": 4, "last": 8} and spike["impact"] == "high"
@@ -114,6 +121,7 @@ def test_doctor_on_the_demo_gives_one_report_with_every_part(demo_report):
     # user code is announced before it runs
     assert doc["user_code"] and "tlint doctor: runs your code" in proc.stderr
     assert "model:build_model" in proc.stderr and "loaders:train_loader" in proc.stderr
+    assert "the model factory lm_config:small_gpt2 (data-ab-model: the data A/B)" in proc.stderr
 
 
 def test_the_text_report_shows_the_ranked_items_with_evidence_and_fix(demo_report):
@@ -387,6 +395,7 @@ def test_the_html_report_is_self_contained_and_every_image_decodes_in_chromium(d
         assert part in text, part
     alts = re.findall(r'<img src="[^"]*" alt="([^"]*)"', text)
     assert "length histogram, train loader" in alts and "loss curves of overfit-batch" in alts
+    assert "loss curves of data-ab" in alts  # the A/B's curves: user data (diverged) and cleaned
     assert sum(a.startswith("attention map attention-sample") for a in alts) == 4  # 2 layers x 2 samples
     assert any(a.startswith("run plot diagnose-lr-high") for a in alts)
     assert "tlint-doctor-" not in text  # the temporary folder of the maps is not named

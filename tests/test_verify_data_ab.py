@@ -137,6 +137,25 @@ def text_loader():
     return [{"text": ["a sentence", "another one"]}]
 
 
+class MeanClassifier(torch.nn.Module):
+    """A sentence classifier: its (batch, 2) output cannot learn the loaders' next tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head = torch.nn.Embedding(VOCAB, 8), torch.nn.Linear(8, 2)
+
+    def forward(self, input_ids, attention_mask=None):
+        return self.head(self.emb(input_ids).mean(dim=1))
+
+
+def build_classifier():
+    return MeanClassifier()
+
+
+def broken_factory():
+    raise RuntimeError("no weights here")
+
+
 def build_gpt():
     import transformers
 
@@ -389,3 +408,78 @@ def test_data_ab_is_named_on_its_own_and_reaches_the_child_and_the_json(loaders,
     assert set(probe["curves"]) == {"user", "cleaned"}
     assert {c["check"] for c in probe["data_checks"]} >= {"nan-inf", "mask-pad-agreement"}
     assert probe["ab"]["steps"] == 40 and probe["ab"]["threshold"] == 0.25 and probe["ab"]["seeds"] == [0, 1]
+
+
+def ab_options(loaders: Path, tmp_path: Path, monkeypatch, extra: str, flags: tuple[str, ...] = ()):
+    config = tmp_path / "tlint.toml"
+    config.write_text(textwrap.dedent(f"""
+        [verify]
+        model = "ab_loaders:build_classifier"
+        python-path = ["{loaders}"]
+        dataloader = "ab_loaders:buggy_loader"
+        eval-dataloader = "ab_loaders:eval_loader"
+    """) + extra)
+    from tlint.cli import build_parser
+    from tlint.verify.command import load_options
+
+    monkeypatch.chdir(tmp_path)
+    return load_options(build_parser().parse_args(["verify", "--probe", "grad-flow", "--probe", "data-ab",
+                                                   "--config", str(config), *flags]))
+
+
+def verify_in_process(options):
+    from tlint.verify.worker import verify
+
+    saved_path, saved_bytecode = list(sys.path), sys.dont_write_bytecode
+    try:
+        return verify(options)
+    finally:
+        sys.path[:], sys.dont_write_bytecode = saved_path, saved_bytecode
+        sys.modules.pop("ab_loaders", None)
+
+
+def test_data_ab_model_trains_its_own_model_beside_the_verified_one(loaders, tmp_path, monkeypatch):
+    """`model` is a classifier the LM batches cannot train; `data-ab-model` (a GPT-2 built in
+    code) is what data-ab trains, while the other probes keep verifying `model`."""
+    options = ab_options(loaders, tmp_path, monkeypatch, 'data-ab-model = "ab_loaders:build_gpt"\n')
+    assert options.data_ab_model == "ab_loaders:build_gpt" and options.data_ab_model_kwargs == {}
+    result = verify_in_process(options)
+    assert result["model"]["class"] == "MeanClassifier"
+    probes = {p["probe"]: p for p in result["probes"]}
+    assert probes["grad-flow"]["status"] == "pass"
+    ab = probes["data-ab"]
+    assert ab["status"] == "fail", ab["detail"]
+    assert ab["detail"].endswith("the model trained: GPT2LMHeadModel of data-ab-model `ab_loaders:build_gpt`")
+    model = report_json(result["model"], result["probes"], [])["probes"][1]["ab"]["model"]
+    assert model["class"] == "GPT2LMHeadModel" and model["causal"] is True and model["vocab_size"] == VOCAB
+    assert model["call"] == "input_ids,attention_mask"
+    # without it, data-ab on the classifier skips: its output is per sample
+    plain = verify_in_process(ab_options(loaders, tmp_path, monkeypatch, ""))
+    assert plain["probes"][1]["status"] == "skip" and "one prediction per sample" in plain["probes"][1]["detail"]
+
+
+def test_a_data_ab_model_that_cannot_be_built_skips_data_ab_only(loaders, tmp_path, monkeypatch):
+    options = ab_options(loaders, tmp_path, monkeypatch, "", ("--data-ab-model", "ab_loaders:broken_factory",
+                                                               "--data-ab-model-kwargs", '{"size": 3}'))
+    assert options.data_ab_model_kwargs == {"size": 3}
+    result = verify_in_process(options)
+    grad, ab = result["probes"]
+    assert grad["status"] == "pass" and ab["status"] == "skip"
+    assert ab["detail"].startswith("could not run: the data-ab model `ab_loaders:broken_factory` (`data-ab-model`): ")
+    assert "RuntimeError" in ab["detail"] or "unexpected keyword" in ab["detail"]
+
+
+@pytest.mark.parametrize("setting, message", [
+    ('data-ab-model = "not a path"\n', "`data-ab-model` must be a dotted path `package.module:name`"),
+    ('data-ab-model = "m:f"\ndata-ab-model-kwargs = 3\n',
+     "`data-ab-model-kwargs` in [tool.tlint.verify] must be a table of keyword arguments, got 3"),
+])
+def test_a_wrong_data_ab_model_setting_is_exit_2_with_a_message(tmp_path, monkeypatch, capsys, setting, message):
+    from tlint.cli import main
+
+    (tmp_path / "tlint.toml").write_text('[verify]\nmodel = "m:f"\n' + setting)
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", "--probe", "data-ab"]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["verify", "--data-ab-model-kwargs", "[1", "--probe", "data-ab"]) == 2
+    assert "--data-ab-model-kwargs must be a JSON object" in capsys.readouterr().err

@@ -232,6 +232,10 @@ def _add_verify_parser(sub) -> None:
                         help="learning rate for warmup-ab and data-ab (overrides the optimiser's)")
     verify.add_argument("--max-seconds", type=float, metavar="SECONDS",
                         help="time budget of each training probe (default 30); its runs stop early")
+    verify.add_argument("--data-ab-model", metavar="PKG.MOD:FACTORY",
+                        help="the model data-ab trains instead of the verified one (e.g. a small reference LM)")
+    verify.add_argument("--data-ab-model-kwargs", metavar="JSON", help="keyword arguments of --data-ab-model's "
+                        "factory, a JSON object")
     verify.add_argument("--artifacts", type=Path, metavar="DIR",
                         help="folder for the files verify writes (attention-map PNGs); none are written without it")
     verify.add_argument("paths", nargs="*", type=Path, metavar="PATH",

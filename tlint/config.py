@@ -35,7 +35,7 @@ VERIFY_KEYS = {
     "model", "model-kwargs", "vocab-size", "pad-token-id", "eos-token-id", "seq-len",
     "batch-size", "causal", "call", "dataloader", "eval-dataloader", "optimizer",
     "padding-side", "python-path", "timeout", "artifacts", "fields", "device", "seed",
-    "probe-timeout", "memory-limit", "lr", "max-seconds",
+    "probe-timeout", "memory-limit", "lr", "max-seconds", "data-ab-model", "data-ab-model-kwargs",
 }
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",

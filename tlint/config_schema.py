@@ -102,6 +102,8 @@ def _verify() -> dict[str, Any]:
     properties: dict[str, Any] = {key: dict(check[2]) for key, (_, check) in KEY_CHECKS.items()}
     properties["model"] = {**dotted, "description": "the model: `package.module:factory` (or an nn.Module class)"}
     properties["optimizer"] = {**dotted, "description": "`package.module:make_optimizer`, callable(model)"}
+    properties["data-ab-model"] = {**dotted, "description": "the model data-ab trains instead of `model`: "
+                                   "`package.module:factory` (`data-ab-model-kwargs` are passed to it)"}
     properties["call"] = {"type": "string", "description": "how forward is called: a built-in style or "
                           "`package.module:adapter`", "anyOf": [{"enum": list(CALL_STYLES)}, dotted]}
     properties["padding-side"] = {"type": "string", "enum": list(PADDING_SIDES)}

@@ -16,6 +16,7 @@ import base64
 import html
 import io
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from tlint.atomic import write_bytes_atomic
 from tlint.doctor.report import curves, evidence_parts, step_outcome
 from tlint.doctor.steps import Results
 
+_DIVERGED = re.compile(r"\(diverged at step (\d+)\)")
 MAX_IMAGE_BYTES = 4 * 1024 * 1024    # an image file larger than this is not embedded
 MAX_ATTENTION_MAPS = 8
 
@@ -272,6 +274,7 @@ def _training(results: Results, plots: _Plots) -> str:
         if not found or plots.plt is None:
             continue
         fig, ax = plots.plt.subplots(figsize=(5.5, 3.2), constrained_layout=True)
+        diverged: list[tuple[int, str, str]] = []
         for label, curve in found.items():
             ys = [math.nan if v is None else v for v in curve["loss"]]
             style: dict[str, Any] = {}
@@ -279,7 +282,14 @@ def _training(results: Results, plots: _Plots) -> str:
                 style = {"linestyle": "--", "marker": "o", "markersize": 3}
             if sum(y == y for y in ys) <= 2:  # a run that diverged at once: its points must show
                 style = {**style, "marker": "x", "markersize": 8}
-            ax.plot(curve["steps"], ys, label=label, linewidth=1.5, **style)
+            (line,) = ax.plot(curve["steps"], ys, label=label, linewidth=1.5, **style)
+            where = _DIVERGED.search(label)
+            if where:
+                diverged.append((int(where.group(1)), label[: where.start()].strip(), line.get_color()))
+        for step, run, color in diverged:  # where a run's loss went non-finite: it has no point there
+            ax.axvline(step, color=color, linestyle=":", linewidth=1.2)
+            ax.annotate(f"{run}: non-finite loss at step {step}", (step, 0.04), xycoords=("data", "axes fraction"),
+                        xytext=(4, 0), textcoords="offset points", color=color, fontsize=8, va="bottom")
         ax.set_xlabel("step" if p["probe"] == "data-ab" else "step (sampled)")
         ax.set_ylabel("loss")
         ax.set_title(f"{p['probe']} ({p['status']})", fontsize=10)

@@ -49,6 +49,8 @@ class Plan:
         if self.verify is not None:
             out.append(f"the model factory {self.verify.model} (verify: probes and training probes"
                        + (f", optimiser {self.verify.optimizer}" if self.verify.optimizer else "") + ")")
+            if self.verify.data_ab_model and "data-ab" in self.verify.probes:
+                out.append(f"the model factory {self.verify.data_ab_model} (data-ab-model: the data A/B)")
         return out
 
 

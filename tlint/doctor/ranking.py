@@ -230,7 +230,9 @@ def _ab_evidence(results: Results, items: dict[str, Item]) -> None:
         if probe["probe"] != "data-ab" or probe["status"] != "fail":
             continue
         evidence = {"source": "verify", "probe": "data-ab", "status": "fail", **_figure(probe), "text": probe["detail"]}
-        named = {c.get("check") for c in (probe.get("extra") or {}).get("data_checks", []) if isinstance(c, dict)}
+        # (not loader-order or pad-ratio: the cleaning does not fix them, so the A/B is no evidence on them)
+        named = {c.get("check") for c in (probe.get("extra") or {}).get("data_checks", [])
+                 if isinstance(c, dict) and c.get("cleaned", True)}
         for item in items.values():
             checks = {e.get("check") for e in item.evidence if e.get("source") == "scan-data"}
             if item.stage == "data" and checks & named:

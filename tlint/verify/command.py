@@ -29,6 +29,7 @@ FLAG_KEYS = {
     "pad_token_id": "pad-token-id", "causal": "causal", "padding_side": "padding-side", "call": "call",
     "device": "device", "seed": "seed", "timeout": "timeout", "probe_timeout": "probe-timeout",
     "memory_limit": "memory-limit", "optimizer": "optimizer", "lr": "lr", "max_seconds": "max-seconds",
+    "data_ab_model": "data-ab-model",
 }
 
 
@@ -118,11 +119,14 @@ def load_options(args) -> VerifyOptions:
     flags = {key: getattr(args, dest, None) for dest, key in FLAG_KEYS.items()}
     if getattr(args, "artifacts", None) is not None:  # relative to the working directory, not the config
         flags["artifacts"] = str(Path(args.artifacts).resolve())
-    if args.model_kwargs is not None:
+    for dest, key in (("model_kwargs", "model-kwargs"), ("data_ab_model_kwargs", "data-ab-model-kwargs")):
+        given = getattr(args, dest, None)
+        if given is None:
+            continue
         try:
-            flags["model-kwargs"] = json.loads(args.model_kwargs)
+            flags[key] = json.loads(given)
         except json.JSONDecodeError as exc:
-            raise OptionsError(f"--model-kwargs must be a JSON object, e.g. '{{\"d_model\": 64}}': {exc}",
+            raise OptionsError(f"--{key} must be a JSON object, e.g. '{{\"d_model\": 64}}': {exc}",
                                kind="usage") from None
     root = config_root(config_path)
     options = resolve(settings.verify, config_path, root, flags, settings.causal_names, require_model=False)

@@ -95,6 +95,8 @@ class VerifyOptions:
     lr: float | None = None        # the learning rate of warmup-ab and data-ab (overrides the optimiser's)
     max_seconds: float = 30.0      # each training probe's time budget (it stops its runs early)
     data: dict[str, Any] | None = None  # data-ab: the data scan's settings (`data.DataOptions` as a dict)
+    data_ab_model: str | None = None    # data-ab trains this model instead of `model` ("pkg.mod:factory")
+    data_ab_model_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -123,6 +125,7 @@ KEY_CHECKS: dict[str, tuple[str, tuple[Callable[[Any], bool], str, dict[str, Any
     "python-path": ("python_path", _STR_LIST), "probe-timeout": ("probe_timeout", _NUMBER),
     "memory-limit": ("memory_limit", _NUMBER), "artifacts": ("artifacts", _STR),
     "optimizer": ("optimizer", _STR), "lr": ("lr", _NUMBER), "max-seconds": ("max_seconds", _NUMBER),
+    "data-ab-model": ("data_ab_model", _STR), "data-ab-model-kwargs": ("data_ab_model_kwargs", _TABLE),
 }
 
 
@@ -153,17 +156,17 @@ def resolve(config: dict[str, Any], config_path: Path | None, root: Path, flags:
             NO_MODEL + ": give `--model pkg.module:factory` or set `model = \"pkg.module:factory\"` in "
             "[tool.tlint.verify] (a callable returning a torch.nn.Module, or an nn.Module class; "
             "`model-kwargs` are passed to it)", kind="usage")
-    for attr in ("model", "call", "optimizer"):
+    for attr in ("model", "call", "optimizer", "data_ab_model"):
         spec = values.get(attr)
         if attr == "call" and (spec is None or spec in CALL_STYLES) or attr == "model" and spec == "" \
-                or attr == "optimizer" and spec is None:
+                or attr in ("optimizer", "data_ab_model") and spec is None:
             continue
         assert spec is not None  # (the model is required above; the others are skipped when absent)
         if not _DOTTED.match(spec):
             styles = ", ".join(f'"{s}"' for s in CALL_STYLES)
             extra = f" or one of the built-in styles {styles}" if attr == "call" else ""
-            raise OptionsError(f"`{attr}` must be a dotted path `package.module:name`{extra}; got {spec!r}",
-                               kind="usage")
+            raise OptionsError(f"`{attr.replace('_', '-')}` must be a dotted path `package.module:name`{extra}; "
+                               f"got {spec!r}", kind="usage")
     if values.get("padding_side", "right") not in PADDING_SIDES:
         raise OptionsError(f"`padding-side` must be \"right\" or \"left\", got {values['padding_side']!r}",
                            kind="usage")

@@ -47,10 +47,10 @@ def causal_json(model: dict[str, Any]) -> dict[str, Any]:
 
 
 # data-ab's figures in its JSON entry: `curves` (per-step training loss and the eval losses of
-# both arms, first seed), `data_checks` (the data scan's failing checks) and `ab` (the rest).
+# both arms, first seed), `data_checks` (the data scan's failing checks) and `ab` (the rest; its
+# `model` names the model trained when `data-ab-model` is set).
 _AB_KEYS = ("kind", "optimizer", "steps", "seeds", "threshold", "noise_factor", "noise", "lost", "initial_eval_loss",
-            "eval_source",
-            "runs", "cleaning")
+            "eval_source", "runs", "cleaning", "model")
 
 
 def data_ab_fields(probe: dict[str, Any]) -> dict[str, Any]:

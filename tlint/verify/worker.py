@@ -182,35 +182,14 @@ def _passes_kwargs(callable_) -> bool:
         return False
 
 
-def verify(options: VerifyOptions, emit=None) -> dict:
-    """Load the model and run `options.probes`; returns `{"model", "probes", "classes"}`.
-    `emit(event)` (the child process writes each to its progress file) is called with
-    `{"event": "ready"}` once torch is imported (the user's code runs from here on),
-    `{"event": "loaded", "model", "classes"}` once the model answers a call, then
-    `{"event": "start", "probe", "template"}` and `{"event": "done", "probe", "entry"}` around
-    each probe, so the parent can stop a probe that hangs and go on with the others."""
-    from tlint.verify.loading import (
-        UserCodeError,
-        build_model,
-        choose_caller,
-        import_roots,
-        infer_vocab_size,
-        prepare_sys_path,
-    )
-
-    emit = emit or (lambda event: None)
-    prepare_sys_path(options)
+def _load(options: VerifyOptions, roots) -> tuple:
+    """Build `options.model` and the probes' context for it: its device, vocabulary, call
+    style and causality. Returns (model, ctx, causal_reason, causal_measured)."""
     import torch
 
-    from tlint.verify.probes import PROBE_CLASSES, ProbeContext
-    from tlint.verify.training_probes import TRAINING_PROBE_CLASSES, training_settings
+    from tlint.verify.loading import UserCodeError, build_model, choose_caller, infer_vocab_size
+    from tlint.verify.probes import ProbeContext
 
-    if options.causal is None:
-        import tlint.views.model  # noqa: F401  (the causal evidence's parser: ours, not the user's time)
-    emit({"event": "ready"})  # torch is imported: the user's code starts (its limit starts now)
-
-    roots = import_roots(options)
-    torch.set_num_threads(1)  # tiny models: threads cost more than they save, and runs stay reproducible
     torch.manual_seed(options.seed)
     model = build_model(options, roots)
     try:
@@ -233,11 +212,62 @@ def verify(options: VerifyOptions, emit=None) -> dict:
                        device=options.device, seed=options.seed)
     ids, keep = ctx.padded_batch(ctx.generator(0))
     ctx.caller = choose_caller(model, options, roots, ids.to(options.device), keep.to(options.device), vocab)
-    causal, causal_measured = bool(known), False
+    causal_measured = False
     if known is None:  # neither declared, nor in the source, nor a known encoder: ask the model
-        causal, causal_reason = _measure_causal(ctx)
+        ctx.causal, causal_reason = _measure_causal(ctx)
         causal_measured = True
-        ctx.causal = causal
+    return model, ctx, causal_reason, causal_measured
+
+
+def _data_ab_on_its_model(probe, options: VerifyOptions, roots, ctx) -> tuple:
+    """data-ab on `data-ab-model` (README "tlint verify"): the model the loaders feed when it
+    is not `model`, or a small reference model known to be sound, so that a bug of `model`
+    cannot pass for a data bug. It is built and called like `model` (its own vocabulary, call
+    style and causality: `vocab-size`, `call` and `causal` are `model`'s), with the same
+    loaders, optimiser settings, seed and pad id. Returns (its context, what it is, the
+    result); a model that cannot be built or called makes the probe skip with the reason."""
+    from tlint.verify.loading import UserCodeError
+
+    own = VerifyOptions(**{**vars(options), "model": options.data_ab_model, "model_kwargs":
+                           options.data_ab_model_kwargs, "vocab_size": None, "call": None, "causal": None,
+                           "instantiate": False})
+    try:
+        model, ab_ctx, causal_reason, _ = _load(own, roots)
+    except UserCodeError as exc:
+        return ctx, None, probe.skip(f"could not run: the data-ab model `{options.data_ab_model}` (`data-ab-model`): "
+                                     f"{exc}")
+    ab_ctx.training, ab_ctx.data = getattr(ctx, "training", None), ctx.data
+    ab_ctx.artifacts = None
+    info = {"factory": options.data_ab_model, "class": type(model).__name__,
+            "parameters": sum(p.numel() for p in model.parameters()), "call": ab_ctx.caller.style,
+            "causal": ab_ctx.causal, "causal_reason": causal_reason, "vocab_size": ab_ctx.vocab_size}
+    return ab_ctx, info, probe.run(ab_ctx)
+
+
+def verify(options: VerifyOptions, emit=None) -> dict:
+    """Load the model and run `options.probes`; returns `{"model", "probes", "classes"}`.
+    `emit(event)` (the child process writes each to its progress file) is called with
+    `{"event": "ready"}` once torch is imported (the user's code runs from here on),
+    `{"event": "loaded", "model", "classes"}` once the model answers a call, then
+    `{"event": "start", "probe", "template"}` and `{"event": "done", "probe", "entry"}` around
+    each probe, so the parent can stop a probe that hangs and go on with the others."""
+    from tlint.verify.loading import UserCodeError, import_roots, prepare_sys_path
+
+    emit = emit or (lambda event: None)
+    prepare_sys_path(options)
+    import torch
+
+    from tlint.verify.probes import PROBE_CLASSES
+    from tlint.verify.training_probes import TRAINING_PROBE_CLASSES, training_settings
+
+    if options.causal is None:
+        import tlint.views.model  # noqa: F401  (the causal evidence's parser: ours, not the user's time)
+    emit({"event": "ready"})  # torch is imported: the user's code starts (its limit starts now)
+
+    roots = import_roots(options)
+    torch.set_num_threads(1)  # tiny models: threads cost more than they save, and runs stay reproducible
+    model, ctx, causal_reason, causal_measured = _load(options, roots)
+    vocab, causal = ctx.vocab_size, ctx.causal
     ctx.rebuild_deeper = lambda depth: _rebuild_deeper(model, options, roots, depth)
     ctx.artifacts = options.artifacts  # where attention-maps may write PNG files (None: nowhere)
     if any(name in TRAINING_PROBE_CLASSES for name in options.probes):
@@ -258,9 +288,12 @@ def verify(options: VerifyOptions, emit=None) -> dict:
         probe = (PROBE_CLASSES.get(name) or TRAINING_PROBE_CLASSES[name])()
         emit({"event": "start", "probe": name, "template": probe.skip("").to_json()})
         started = time.perf_counter()
+        run_ctx, own = ctx, None
         try:
             if name == "causal-leak" and causal_measured and not causal:
                 result = probe.skip(f"the model is not causal ({causal_reason})")
+            elif name == "data-ab" and options.data_ab_model:
+                run_ctx, own, result = _data_ab_on_its_model(probe, options, roots, ctx)
             else:
                 result = probe.run(ctx)
         except UserCodeError:
@@ -269,8 +302,11 @@ def verify(options: VerifyOptions, emit=None) -> dict:
             result = probe.skip(f"could not run: {type(exc).__name__}: {exc}")
         entry = result.to_json()
         entry["extra"] = result.extra
-        _settle(probe, ctx, result, entry)
-        _evidence(name, ctx, entry)
+        _settle(probe, run_ctx, result, entry)
+        _evidence(name, run_ctx, entry)
+        if own is not None:  # which model data-ab trained (`data-ab-model`), in its detail and JSON `ab`
+            entry["extra"]["model"] = own
+            entry["detail"] += f"; the model trained: {own['class']} of data-ab-model `{own['factory']}`"
         entry["seconds"] = round(time.perf_counter() - started, 3)
         probes.append(entry)
         emit({"event": "done", "probe": name, "entry": entry})
