@@ -273,15 +273,17 @@ class Parsed:
     blocks: list[cst.CSTNode]
     positions: dict
     parents: dict
+    # names the tree raises to a negative power with `**` (`warmup ** -1.5`, see `crash_names`)
+    crash_names: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, module: cst.Module) -> Parsed:
+    def of(cls, module: cst.Module, crash_names: frozenset[str] = frozenset()) -> Parsed:
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         positions = wrapper.resolve(PositionProvider)
         parents = wrapper.resolve(ParentNodeProvider)
         visitor = _Blocks()
         module.visit(visitor)
-        return cls(module, visitor.blocks, positions, parents)
+        return cls(module, visitor.blocks, positions, parents, crash_names)
 
     def line(self, node: cst.CSTNode) -> int:
         found = self.positions.get(node)
@@ -412,8 +414,9 @@ def _grad_set_to_none(loop: cst.CSTNode | None) -> bool:
     return bool(found)
 
 
-def _has_loop(node: cst.CSTNode) -> bool:
-    found = []
+def _loops(node: cst.CSTNode) -> list[cst.For | cst.While]:
+    """The loops under `node`, nested functions left out."""
+    found: list[cst.For | cst.While] = []
 
     class Loops(cst.CSTVisitor):
         def visit_For(self, node: cst.For) -> None:
@@ -426,7 +429,32 @@ def _has_loop(node: cst.CSTNode) -> bool:
             return False
 
     node.visit(Loops())
-    return bool(found)
+    return found
+
+
+def _evaluates(loop: cst.For | cst.While, model: str) -> bool:
+    """`loop` runs the switched model (its name, `model` or `self.model`, is read in it) and
+    does not train (no `backward()` and no `step()`): an evaluation loop, not the training
+    loop of a frozen encoder (`encoder.eval()` before it) nor a loop over its parameters."""
+    calls = calls_in(loop)
+    if any(callee(call) in ("backward", "step", "optimizer_step") for call in calls):
+        return False
+
+    class Reads(cst.CSTVisitor):
+        seen = False
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            if dotted(node).lower() == model:
+                Reads.seen = True
+            return True
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value.lower() == model:
+                Reads.seen = True
+
+    loop.body.visit(Reads())
+    return Reads.seen and not any(callee(call) in ("parameters", "named_parameters", "modules") and
+                                  receiver(call) == model for call in calls_in(loop.iter) if isinstance(loop, cst.For))
 
 
 _NO_MODE = ("criterion", "loss", "metric")  # modules without dropout or batch-norm: their switch is a no-op
@@ -434,15 +462,18 @@ _NOT_EVALUATION = ("generat", "sampl", "predict", "infer", "decode")  # TL312's 
 
 
 def remove_eval(parsed: Parsed) -> list[Mutation]:
-    """`model.eval()` removed where a loop follows it in its block (an evaluation loop);
-    not a loss or metric module's switch, nor in a generation or sampling function."""
+    """`model.eval()` removed where an evaluation loop of that model follows it in its block
+    (one that reads the model and neither runs `backward()` nor steps: not the training loop
+    of a frozen encoder, nor a loop over its parameters); not a loss or metric module's
+    switch, nor in a generation or sampling function."""
     out = []
     for block, index, call in statements_with(parsed, is_eval_switch):
         function = parsed.function(call)
         if any(word in receiver(call).rsplit(".", 1)[-1] for word in _NO_MODE) or (
                 function is not None and any(w in function.name.value.lower() for w in _NOT_EVALUATION)):
             continue
-        if any(_has_loop(later) for later in block.body[index + 1:]):
+        model = receiver(call)
+        if any(_evaluates(loop, model) for later in block.body[index + 1:] for loop in _loops(later)):
             out.append(Mutation(parsed.line(call), f"removed `{_code(parsed, call)}`", RemoveStatement(block, index)))
     return out
 
@@ -487,7 +518,7 @@ class _Warmups(cst.CSTVisitor):
     parameter bound to a number, and an option `--warmup*`'s default."""
 
     def __init__(self) -> None:
-        self.sites: list[tuple[cst.BaseExpression, str]] = []
+        self.sites: list[tuple[cst.BaseExpression, str, set[str]]] = []  # (value, where, names it goes by)
         self.zero_options: set[str] = set()  # `--warmup_steps` options whose default is 0
 
     def visit_Call(self, node: cst.Call) -> bool:
@@ -503,19 +534,21 @@ class _Warmups(cst.CSTVisitor):
             if option and keyword == "default" and not _nonzero(arg.value):
                 self.zero_options.add(flag.value.strip("'\""))
             if option and keyword == "default" and _nonzero(arg.value):
-                self.sites.append((arg.value, f"default of {flag.value}"))
+                flags = {a.value.value.strip("'\"").lstrip("-").replace("-", "_").lower() for a in node.args
+                         if a.keyword is None and isinstance(a.value, cst.SimpleString)}
+                self.sites.append((arg.value, f"default of {flag.value}", flags))
             elif keyword is not None and _says_warmup(keyword) and _nonzero(arg.value) and len(keywords) == 1 \
                     and _warmup_length(keyword, arg.value):
-                self.sites.append((arg.value, f"{keyword}="))
+                self.sites.append((arg.value, f"{keyword}=", {keyword.lower()}))
             elif keyword is None and position == 1 and "with_warmup" in name and _nonzero(arg.value):
-                self.sites.append((arg.value, f"the warmup length of {name}"))
+                self.sites.append((arg.value, f"the warmup length of {name}", set()))
         return True
 
     def _bound(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         name = target.value if isinstance(target, cst.Name) else ""
         if value is not None and _says_warmup(name) and isinstance(value, (cst.Integer, cst.Float)) \
                 and _nonzero(value):
-            self.sites.append((value, f"{name} ="))
+            self.sites.append((value, f"{name} =", {name.lower()}))
 
     def visit_Param(self, node: cst.Param) -> None:
         if node.default is not None:  # `def train(..., warmup_steps=500)`
@@ -531,13 +564,62 @@ class _Warmups(cst.CSTVisitor):
 
 def remove_warmup(parsed: Parsed) -> list[Mutation]:
     """Each warmup length set to 0, unless it already runs as 0 by default (`args.warmup_steps`
-    whose option in the file defaults to 0: setting it to 0 changes nothing)."""
+    whose option in the file defaults to 0: setting it to 0 changes nothing), it is one of
+    the alternatives of a scheduler choice (another branch of its `if` chain warms up too:
+    the default choice still warms up), or the tree raises it to a negative power (a Noam
+    `warmup ** -1.5`: 0 crashes, see `crash_names`)."""
     visitor = _Warmups()
     parsed.module.visit(visitor)
     zero = {flag.lstrip("-").replace("-", "_") for flag in visitor.zero_options}
+    values = [expr for expr, _, _ in visitor.sites]
     return [Mutation(parsed.line(expr), f"{where} `{_code(parsed, expr)}` -> 0", ReplaceExpression(expr, _WARMUP_ZERO))
-            for expr, where in visitor.sites
-            if not (isinstance(expr, cst.Attribute) and expr.attr.value in zero)]
+            for expr, where, names in visitor.sites
+            if not _runs_as_zero(expr, zero) and not names & parsed.crash_names and not _alternative(parsed, expr, values)]
+
+
+def _runs_as_zero(expr: cst.BaseExpression, zero: set[str]) -> bool:
+    """`args.num_warmup_steps` whose option defaults to 0, or a product with one
+    (`args.num_warmup_steps * args.gradient_accumulation_steps`)."""
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value in zero
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return _runs_as_zero(expr.left, zero) or _runs_as_zero(expr.right, zero)
+    return False
+
+
+def _branches(parsed: Parsed, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The bodies of the `if`/`elif`/`else` chain whose branch holds `node` (its innermost
+    one), with the branch holding it first; [] outside any `if`."""
+    child, current = node, parsed.parents.get(node)
+    while current is not None and not (isinstance(current, (cst.If, cst.Else)) and child is current.body):
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+            return []
+        child, current = current, parsed.parents.get(current)
+    if current is None:
+        return []
+    top = current
+    while isinstance(parsed.parents.get(top), cst.If) and parsed.parents[top].orelse is top:
+        top = parsed.parents[top]
+    bodies, link = [], top
+    while link is not None:
+        bodies.append(link.body)
+        link = link.orelse if isinstance(link, cst.If) else None
+    return [current.body] + [body for body in bodies if body is not current.body]
+
+
+def _alternative(parsed: Parsed, expr: cst.CSTNode, values: list[cst.CSTNode]) -> bool:
+    """Another branch of the `if` chain `expr` sits in also sets a warmup length."""
+    branches = _branches(parsed, expr)
+    if len(branches) < 2:
+        return False
+
+    def inside(node: cst.CSTNode, body: cst.CSTNode) -> bool:
+        current = parsed.parents.get(node)
+        while current is not None and current is not body:
+            current = parsed.parents.get(current)
+        return current is body
+
+    return any(inside(other, body) for body in branches[1:] for other in values if other is not expr)
 
 
 class RemoveArgument(cst.CSTTransformer):
@@ -681,22 +763,34 @@ OPERATORS: list[Operator] = [
 OPERATORS += _load("tlint_bench_mutants_model", "mutants_model.py").operators(sys.modules[__name__])
 
 
-def mutations_of(operator: Operator, text: str, path: str = "") -> list[Mutation]:
-    """The mutations `operator` finds in one file's text ([] when it does not parse)."""
+_NEGATIVE_POWER = re.compile(r"(\w*warm_?up\w*)\s*\*\*\s*\(?\s*-", re.IGNORECASE)
+
+
+def crash_names(texts: Sequence[str]) -> frozenset[str]:
+    """Warmup names the tree raises to a negative power with Python's `**` (a Noam
+    schedule's `step * warmup ** (-1.5)`): 0 there raises ZeroDivisionError, so setting
+    that warmup to 0 plants a crash, not a missing warmup (`np.power(w, -1.5)` gives inf
+    and runs on without warmup: not listed)."""
+    return frozenset(name.lower() for text in texts for name in _NEGATIVE_POWER.findall(text))
+
+
+def mutations_of(operator: Operator, text: str, path: str = "", crash: frozenset[str] = frozenset()) -> list[Mutation]:
+    """The mutations `operator` finds in one file's text ([] when it does not parse);
+    `crash`: the tree's `crash_names`."""
     if not operator.searches(path, text):
         return []
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError:
         return []
-    return operator.sites(Parsed.of(module))
+    return operator.sites(Parsed.of(module, crash))
 
 
-def mutate(text: str, operator: Operator, index: int) -> str:
+def mutate(text: str, operator: Operator, index: int, crash: frozenset[str] = frozenset()) -> str:
     """The file's text with the `index`-th mutation of `operator` applied (parsed afresh:
     the transformers are keyed on the nodes of the parse their sites came from)."""
     module = cst.parse_module(text)
-    return operator.sites(Parsed.of(module))[index].apply(module)
+    return operator.sites(Parsed.of(module, crash))[index].apply(module)
 
 
 # --------------------------------------------------------------------------- running
@@ -760,9 +854,11 @@ def run_tree(tree: Tree, mirrors: Path, command, operators: list[Operator], limi
             except (UnicodeDecodeError, OSError):
                 continue
         searched = {rel for rel, text in texts.items() if any(op.searches(rel, text) for op in operators)}
+        crash = crash_names(list(texts.values()))
         plan = []  # (operator, file, index, mutation)
         for op in operators:
-            found = [(rel, k, m) for rel in sorted(searched) for k, m in enumerate(mutations_of(op, texts[rel], rel))]
+            found = [(rel, k, m) for rel in sorted(searched)
+                     for k, m in enumerate(mutations_of(op, texts[rel], rel, crash))]
             plan += [(op, rel, k, m) for rel, k, m in spread(found, limit)]
         baselines: dict[str, collections.Counter] = {}
         for op, rel, k, mutation in plan:
@@ -774,7 +870,7 @@ def run_tree(tree: Tree, mirrors: Path, command, operators: list[Operator], limi
             try:
                 if key not in baselines:
                     baselines[key] = counts(rb.run_tlint(command, work, paths, extra=extra), set(codes))
-                (work / rel).write_text(mutate(texts[rel], op, k), encoding="utf-8")
+                (work / rel).write_text(mutate(texts[rel], op, k, crash), encoding="utf-8")
                 try:
                     findings = rb.run_tlint(command, work, paths, extra=extra)
                 finally:

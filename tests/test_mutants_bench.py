@@ -115,6 +115,40 @@ def test_remove_eval_needs_a_loop_after_the_switch():
     assert mutated("remove-eval", "def f(model, x):\n    model.eval()\n    return model(x)\n") == []
 
 
+def test_remove_eval_needs_an_evaluation_loop_of_the_switched_model():
+    """A switch before a training loop (a frozen encoder), before a loop over the model's
+    parameters, or before a loop that does not run that model plants no evaluation bug."""
+    text = textwrap.dedent('''\
+        def train(encoder, decoder, loader, optimizer):
+            encoder.eval()  # frozen feature extractor: the loop after it trains the decoder
+            for x in loader:
+                loss = decoder(encoder(x)).mean()
+                loss.backward()
+                optimizer.step()
+
+
+        def freeze(self):
+            self.model.eval()
+            for p in self.model.parameters():
+                p.requires_grad = False
+
+
+        def report(model, rows):
+            model.eval()
+            for row in rows:
+                print(row)
+
+
+        def validate(model, val_loader):
+            model.eval()
+            with torch.no_grad():
+                for x in val_loader:
+                    print(accelerator.unwrap_model(model).generate(x))
+    ''')
+    whats = [(m.line, m.what) for m in mutants.mutations_of(OPERATORS["remove-eval"], text, "train.py")]
+    assert whats == [(22, "removed `model.eval()`")]
+
+
 def test_remove_warmup_sets_each_warmup_length_to_zero():
     texts = mutated("remove-warmup")
     assert [t for t in texts if "warmup_steps=0)" in t] and [t for t in texts if "num_warmup_steps=0," in t]
@@ -310,9 +344,44 @@ def test_a_warmup_that_already_runs_as_zero_is_not_a_site():
         args = parser.parse_args()
         a = get_scheduler("linear", optimizer=opt, num_warmup_steps=args.num_warmup_steps, num_training_steps=10)
         b = get_scheduler("linear", optimizer=opt, num_warmup_steps=args.warmup_ratio * 10, num_training_steps=10)
+        c = get_scheduler("linear", optimizer=opt, num_warmup_steps=args.num_warmup_steps * args.accumulation,
+                          num_training_steps=10)
     ''')
     whats = [m.what for m in mutants.mutations_of(OPERATORS["remove-warmup"], text, "train.py")]
     assert whats == ['default of "--warmup_ratio" `0.1` -> 0', "num_warmup_steps= `args.warmup_ratio * 10` -> 0"]
+
+
+def test_a_warmup_that_is_one_of_several_alternatives_or_crashes_at_zero_is_not_a_site():
+    """One branch of a scheduler choice (the others still warm up), and a Noam warmup that
+    the tree raises to a negative power (0 raises ZeroDivisionError: a crash, not a missing
+    warmup), plant no TL304 bug; a lone warmup still does."""
+    text = textwrap.dedent('''\
+        def build(args, opt, total):
+            if args.scheduler == "constant":
+                return get_constant_schedule(opt)
+            elif args.scheduler == "constant_with_warmup":
+                return get_constant_schedule_with_warmup(opt, num_warmup_steps=args.warmup_steps)
+            else:
+                return get_linear_schedule_with_warmup(opt, num_warmup_steps=args.warmup_steps,
+                                                       num_training_steps=total)
+
+
+        def noam(opt, d_model):
+            return LambdaLR(opt, lambda step: rate(step, d_model, factor=1.0, warmup=400))
+
+
+        def train(opt, total):
+            if total > 10:
+                sched = get_cosine_schedule_with_warmup(opt, num_warmup_steps=100, num_training_steps=total)
+    ''')
+    schedule = "def rate(step, model_size, factor, warmup):\n    return factor * min(step ** -0.5, step * warmup ** (-1.5))\n"
+    crash = mutants.crash_names([text, schedule])
+    assert crash == {"warmup"}
+    whats = [m.what for m in mutants.mutations_of(OPERATORS["remove-warmup"], text, "train.py", crash)]
+    assert whats == ["num_warmup_steps= `100` -> 0"]
+    assert mutants.crash_names(["lr = np.power(self.n_warmup_steps, -1.5) * step"]) == frozenset()
+    both = [m.what for m in mutants.mutations_of(OPERATORS["remove-warmup"], text, "train.py")]
+    assert both == ["warmup= `400` -> 0", "num_warmup_steps= `100` -> 0"]
 
 
 MODEL = textwrap.dedent('''\

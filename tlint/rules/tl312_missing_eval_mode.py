@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.cst import assignment_targets, is_literal, last_name, snake_parts, walk
+from tlint.cst import assignment_targets, dotted_name, is_literal, last_name, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.training import BACKWARD, EVAL, FORWARD, LOSS, OPTIMIZER_STEP, TRAIN, TrainingView
 
@@ -71,9 +71,9 @@ class MissingEvalMode(Rule):
             if evaluation is False:
                 continue
             events = view.iteration(loop)
-            if evaluation is None and not self._model_calls_without_grad(view, loop, events):
-                continue
             generates = self._generates(view, loop)
+            if evaluation is None and not self._model_calls_without_grad(view, loop, events, generates):
+                continue
             if not (self._over_batches(loop) or self._fetches_batches(loop)
                     or self._feeds_batches(loop, events, generates)):
                 continue
@@ -82,7 +82,7 @@ class MissingEvalMode(Rule):
                                                            or (generates and self._collects(loop))):
                 continue
             checked.add(function)
-            if self._switches_to_eval(view, function) or (
+            if self._switches_to_eval(view, function, loop) or (
                     function is not None and self._caller_switches(view, function)):
                 continue
             if self._feeds_training(view, function, loop):
@@ -108,18 +108,22 @@ class MissingEvalMode(Rule):
         return None if id(loop) in no_grad_loops else False
 
     @staticmethod
-    def _model_calls_without_grad(view: TrainingView, loop: cst.For, events: list) -> bool:
-        """`with torch.no_grad():` inside the loop body around every model call."""
-        calls = [e.node for e in events if e.kind == FORWARD and not e.via]
+    def _model_calls_without_grad(view: TrainingView, loop: cst.For, events: list, generates: list[cst.Call]) -> bool:
+        """`with torch.no_grad():` inside the loop body around every model call (its
+        forward or its `generate(...)`)."""
+        calls = [e.node for e in events if e.kind == FORWARD and not e.via] + generates
         return bool(calls) and all(view.grad_disabled(c) and view.index.is_inside(c, loop) for c in calls)
 
     @staticmethod
     def _generates(view: TrainingView, loop: cst.For) -> list[cst.Call]:
-        """`model.generate(...)` calls in the loop body (a model's generation is its forward)."""
+        """`model.generate(...)` calls in the loop body (a model's generation is its forward),
+        also on an unwrapped model (`accelerator.unwrap_model(model).generate(...)`)."""
         out = []
         for node in walk(loop.body):
             if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "generate":
                 receiver = node.func.value
+                if type(receiver) is cst.Call:  # `accelerator.unwrap_model(model).generate(...)`
+                    receiver = receiver.func
                 name = last_name(receiver) or ""
                 if view.role(receiver) == "model" or name == "self" or "model" in snake_parts(name):
                     out.append(node)
@@ -203,20 +207,53 @@ class MissingEvalMode(Rule):
         return any(type(n) is cst.Name and set(snake_parts(n.value)) & _METRIC_WORDS for n in walk(loop.body))
 
     @staticmethod
-    def _switches_to_eval(view: TrainingView, scope: cst.CSTNode | None) -> bool:
-        for call in view.index.calls:
-            if view.event_kind(call) != EVAL:
+    def _switches_to_eval(view: TrainingView, scope: cst.CSTNode | None, loop: cst.For) -> bool:
+        """A mode switch of `scope` (a function, or the script's top level) reaches `loop`:
+        inside it; or the last switch of some model before it (in source order) is its
+        `eval()`; or an `eval()` after it inside a loop around both (the next iteration), with
+        no `train()` of that model between that loop's start and `loop`. A `train()` of
+        unknown mode does not count as switching back."""
+        index = view.index
+        position, ends = index.position, index.ends
+        start = position[id(loop)]
+        end = ends[start]
+        before: dict[str, str] = {}  # receiver -> the kind of its last switch before the loop
+        trains: list[tuple[str, int]] = []  # (receiver, position) of each plain `train()` before the loop
+        later: list[tuple[str, cst.Call]] = []  # `eval()` calls after the loop
+        for call in index.calls:
+            at = position[id(call)]
+            kind = view.event_kind(call)
+            if kind != EVAL and kind != TRAIN:
                 continue
-            if scope is None and view.index.enclosing_function(call) is None:
-                return True
-            if scope is not None and view.index.is_inside(call, scope):
-                return True
+            if (index.enclosing_function(call) is not None) if scope is None else not index.is_inside(call, scope):
+                continue
+            if start <= at < end:
+                if kind == EVAL:
+                    return True
+                continue
+            receiver = dotted_name(view.receiver(call)) or ""
+            if at < start:
+                if kind == EVAL or not call.args or is_literal(call.args[0].value):
+                    before[receiver] = kind
+                    if kind == TRAIN:
+                        trains.append((receiver, at))
+            elif kind == EVAL:
+                later.append((receiver, call))
+        if EVAL in before.values():
+            return True
+        for receiver, call in later:
+            for around in index.enclosing_loops(loop):
+                if index.is_inside(call, around) and not any(
+                        name == receiver and at >= position[id(around)] for name, at in trains):
+                    return True
         return False
 
     def _caller_switches(self, view: TrainingView, function: cst.FunctionDef) -> bool:
         callers = view.callers(function)
-        if not callers:  # called from elsewhere (another file, a dispatch table): unknown
-            return any(view.event_kind(call) == EVAL for call in view.index.calls)
+        if not callers:  # called from elsewhere (another file, a dispatch table): unknown, unless
+            # the file switches nowhere but in the function itself (where it did not reach the loop)
+            return any(view.event_kind(call) == EVAL and not view.index.is_inside(call, function)
+                       for call in view.index.calls)
         order = {id(call): i for i, call in enumerate(view.index.calls)}
         for caller in callers:
             scope = view.index.enclosing_function(caller)
