@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import libcst as cst
-
-from tlint.cst import dotted_name, walk
+from tlint.cst import dotted_name
 from tlint.rules.base import Rule
-from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView
+from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView, covers
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -45,8 +43,10 @@ class MissingZeroGrad(Rule):
                 self._unreset_optimizers(ctx, view, loop)
 
     def _unreset_optimizers(self, ctx: FileContext, view: TrainingView, loop) -> None:
-        """With two optimisers or more, a reset counts for the optimiser it is called on,
-        or for an optimiser over the parameters of the module it is called on."""
+        """A reset counts for the optimiser it is called on, or for an optimiser over the
+        parameters of the module it is called on (or of a module inside it); a reset of a
+        module no optimiser of the loop trains (`discriminator.zero_grad()`, the optimiser
+        over `generator.parameters()`) counts for none of them."""
         steps = [e for e in loop.of(OPTIMIZER_STEP) if not view.is_engine_step(e)]
         optimizers: dict[str, tuple] = {}
         for step in steps:
@@ -55,9 +55,10 @@ class MissingZeroGrad(Rule):
             if key is None:
                 return  # an optimiser tlint cannot name: judge nothing
             optimizers.setdefault(key, (step, target))
-        if len(optimizers) < 2:
+        if not optimizers:
             return
         covered: set[str] = set()
+        modules = {key: view.optimized_modules(target) for key, (_, target) in optimizers.items()}
         for reset in loop.of(ZERO_GRAD):
             receiver = view.optimizer_of(reset)
             name = dotted_name(receiver) if receiver is not None else None
@@ -66,35 +67,16 @@ class MissingZeroGrad(Rule):
             if name in optimizers:
                 covered.add(name)
                 continue
-            over = [key for key, (_, target) in optimizers.items() if name in self._modules_of(ctx, target)]
-            if not over:
+            over = [key for key in optimizers if covers(name, modules[key])]
+            if not over and (not view.is_module(receiver) or not all(modules.values())):
                 return  # a reset on something else: unknown
             covered.update(over)
         for key, (step, _) in optimizers.items():
             if key not in covered:
-                ctx.report(step.node, f"`{key}` is never reset in this training loop (the resets are for the "
-                           "other optimiser): each of its steps applies the sum of every gradient so far; "
-                           f"call {key}.zero_grad() once per step")
-
-    @staticmethod
-    def _modules_of(ctx: FileContext, optimizer: cst.BaseExpression) -> set[str]:
-        """The modules whose `.parameters()` the optimiser was built over (`Adam(gen.parameters())`)."""
-        if type(optimizer) is cst.Name:
-            built = ctx.bindings.expression(optimizer)
-        elif type(optimizer) is cst.Attribute:
-            bound = ctx.bindings.attribute(optimizer)
-            built = bound[0].value if len(bound) == 1 else None
-        else:
-            built = None
-        if type(built) is not cst.Call or not built.args:
-            return set()
-        out = set()
-        for node in walk(built.args[0].value):
-            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "parameters":
-                name = dotted_name(node.func.value)
-                if name is not None:
-                    out.add(name)
-        return out
+                why = "the resets are for the other optimiser" if len(optimizers) > 1 else \
+                    "the loop resets only modules this optimiser does not train"
+                ctx.report(step.node, f"`{key}` is never reset in this training loop ({why}): each of its steps "
+                           f"applies the sum of every gradient so far; call {key}.zero_grad() once per step")
 
     @staticmethod
     def _lightning_step(view: TrainingView, loop) -> bool:

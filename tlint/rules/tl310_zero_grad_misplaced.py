@@ -22,7 +22,7 @@ import libcst as cst
 from tlint import fixes
 from tlint.cst import dotted_name, last_name, snake_parts, walk
 from tlint.rules.base import Rule
-from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView
+from tlint.views.training import BACKWARD, OPTIMIZER_STEP, ZERO_GRAD, TrainingView, covers
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -84,10 +84,16 @@ class ZeroGradMisplaced(Rule):
     @staticmethod
     def _same_optimizer(view: TrainingView, reset, step) -> bool:
         """Unless both name an optimiser and the names differ (`opt_d.zero_grad()` before
-        `opt_g.step()`), the reset touches the stepped parameters."""
+        `opt_g.step()`), or the reset is of a model the stepped optimiser is known not to
+        train (`netD.zero_grad()` before `opt_g.step()`, `opt_g` over `netG.parameters()`),
+        the reset touches the stepped parameters."""
         reset_target, step_target = view.optimizer_of(reset), view.optimizer_of(step)
         if reset_target is None or step_target is None:
             return True
+        if view.role(step_target) == "optimizer" and view.is_module(reset_target):
+            name, modules = dotted_name(reset_target), view.optimized_modules(step_target)
+            if name is not None and modules and not covers(name, modules):
+                return False
         if view.role(reset_target) != "optimizer" or view.role(step_target) != "optimizer":
             return True
         return dotted_name(reset_target) == dotted_name(step_target)

@@ -77,7 +77,7 @@ from tlint.views.training_common import (  # noqa: F401 - re-exported
 )
 from tlint.views.training_deepspeed import DeepSpeedConfig, TrainingDeepSpeed  # noqa: F401 - re-exported
 from tlint.views.training_events import TrainingEvents
-from tlint.views.training_literals import TrainingLiterals
+from tlint.views.training_literals import TrainingLiterals, covers  # noqa: F401 - re-exported
 from tlint.views.training_loops import TrainingLoops
 from tlint.views.training_usage import TrainingUsage
 from tlint.views.training_warmup import TrainingWarmup, warmup_sites  # noqa: F401 - re-exported

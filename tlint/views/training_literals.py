@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from tlint.cst import dotted_name, last_name, walk
 from tlint.views.bindings import ASSIGN, PARAM, UNKNOWN
 
 if TYPE_CHECKING:
@@ -19,8 +20,10 @@ if TYPE_CHECKING:
 class TrainingLiterals:
     """`TrainingView`'s literals as they run by default, from its bindings view."""
 
-    if TYPE_CHECKING:  # set by TrainingView
+    if TYPE_CHECKING:  # set by TrainingView, or defined by its other parts
         bindings: BindingsView
+
+        def role(self, expr: cst.BaseExpression | None, roles: dict[str, str] | None = None) -> str | None: ...
 
     def literal(self, expr: cst.BaseExpression | None, default: Any = UNKNOWN) -> Any:
         """The value `expr` has when the program runs with its defaults (see
@@ -75,3 +78,52 @@ class TrainingLiterals:
     def binding(self, name: cst.Name) -> cst.BaseExpression | None:
         """The one expression `name` is bound to at this use (`BindingsView.expression`)."""
         return self.bindings.expression(name)
+
+    def _built_by(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The one expression a name or `self.<attr>` was bound to, else None."""
+        if type(expr) is cst.Name:
+            return self.bindings.expression(expr)
+        if type(expr) is cst.Attribute:
+            bound = self.bindings.attribute(expr)
+            return bound[0].value if len(bound) == 1 else None
+        return None
+
+    def optimized_modules(self, optimizer: cst.BaseExpression) -> set[str]:
+        """The modules whose `.parameters()` an optimiser was built over (`{"gen"}` for
+        `opt = Adam(gen.parameters())`, also `self.opt` bound in `__init__`); empty when
+        unknown (parameters gathered elsewhere, a wrapper's inner optimiser)."""
+        built = self._built_by(optimizer)
+        if type(built) is not cst.Call or not built.args:
+            return set()
+        out = set()
+        for node in walk(built.args[0].value):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "parameters":
+                name = dotted_name(node.func.value)
+                if name is not None:
+                    out.add(name)
+        return out
+
+    def is_module(self, expr: cst.BaseExpression) -> bool:
+        """`expr` holds a module: a model by its origin, one built by a `torch.nn` class or
+        by a class of this file deriving from a `Module`, or something whose `.parameters()`
+        the file asks for (`Adam(discriminator.parameters())`)."""
+        if self.role(expr) == "model":
+            return True
+        index = self.bindings.index
+        built = self._built_by(expr)
+        if type(built) is cst.Call:
+            if (index.qualify(built.func) or "").startswith("torch.nn."):
+                return True
+            cls = index.classes_by_name.get(last_name(built.func) or "")
+            if cls is not None and any((last_name(base.value) or "").endswith("Module") for base in cls.bases):
+                return True
+        name = dotted_name(expr)
+        return name is not None and any(
+            type(call.func) is cst.Attribute and call.func.attr.value in ("parameters", "named_parameters")
+            and dotted_name(call.func.value) == name for call in index.calls)
+
+
+def covers(module: str, modules: set[str]) -> bool:
+    """A reset of `module` resets the parameters of one of `modules` (the same module, a
+    module inside it, or one holding it: `model` covers `model.encoder` and back)."""
+    return any(module == m or m.startswith(module + ".") or module.startswith(m + ".") for m in modules)
