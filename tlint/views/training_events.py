@@ -55,8 +55,9 @@ _KIND_NAMES: dict[str, frozenset[str]] = {
     SCHEDULER_STEP: frozenset({_STEP}),
 }
 
-# kinds asked of `may_be` -> (the names they can have, None when a kind has no table; CLIP among them)
-_GATES: dict[tuple[str, ...], tuple[frozenset[str] | None, bool]] = {}
+# kinds asked of `may_be` -> (the names they can have, None when a kind has no table; CLIP among them;
+# OPTIMIZER_STEP among them: a wrapper's `step_*` method)
+_GATES: dict[tuple[str, ...], tuple[frozenset[str] | None, bool, bool]] = {}
 
 
 def _says_clip(name: str) -> bool:
@@ -295,15 +296,16 @@ class TrainingEvents:
         if gate is None:
             names = None if any(kind not in _KIND_NAMES for kind in kinds) else frozenset().union(
                 *(_KIND_NAMES[kind] for kind in kinds))
-            gate = _GATES[kinds] = (names, CLIP in kinds)
-        names, clip = gate
+            gate = _GATES[kinds] = (names, CLIP in kinds, OPTIMIZER_STEP in kinds)
+        names, clip, step = gate
         if names is None:
             return True
         func = call.func
         name = last_name(func)
         if name is None:
             return False  # (`_event_kind` finds none of these kinds without a name)
-        if name in names or (clip and "clip" in name.lower() and _says_clip(name)):
+        if name in names or (clip and "clip" in name.lower() and _says_clip(name)) or (
+                step and name.startswith("step_")):
             return True
         # `from torch.nn.utils import clip_grad_norm_ as clip`: decided by its qualified name
         return type(func) is cst.Name and name in self.index.imports.aliases
@@ -337,6 +339,9 @@ class TrainingEvents:
             if role in ("optimizer", "scaler", "engine"):
                 return OPTIMIZER_STEP
             return None
+        if attr is not None and attr.startswith("step_") and "optim" in (dotted_name(receiver) or "").lower() \
+                and self.role(receiver) in ("optimizer", "scheduler"):
+            return OPTIMIZER_STEP  # a scheduled-optimiser wrapper: `optimizer.step_and_update_lr()`
         if attr in ("train", "eval") and not self._is_trainer(receiver):
             if attr == "eval":
                 return EVAL if not call.args else None
