@@ -574,7 +574,8 @@ def remove_warmup(parsed: Parsed) -> list[Mutation]:
     values = [expr for expr, _, _ in visitor.sites]
     return [Mutation(parsed.line(expr), f"{where} `{_code(parsed, expr)}` -> 0", ReplaceExpression(expr, _WARMUP_ZERO))
             for expr, where, names in visitor.sites
-            if not _runs_as_zero(expr, zero) and not names & parsed.crash_names and not _alternative(parsed, expr, values)]
+            if not _runs_as_zero(expr, zero) and not names & parsed.crash_names
+            and not _alternative(parsed, expr, values)]
 
 
 def _runs_as_zero(expr: cst.BaseExpression, zero: set[str]) -> bool:

@@ -144,6 +144,22 @@ class BlockStackFact:
     attribute: str
 
 
+@dataclass(frozen=True)
+class LeavesEvalFact:
+    """`leaves-eval`: a module-level function that switches a model to eval mode and never
+    back to `train()` (`def eval_net(net, loader): net.eval(); ...`)."""
+
+    function: str
+
+
+@dataclass(frozen=True)
+class ImportedCallFact:
+    """`imported-call-in-training`: a call, in a training loop's iteration that never calls
+    `train()`, of `callee`, a function imported by name from another module."""
+
+    callee: str
+
+
 FACT_TYPES: tuple[type, ...] = (Via, TokenizerFact, TokenizerSavedFact, PositionalTableFact, SequenceLengthFact,
                                 CallArgsFact, SizeOverrideFact, NanSourceFact, TensorizesFact, NormResidualFact,
-                                ModulePartsFact, BlockStackFact)
+                                ModulePartsFact, BlockStackFact, LeavesEvalFact, ImportedCallFact)

@@ -68,7 +68,7 @@ class MissingZeroGrad(Rule):
                 covered.add(name)
                 continue
             over = [key for key in optimizers if covers(name, modules[key])]
-            if not over and (not view.is_module(receiver) or not all(modules.values())):
+            if not over and (receiver is None or not view.is_module(receiver) or not all(modules.values())):
                 return  # a reset on something else: unknown
             covered.update(over)
         for key, (step, _) in optimizers.items():

@@ -44,6 +44,29 @@ class MissingEvalMode(Rule):
     tokens = frozenset({"no_grad", "inference_mode", "set_grad_enabled", "backward"})
     patterns = (r"def[\s\\]+_*(?:eval|valid)",)  # a function whose name starts so (any case)
     summary = "Evaluation runs without model.eval(), or training never returns to model.train()."
+    # (b) across files: a training loop calling an evaluation helper of another module
+    # that leaves the model in eval mode (`leaves-eval` there, `imported-call-in-training` here)
+    project_kinds = ("imported-call-in-training",)
+    project_facts = ("leaves-eval", "imported-call-in-training")
+
+    def project_index(self, related):
+        return {fact.data.function: (path, fact.range) for path, facts in related.items()
+                for fact in facts if fact.kind == "leaves-eval"}
+
+    def check_project(self, path, related):
+        """A call, in a training iteration that never switches back to `train()`, of a
+        function of another file that leaves the model in eval mode."""
+        helpers = self.indexed(related)
+        for fact in related.get(path, []):
+            if fact.kind != "imported-call-in-training" or fact.range is None:
+                continue
+            found = helpers.get(fact.data.callee)
+            if found is None or found[0] == path:
+                continue
+            where = related.place(found[0], found[1], path)
+            yield fact.range, (f"`{fact.data.callee}` ({where}) switches the model to eval mode and never back; "
+                               "the training loop calls it here and never calls model.train() again: dropout "
+                               "stays off for the rest of training")
 
     def check(self, ctx: FileContext) -> None:
         if ctx.is_test_file:

@@ -44,10 +44,15 @@ decided on the facts of related files. Kinds so far:
 - `module-parts`: a module class holding sub-modules of classes of other files (`cls`, `parts`).
 - `block-stack`: a loop over blocks of a class of another file with no norm after it
   (`cls`, `element`, `attribute`); reported at (TL202).
+- `leaves-eval`: a module-level function that switches a model to eval mode and never
+  back (`function`).
+- `imported-call-in-training`: a call of a function imported by name, in a training loop's
+  iteration that never calls `train()` (`callee`); reported at (TL312).
 
 The extractors live by family: the data pipeline's in `facts_data` (padding, label
 masking, tokenizers), models' and training's in `facts_model` (transformer, warmup,
-positional tables and sequence lengths); the facts of a pre-filtered file, from Python's
+positional tables and sequence lengths), the training loop's in `facts_training`
+(`leaves-eval`, `imported-call-in-training`); the facts of a pre-filtered file, from Python's
 tree, in `facts_prefilter`. This module is the registry (`EXTRACTORS`, `POSITIONED`,
 `TOKENS`, `extract_facts`, the `facts` view) and re-exports their public names.
 
@@ -115,6 +120,7 @@ from tlint.views.facts_model import (  # noqa: F401 - re-exported
     transformer_sites,
 )
 from tlint.views.facts_prefilter import ast_facts, ast_facts_exact  # noqa: F401 - re-exported
+from tlint.views.facts_training import imported_call_sites, leaves_eval_sites
 from tlint.views.nan_flow import READER_TOKENS, SINK_TOKENS, nan_source_sites, tensorizes_sites
 
 EXTRACTORS = (
@@ -128,10 +134,12 @@ EXTRACTORS = (
     ("call-args", call_args_sites), ("size-override", size_override_sites),
     ("nan-source", nan_source_sites), ("tensorizes", tensorizes_sites),
     ("norm-residual", norm_residual_sites), ("module-parts", module_parts_sites), ("block-stack", block_stack_sites),
+    ("leaves-eval", leaves_eval_sites), ("imported-call-in-training", imported_call_sites),
 )
 # Fact kinds that cross-file rules report at: only these get a (costly) source range.
 POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequence-length", "nan-source",
-                                         "tensorizes", "norm-residual", "block-stack"})
+                                         "tensorizes", "norm-residual", "block-stack", "leaves-eval",
+                                         "imported-call-in-training"})
 
 # The pre-filter (see `Rule.tokens` and tlint/engine.py): per kind, words one of which a
 # file's text must contain (case-insensitively) for its extractor to yield anything. A
@@ -166,6 +174,9 @@ TOKENS: dict[str, frozenset[str]] = {
     "norm-residual": _MODULE_TOKENS,
     "module-parts": _MODULE_TOKENS,
     "block-stack": _MODULE_TOKENS,
+    # TL312's own tokens: an evaluation helper runs without autograd; a training loop backward
+    "leaves-eval": frozenset({"no_grad", "inference_mode", "set_grad_enabled"}),
+    "imported-call-in-training": frozenset({"backward"}),
 }
 
 
