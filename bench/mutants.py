@@ -453,8 +453,9 @@ def _evaluates(loop: cst.For | cst.While, model: str) -> bool:
                 Reads.seen = True
 
     loop.body.visit(Reads())
+    over = calls_in(loop.iter) if isinstance(loop, cst.For) else []
     return Reads.seen and not any(callee(call) in ("parameters", "named_parameters", "modules") and
-                                  receiver(call) == model for call in calls_in(loop.iter) if isinstance(loop, cst.For))
+                                  receiver(call) == model for call in over)
 
 
 _NO_MODE = ("criterion", "loss", "metric")  # modules without dropout or batch-norm: their switch is a no-op

@@ -144,9 +144,15 @@ def test_remove_eval_needs_an_evaluation_loop_of_the_switched_model():
             with torch.no_grad():
                 for x in val_loader:
                     print(accelerator.unwrap_model(model).generate(x))
+
+
+        def drain(model, queue):
+            model.eval()
+            while queue:
+                print(model(queue.pop()))
     ''')
     whats = [(m.line, m.what) for m in mutants.mutations_of(OPERATORS["remove-eval"], text, "train.py")]
-    assert whats == [(22, "removed `model.eval()`")]
+    assert whats == [(22, "removed `model.eval()`"), (29, "removed `model.eval()`")]
 
 
 def test_remove_warmup_sets_each_warmup_length_to_zero():
