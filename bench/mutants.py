@@ -29,7 +29,8 @@ warmup length (not a switch such as `warmup_init`, not one of two spellings in o
 Data operators (issue 21): the `attention_mask=` of a call that also passes input ids
 removed (TL101, or TL103 when the enclosing forward's mask is then unused), a
 `key_padding_mask=` argument removed (TL102/TL103); they search only files that mention
-padding, and run on the fixed trees of the data cases too. The model operators (a causal
+padding (not `attention_mask=None`: removing it plants nothing), and run on the fixed trees
+of every family's cases (`EVERY_TREE`: masks are passed in model and training code too). The model operators (a causal
 mask, a padding mask, the positional addition, the attention scaling removed; a residual
 dropped; a norm moved: TL207, TL103, TL205, TL208, TL203, TL201) live in
 `bench/mutants_model.py` and are appended here.
@@ -662,6 +663,10 @@ _KEY_PADDING_KEYWORDS = ("key_padding_mask", "src_key_padding_mask", "tgt_key_pa
                          "memory_key_padding_mask")
 
 
+def _none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
 def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
 
@@ -683,12 +688,12 @@ def _calls(parsed: Parsed) -> list[cst.Call]:
 def remove_attention_mask(parsed: Parsed) -> list[Mutation]:
     """`attention_mask=` removed from a model call (by its name: `model(...)`,
     `self.encoder(...)`, `model.generate(...)`) that also passes input ids (`input_ids=`,
-    or ids as the first positional argument)."""
+    or ids as the first positional argument); not `attention_mask=None` (no mask to lose)."""
     out = []
     for call in _calls(parsed):
         arg = _keyword(call, "attention_mask")
-        if arg is None or not _model_like(call, _MODEL_WORDS):
-            continue
+        if arg is None or _none(arg.value) or not _model_like(call, _MODEL_WORDS):
+            continue  # removing `attention_mask=None` changes nothing
         ids = _keyword(call, "input_ids") or (call.args[0] if call.args and call.args[0].keyword is None
                                               and not call.args[0].star else None)
         if ids is None or "mask" in dotted(ids.value).lower():
@@ -708,7 +713,7 @@ def remove_key_padding_mask(parsed: Parsed) -> list[Mutation]:
             continue
         for keyword in _KEY_PADDING_KEYWORDS:
             arg = _keyword(call, keyword)
-            if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+            if arg is not None and not _none(arg.value):
                 out.append(Mutation(parsed.line(arg), f"removed `{_code(parsed, arg)}` from "
                                     f"`{_code(parsed, call.func)}(...)`", RemoveArgument(call, arg)))
     return out
@@ -798,24 +803,38 @@ def mutate(text: str, operator: Operator, index: int, crash: frozenset[str] = fr
 # --------------------------------------------------------------------------- running
 
 
+# Operators of these families search the fixed trees of every family's cases: masks are
+# passed in model and training code as much as in data code (a trainer's `model(input_ids,
+# attention_mask=...)`, a model's `self.encoder(..., src_key_padding_mask=...)`).
+EVERY_TREE = frozenset({"data"})
+
+
 @dataclass(frozen=True)
 class Tree:
     repo: str
     sha: str
     take: tuple[str, ...]
     origin: str  # "ecosystem" or the realbugs case id
+    family: str = ""  # the case's family ("" for the ecosystem's trees)
+
+    def runs(self, operator: Operator) -> bool:
+        """Whether `operator` searches this tree."""
+        return not self.family or self.family == operator.family or operator.family in EVERY_TREE
 
 
 def trees(repos: Sequence[str] = (), families: Sequence[str] = ("training",)) -> list[Tree]:
     """The ecosystem's pinned trees and the fixed trees of the realbugs cases of the
-    operators' families (one per repository and commit)."""
+    operators' families (every family's when one of them is in `EVERY_TREE`; one tree per
+    repository and commit)."""
     out: dict[tuple[str, str], Tree] = {}
     for entry in eco.load_repos():
         out.setdefault((entry.repo, entry.sha), Tree(entry.repo, entry.sha, tuple(entry.take), "ecosystem"))
     manifest = rb.load_manifest()
+    every = bool(EVERY_TREE & set(families))
     for case in manifest.cases:
-        if rb.family_of(case.rule) in families:
-            out.setdefault((case.repo, case.fixed), Tree(case.repo, case.fixed, tuple(case.take), case.id))
+        family = rb.family_of(case.rule)
+        if every or family in families:
+            out.setdefault((case.repo, case.fixed), Tree(case.repo, case.fixed, tuple(case.take), case.id, family))
     return [tree for tree in out.values() if not repos or tree.repo in repos]
 
 
@@ -843,6 +862,7 @@ def run_tree(tree: Tree, mirrors: Path, command, operators: list[Operator], limi
     gitdir = rb.resolve_mirror(mirrors, tree.repo)
     if gitdir is None or not rb.has_commit(gitdir, tree.sha):
         return {**result, "status": "unavailable"}
+    operators = [op for op in operators if tree.runs(op)]
     work = Path(tempfile.mkdtemp(prefix="mutants-"))
     codes = sorted({code for op in operators for code in op.expected})
     extra = ["--select", ",".join(codes)]

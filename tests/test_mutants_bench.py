@@ -275,11 +275,30 @@ def test_remove_key_padding_mask_drops_each_padding_keyword():
     assert not OPERATORS["remove-attention-mask"].searches("m.py", "model(ids, attention_mask=m)")  # no padding
 
 
-def test_data_operators_run_on_the_data_cases_fixed_trees():
-    origins = {tree.origin for tree in mutants.trees(families=("data",))}
+def test_data_operators_run_on_every_familys_fixed_trees():
+    selected = mutants.trees(families=("data",))
+    origins = {tree.origin for tree in selected}
     assert "ecosystem" in origins and any(o.startswith("trl-") for o in origins)
+    # masks are passed in model and training code too: the data operators search those trees
+    assert {tree.family for tree in selected} >= {"", "data", "model", "training"}
     assert not any(o.startswith("trl-") for o in {t.origin for t in mutants.trees(families=("training",))}
                    if o.startswith("trl-grpo"))
+    # ... while a training operator run beside them keeps to the ecosystem and its own family's trees
+    model_tree = next(tree for tree in selected if tree.family == "model")
+    assert model_tree.runs(OPERATORS["remove-attention-mask"])
+    assert not model_tree.runs(OPERATORS["remove-clip"])
+    assert next(t for t in selected if t.family == "").runs(OPERATORS["remove-clip"])
+
+
+def test_removing_an_empty_mask_is_no_mutant():
+    text = textwrap.dedent('''\
+        def score(model, tokenizer, texts):
+            enc = tokenizer(texts, padding=True, return_tensors="pt")
+            a = model(input_ids=enc["input_ids"], attention_mask=None)
+            return model(enc["input_ids"], attention_mask=enc["attention_mask"]), a
+    ''')
+    texts = mutated("remove-attention-mask", text)
+    assert len(texts) == 1 and "model(enc[\"input_ids\"])" in texts[0]
 
 
 def test_sites_that_plant_no_bug_are_left_out():

@@ -658,3 +658,72 @@ def test_a_spread_dict_without_a_mask_hides_none(tmp_path):
             return a, b, c, d, e
     """
     assert lint(tmp_path, {"m.py": src}) == {("m.py", 9, CODE), ("m.py", 11, CODE)}
+
+
+def test_extra_arguments_built_by_a_helper_that_filters_the_mask_out(tmp_path):
+    """Issue 21: `**kwargs` built by a helper of the file (a method or a function) every
+    `return` of which is a dict that cannot hold `attention_mask`: a comprehension that
+    drops the reserved keys (the mask among them), a literal without one. A helper that
+    may pass the mask on (it keeps every key but the labels, or its keys are unknown), or
+    a result written into afterwards, hides the mask as before."""
+    files = {"distill.py": """
+        import torch
+        from transformers import DataCollatorWithPadding
+
+        collator = DataCollatorWithPadding(None)
+        SKIP = ("labels",)
+
+
+        class Distiller:
+            _RESERVED = frozenset(("input_ids", "attention_mask", "labels"))
+
+            def _extra(self, inputs, exclude=()):
+                reserved = self._RESERVED | set(exclude)
+                return {k: v for k, v in inputs.items() if k not in reserved and isinstance(v, torch.Tensor)}
+
+            def _vision(self, inputs):
+                if "pixel_values" not in inputs:
+                    return {}
+                return {k: v for k, v in inputs.items() if k in ("pixel_values", "image_sizes")}
+
+            def _all_but_labels(self, inputs):
+                return {k: v for k, v in inputs.items() if k not in SKIP}
+
+            def _maybe(self, inputs, keys):
+                return {k: v for k, v in inputs.items() if k not in keys or k.startswith("x")}
+
+            def step(self, model, teacher, inputs):
+                extra = self._extra(inputs)
+                a = model(input_ids=inputs["input_ids"], **extra)  # expect: TL101
+                b = teacher(input_ids=inputs["input_ids"], **self._extra(inputs, exclude=("pixel_values",)))  # expect: TL101
+                c = model(input_ids=inputs["input_ids"], **self._vision(inputs))  # expect: TL101
+                d = model(input_ids=inputs["input_ids"], **self._all_but_labels(inputs))
+                e = model(input_ids=inputs["input_ids"], **self._maybe(inputs, ("attention_mask",)))
+                more = self._extra(inputs)
+                more["attention_mask"] = inputs["attention_mask"]
+                f = model(input_ids=inputs["input_ids"], **more)
+                g = teacher(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], **extra)
+                return a, b, c, d, e, f, g
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_masks_of_something_else_are_not_the_attention_mask(tmp_path):
+    """Issue 21: Longformer's `global_attention_mask`, a `head_mask`, a
+    `decoder_attention_mask` do not mask the ids' padding; `input_mask=`/`attn_mask=` may."""
+    files = {"m.py": """
+        from transformers import AutoModel, DataCollatorWithPadding
+
+        model = AutoModel.from_pretrained("allenai/longformer-base-4096")
+        collator = DataCollatorWithPadding(None)
+
+
+        def encode(batch, glob, heads):
+            a = model(batch["input_ids"], global_attention_mask=glob)  # expect: TL101
+            b = model(batch["input_ids"], head_mask=heads)  # expect: TL101
+            c = model(input_ids=batch["input_ids"], decoder_attention_mask=batch["labels_mask"])  # expect: TL101
+            d = model(batch["input_ids"], input_mask=batch["input_mask"])
+            e = model(batch["input_ids"], attention_mask=batch["attention_mask"], global_attention_mask=glob)
+            return a, b, c, d, e
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))

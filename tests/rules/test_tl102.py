@@ -371,3 +371,151 @@ def test_a_mask_passed_as_none_is_no_mask(tmp_path):
                 return a + b + c + d
     """}
     assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+# --- the project's own attention modules (issue 21) -----------------------------------------
+
+
+def test_a_local_module_whose_forward_takes_a_padding_mask(tmp_path):
+    """Its signature says it takes one: called without it where forward holds one (a
+    parameter, or a mask the forward builds) is the bug; given by keyword, by position or
+    folded into another argument is not."""
+    files = {"m.py": """
+        import torch
+        import torch.nn as nn
+
+
+        class SelfAttention(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.qkv = nn.Linear(d, 3 * d)
+
+            def forward(self, query, key, value, key_padding_mask=None, attn_mask=None):
+                scores = query @ key.transpose(-1, -2)
+                if key_padding_mask is not None:
+                    scores = scores.masked_fill(key_padding_mask[:, None, :], float("-inf"))
+                return scores.softmax(-1) @ value
+
+
+        class Layer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.attn = SelfAttention(d)
+
+            def forward(self, x, encoder_padding_mask):
+                a = self.attn(query=x, key=x, value=x)  # expect: TL102
+                b = self.attn(x, x, x, key_padding_mask=None)  # expect: TL102
+                c = self.attn(x, x, x, encoder_padding_mask)
+                d = self.attn(x, x, x, key_padding_mask=encoder_padding_mask)
+                e = self.attn(x, x, x, attn_mask=encoder_padding_mask[:, None, :].float())
+                return a + b + c + d + e
+
+
+        class Speaker(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.attn = SelfAttention(d)
+
+            def forward(self, x, lengths):
+                padding_mask = torch.arange(x.size(1))[None, :] >= lengths[:, None]
+                return self.attn(x, x, x) * padding_mask[..., None]  # expect: TL102
+
+
+        class Plain(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.attn = SelfAttention(d)
+
+            def forward(self, x):
+                return self.attn(x, x, x)
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_an_imported_module_known_by_its_other_calls(tmp_path):
+    """An attention module of another file, built by a builder method (or after a `None`
+    placeholder): another call in this file of a module of the same constructor (or, the
+    constructor unknown, of the same attribute) passes `key_padding_mask=`, so it takes
+    one; a call that drops it in a forward holding a padding mask is reported."""
+    files = {"layers.py": """
+        import torch.nn as nn
+
+        from mylib.attention import MultiheadAttention
+        from mylib.layers import DecoderBase
+
+
+        class EncoderLayer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.self_attn = self.build_self_attention(d)
+
+            def build_self_attention(self, d):
+                return MultiheadAttention(d, 8, self_attention=True)
+
+            def forward(self, x, encoder_padding_mask):
+                x, _ = self.self_attn(query=x, key=x, value=x, key_padding_mask=encoder_padding_mask)
+                return x
+
+
+        class DecoderLayer(nn.Module):
+            def __init__(self, d, no_cross=False):
+                super().__init__()
+                self.self_attn = MultiheadAttention(d, 8, self_attention=True)
+                if no_cross:
+                    self.encoder_attn = None
+                else:
+                    self.encoder_attn = self.build_encoder_attention(d)
+
+            def build_encoder_attention(self, d):
+                return MultiheadAttention(d, 8, encoder_decoder_attention=True)
+
+            def forward(self, x, encoder_out, encoder_padding_mask, self_attn_padding_mask=None):
+                x, _ = self.self_attn(query=x, key=x, value=x)  # expect: TL102
+                x, _ = self.encoder_attn(query=x, key=encoder_out, value=encoder_out)  # expect: TL102
+                return x
+
+
+        class AugLayer(DecoderBase):  # `self.cross` is built by the base, in another file
+            def forward(self, x, encoder_out, encoder_padding_mask, use_first=True):
+                if use_first:
+                    x, _ = self.cross(query=x, key=encoder_out, value=encoder_out,
+                                      key_padding_mask=encoder_padding_mask)
+                else:
+                    x, _ = self.cross(query=x, key=encoder_out, value=encoder_out)  # expect: TL102
+                return x
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_no_evidence_no_finding(tmp_path):
+    """A module of another file that no call here gives a padding mask (only `None`), one
+    called with `**kwargs`, or a forward holding no padding mask: not reported."""
+    files = {"layers.py": """
+        import torch.nn as nn
+
+        from mylib.attention import MultiheadAttention, RelativeAttention
+
+
+        class EncoderLayer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.self_attn = MultiheadAttention(d, 8)
+                self.rel_attn = RelativeAttention(d, 8)
+
+            def forward(self, x, encoder_padding_mask, **kwargs):
+                a, _ = self.rel_attn(query=x, key=x, value=x, key_padding_mask=None)
+                b, _ = self.rel_attn(query=x, key=x, value=x)
+                c, _ = self.self_attn(query=x, key=x, value=x, **kwargs)
+                d, _ = self.self_attn(query=x, key=x, value=x, key_padding_mask=encoder_padding_mask)
+                return a + b + c + d
+
+
+        class Pooler(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.self_attn = MultiheadAttention(d, 8)
+
+            def forward(self, x):
+                return self.self_attn(query=x, key=x, value=x)[0]
+    """}
+    assert lint(tmp_path, files) == set()

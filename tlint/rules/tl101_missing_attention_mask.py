@@ -27,7 +27,9 @@ from tlint.views.vocabulary import documented_unused, string_literals
 if TYPE_CHECKING:
     from tlint.context import FileContext
 
-_MODEL_WORDS = {"model", "net", "network", "lm", "encoder", "transformer", "gpt", "bert", "backbone"}
+# `teacher`/`student`: the two models of distillation code (`base_teacher(input_ids=...)`)
+_MODEL_WORDS = {"model", "net", "network", "lm", "encoder", "transformer", "gpt", "bert", "backbone", "teacher",
+                "student"}
 _MODEL_METHODS = {"forward", "generate", "__call__"}
 
 
@@ -80,7 +82,7 @@ class MissingAttentionMask(Rule):
                         continue
                 if (has_star_kwargs(call) and not _spreads_no_mask(ctx, call)) or positional_count(call) >= 2:
                     continue
-                if any(arg.keyword is not None and "mask" in arg.keyword.value and not ctx.bindings.empty(arg.value)
+                if any(arg.keyword is not None and _mask_keyword(arg.keyword.value) and not ctx.bindings.empty(arg.value)
                        for arg in call.args):
                     continue  # (`attention_mask=None` is no mask)
                 ids_value = ids_arg.value if ids_arg is not None else first.value  # type: ignore[union-attr]
@@ -130,6 +132,15 @@ class MissingAttentionMask(Rule):
         return models, maskless
 
 
+def _mask_keyword(keyword: str) -> bool:
+    """A keyword that may carry the ids' padding mask: any naming a mask (`attention_mask`,
+    `input_mask`, `attn_mask`), but not the masks of something else: Longformer's
+    `global_attention_mask` (which tokens attend globally), a `head_mask` (which heads), a
+    `decoder_attention_mask` (the decoder's own ids)."""
+    return "mask" in keyword and not (keyword.endswith("head_mask")
+                                      or keyword in ("global_attention_mask", "decoder_attention_mask"))
+
+
 def _next_token_loss(ctx: FileContext) -> bool:
     """A loss of the file is a next-token loss: `logits[..., :-1, :]` against `labels[..., 1:]`,
     written in the call or in the assignment of a name it reads (`logits = logits[..., :-1,
@@ -165,8 +176,9 @@ def _mask_free_dict(value) -> bool:
 
 
 def _spreads_no_mask(ctx: FileContext, call: cst.Call) -> bool:
-    """Every `**x` of the call spreads a dict that holds no mask: a literal, or a local name
-    every binding of which reaching the call is one, with nothing stored into it."""
+    """Every `**x` of the call spreads a dict that holds no mask (`_mask_free`): one built
+    here, or a local name every binding of which reaching the call is one, with nothing
+    stored into it."""
     for arg in call.args:
         if arg.star == "*":
             return False
@@ -175,12 +187,112 @@ def _spreads_no_mask(ctx: FileContext, call: cst.Call) -> bool:
         value = arg.value
         if type(value) is cst.Name:
             bound = ctx.bindings.reaching(value)
-            if not bound or any(b.kind != ASSIGN or not _mask_free_dict(b.value) for b in bound) \
+            if not bound or any(b.kind != ASSIGN or not _mask_free(ctx, b.value, 0) for b in bound) \
                     or _stored_into(ctx, call, value.value):
                 return False
-        elif not _mask_free_dict(value):
+        elif not _mask_free(ctx, value, 0):
             return False
     return True
+
+
+def _mask_free(ctx: FileContext, value, depth: int) -> bool:
+    """A dict that cannot hold an `attention_mask` key: a literal without a mask key
+    (`_mask_free_dict`), a comprehension that filters the mask out (`{k: v for k, v in
+    batch.items() if k not in EXCLUDED}` where the excluded keys hold `"attention_mask"`),
+    or a call of a function of this file every `return` of which is one of these (a
+    helper that builds the model's extra arguments: `**self._forward_kwargs(batch)`)."""
+    if value is None or depth > 2:
+        return False
+    if _mask_free_dict(value):
+        return True
+    if type(value) is cst.DictComp:
+        return _filters_mask(ctx, value)
+    if type(value) is not cst.Call:
+        return False
+    function = ctx.calls.callee(value)
+    if function is None:
+        return False
+    returns = [node for node in walk(function.body, into_functions=False) if type(node) is cst.Return]
+    if not returns:
+        return False
+    for node in returns:
+        returned = node.value
+        if type(returned) is cst.Name:  # `out = {...}; return out`: every binding, nothing stored into it
+            bound = ctx.bindings.reaching(returned)
+            if not bound or any(b.kind != ASSIGN or not _mask_free(ctx, b.value, depth + 1) for b in bound) \
+                    or _stored_into(ctx, node, returned.value):
+                return False
+        elif not _mask_free(ctx, returned, depth + 1):
+            return False
+    return True
+
+
+def _filters_mask(ctx: FileContext, comp: cst.DictComp) -> bool:
+    """`{k: v for k, v in d.items() if k not in S}` with `"attention_mask"` in S (or `k !=
+    "attention_mask"`), or `if k in S` with no mask key in S: the key never is the mask."""
+    loop = comp.for_in
+    if loop.inner_for_in is not None or type(comp.key) is not cst.Name:
+        return False
+    key = comp.key.value
+    for test in loop.ifs:
+        for node in _conjuncts(test.test):
+            if type(node) is not cst.Comparison or len(node.comparisons) != 1:
+                continue
+            if type(node.left) is not cst.Name or node.left.value != key:
+                continue
+            target = node.comparisons[0]
+            operator = type(target.operator)
+            if operator is cst.NotEqual and literal_value(target.comparator, default=None) == "attention_mask":
+                return True
+            if operator is cst.NotIn and "attention_mask" in (_string_set(ctx, target.comparator, 0, True) or ()):
+                return True
+            keys = _string_set(ctx, target.comparator, 0) if operator is cst.In else None
+            if keys is not None and not any("mask" in k for k in keys):
+                return True
+    return False
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a and b and c` -> [a, b, c] (each must hold)."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _string_set(ctx: FileContext, expr, depth: int, partial: bool = False) -> set[str] | None:
+    """The strings a collection expression holds, when they can be read here: a literal
+    set/tuple/list, `set(...)`/`frozenset(...)` of one, `a | b`, a name or `self.<attr>`
+    (class attributes included) bound once to one. None when unknown. `partial`: a union
+    with an unknown side gives the known side's strings (what it surely holds)."""
+    if depth > 4 or expr is None:
+        return None
+    kind = type(expr)
+    if kind in (cst.Set, cst.Tuple, cst.List):
+        out = set()
+        for element in expr.elements:
+            value = literal_value(element.value, default=None) if type(element) is cst.Element else None
+            if not isinstance(value, str):
+                return None
+            out.add(value)
+        return out
+    if kind is cst.Call and dotted_name(expr.func) in ("set", "frozenset", "tuple", "list") and len(expr.args) == 1:
+        return _string_set(ctx, expr.args[0].value, depth + 1, partial)
+    if kind is cst.BinaryOperation and type(expr.operator) is cst.BitOr:
+        left = _string_set(ctx, expr.left, depth + 1, partial)
+        right = _string_set(ctx, expr.right, depth + 1, partial)
+        if left is None or right is None:
+            return (left or right) if partial else None
+        return left | right
+    if kind is cst.Name:
+        bound = ctx.bindings.expression(expr)
+        if bound is None or type(ctx.index.parent(bound)) is cst.Param:
+            return None
+        return _string_set(ctx, bound, depth + 1, partial)
+    if kind is cst.Attribute:
+        bindings = ctx.bindings.attribute(expr)
+        if len(bindings) == 1 and bindings[0].kind == ASSIGN:
+            return _string_set(ctx, bindings[0].value, depth + 1, partial)
+    return None
 
 
 def _stored_into(ctx: FileContext, call: cst.Call, name: str) -> bool:

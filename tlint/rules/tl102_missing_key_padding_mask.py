@@ -63,6 +63,7 @@ class MissingKeyPaddingMask(Rule):
     probes = ("mask-leak", "padding-equivalence")
 
     def check(self, ctx: FileContext) -> None:
+        slots = None  # the project's own modules that take a padding mask (`_padding_slots`), when needed
         for module_class in ctx.models.classes.values():
             forward = module_class.forward
             if forward is None:
@@ -75,9 +76,17 @@ class MissingKeyPaddingMask(Rule):
             if not padding_params and _vision_module(module_class):
                 continue  # the project pads token sequences; the patches of an image are not padded
             when = None if padding_params else ProjectCondition(any_of=("pads",))
+            held = None  # padding masks the forward holds: its parameters, its own locals (`_padding_locals`)
             for call in module_class.calls_of(forward):
                 sub = module_class.attribute_of(call.func)
-                if sub is None or sub.ctor not in PADDING_MASK_ARGS:
+                if sub is None:
+                    continue
+                if sub.ctor not in PADDING_MASK_ARGS:
+                    slots = _padding_slots(ctx) if slots is None else slots
+                    if slots:
+                        held = held if held is not None else padding_params + _padding_locals(forward)
+                        if held:
+                            _check_inferred(ctx, call, sub, held, slots)
                     continue
                 keywords, position = PADDING_MASK_ARGS[sub.ctor]
                 # a mask passed as None (by keyword or position, or a local bound to None) is no mask
@@ -97,3 +106,67 @@ class MissingKeyPaddingMask(Rule):
                     message = (f"`self.{sub.name}` ({short}) is called {without} `{keywords[0]}=` in a project "
                                "that pads its sequences: padded positions are attended to")
                 ctx.report(call, message, when=when)
+
+
+
+def _check_inferred(ctx: FileContext, call: cst.Call, sub, padding_params: list[str], slots: dict) -> None:
+    """A module of the project (not torch's) that takes a padding mask (`_padding_slots`),
+    called without one in a forward that holds one."""
+    slot = slots.get(("ctor", sub.ctor)) if sub.ctor is not None else slots.get(("name", sub.name))
+    if slot is None or any(arg.star for arg in call.args):
+        return
+    keyword, position, why = slot
+    if position is not None and get_arg(call, None, position) is not None:
+        return  # given by position
+    for arg in call.args:
+        if arg.keyword is not None and _padding_keyword(arg.keyword.value) and not ctx.bindings.empty(arg.value):
+            return
+        if any(type(node) is cst.Name and node.value in padding_params for node in walk(arg.value)):
+            return  # the forward's padding mask reaches the call (by position, folded into another mask)
+    without = "with an empty (None)" if get_arg(call, keyword) is not None else "without"
+    ctx.report(call, f"`self.{sub.name}` takes a padding mask ({why}) but is called {without} `{keyword}=` "
+                     f"although forward holds the padding mask `{padding_params[0]}`: padded positions "
+                     "are attended to as if they were real tokens")
+
+
+def _padding_locals(forward: cst.FunctionDef) -> list[str]:
+    """Names the forward itself binds to a padding mask by name (`padding_mask = lengths_range
+    >= lengths[:, None]`)."""
+    return [target.target.value for node in walk(forward.body) if type(node) is cst.Assign
+            for target in node.targets if type(target.target) is cst.Name and is_padding_mask_name(target.target.value)]
+
+
+def _padding_keyword(name: str) -> bool:
+    """`key_padding_mask`, `src_key_padding_mask`, `encoder_padding_mask`, `padding_mask`."""
+    return name.lower().endswith("padding_mask")
+
+
+def _padding_slots(ctx: FileContext) -> dict[tuple[str, str], tuple[str, int | None, str]]:
+    """The project's own modules that take a padding mask, as this file shows them:
+    ("ctor", constructor) or ("name", attribute) -> (keyword, position or None, why). A
+    module class of this file whose forward has a `*padding_mask` parameter (its
+    signature); a constructor one of whose calls in this file (or, the constructor unknown,
+    an attribute one of whose calls) passes a non-empty `*padding_mask=` keyword."""
+    slots: dict[tuple[str, str], tuple[str, int | None, str]] = {}
+    classes = ctx.models.classes
+    for name, module_class in classes.items():
+        params = [p.name.value for p in module_class.forward_params()]
+        param = next((p for p in params if _padding_keyword(p)), None)
+        if param is not None:
+            slots[("ctor", name)] = (param, params.index(param), f"`{name}.forward` takes `{param}`")
+    for module_class in classes.values():
+        for call in module_class.calls_of(module_class.forward):
+            sub = module_class.attribute_of(call.func)
+            if sub is None or sub.ctor in PADDING_MASK_ARGS:
+                continue
+            arg = next((a for a in call.args if a.keyword is not None and _padding_keyword(a.keyword.value)
+                        and not ctx.bindings.empty(a.value)), None)
+            if arg is None or arg.keyword is None:
+                continue
+            keyword = arg.keyword.value
+            if sub.ctor is not None:
+                short = sub.ctor.rsplit(".", 1)[-1]
+                slots.setdefault(("ctor", sub.ctor), (keyword, None, f"another `{short}` of this file is given `{keyword}=`"))
+            else:
+                slots.setdefault(("name", sub.name), (keyword, None, f"`self.{sub.name}` is given `{keyword}=` elsewhere"))
+    return slots

@@ -43,6 +43,8 @@ class SubModule:
     # the elements of a list whose constructor differs from the first one's (`[Embed(), *blocks, Norm()]`,
     # a list filled by `.append(Block())` then `.append(Norm())`), in order of appearance
     others: list[SubModule] = field(default_factory=list)
+    # `self.<name> = None` (a branch without the module): a later assignment of the attribute replaces it
+    placeholder: bool = False
 
     def __post_init__(self) -> None:
         if not self.path:
@@ -63,6 +65,11 @@ def describe(view: ModelView, name: str, value: cst.BaseExpression, path: str = 
     path = path or name
     if depth > 4:
         return SubModule(name, None, None, path=path)
+    if type(value) is cst.Name and value.value == "None":
+        return SubModule(name, None, None, path=path, placeholder=depth == 0)
+    if type(value) is cst.IfExp and any(type(v) is cst.Name and v.value == "None" for v in (value.body, value.orelse)):
+        built = value.orelse if type(value.body) is cst.Name and value.body.value == "None" else value.body
+        return describe(view, name, built, path, depth + 1)  # `None if no_cross else Attention(d)`: the module
     if type(value) is cst.Name:
         elements = _elements(view, value, depth)
         if elements:
@@ -264,14 +271,21 @@ def _keyed_fills(view: ModelView) -> dict[tuple[int, str], list[tuple[str | None
 
 def _factory_result(view: ModelView, call: cst.Call) -> cst.BaseExpression | None:
     """The expression a helper function of the file returns (`def make_blocks(n): return
-    nn.ModuleList(...)`), when it has one `return`; its parameters are not followed."""
-    if type(call.func) is not cst.Name or call.func.value in view.index.imports.aliases:
+    nn.ModuleList(...)`), or a builder method of the class (`self.self_attn =
+    self.build_self_attention(dim)`, the method of the class or of a base of this file),
+    when it has one `return`; its parameters are not followed."""
+    func = call.func
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+        function = view.bindings.calls.callee(call)
+    elif type(func) is not cst.Name or func.value in view.index.imports.aliases:
         return None
-    functions = [f for f in view.index.functions_by_name.get(call.func.value, ())
-                 if type(view.index.parent(f)) is cst.Module]
-    if len(functions) != 1:
+    else:
+        functions = [f for f in view.index.functions_by_name.get(func.value, ())
+                     if type(view.index.parent(f)) is cst.Module]
+        function = functions[0] if len(functions) == 1 else None
+    if function is None:
         return None
-    returns = [node for node in walk(functions[0].body, into_functions=False) if type(node) is cst.Return]
+    returns = [node for node in walk(function.body, into_functions=False) if type(node) is cst.Return]
     if len(returns) != 1 or returns[0].value is None:
         return None
     return returns[0].value

@@ -536,7 +536,7 @@ class ModelView:
                     if (type(target) is cst.Attribute and type(target.value) is cst.Name
                             and target.value.value == "self"):
                         name = target.attr.value
-                        if name not in module_class.attributes:
+                        if name not in module_class.attributes or module_class.attributes[name].placeholder:
                             module_class.attributes[name] = self._describe(name, value)
 
     def _describe(self, name: str, value: cst.BaseExpression) -> SubModule:
