@@ -82,8 +82,8 @@ class MissingAttentionMask(Rule):
                         continue
                 if (has_star_kwargs(call) and not _spreads_no_mask(ctx, call)) or positional_count(call) >= 2:
                     continue
-                if any(arg.keyword is not None and _mask_keyword(arg.keyword.value) and not ctx.bindings.empty(arg.value)
-                       for arg in call.args):
+                if any(arg.keyword is not None and _mask_keyword(arg.keyword.value)
+                       and not ctx.bindings.empty(arg.value) for arg in call.args):
                     continue  # (`attention_mask=None` is no mask)
                 ids_value = ids_arg.value if ids_arg is not None else first.value  # type: ignore[union-attr]
             if unpadded_ids(ctx.data, ids_value, index.enclosing_function(call) or index.module):
@@ -295,9 +295,9 @@ def _string_set(ctx: FileContext, expr, depth: int, partial: bool = False) -> se
     return None
 
 
-def _stored_into(ctx: FileContext, call: cst.Call, name: str) -> bool:
-    """`name[...] = ...`, `name.update(...)`, `name.setdefault(...)` in the call's scope."""
-    scope = ctx.index.enclosing_function(call) or ctx.index.module
+def _stored_into(ctx: FileContext, at: cst.CSTNode, name: str) -> bool:
+    """`name[...] = ...`, `name.update(...)`, `name.setdefault(...)` in the scope of `at`."""
+    scope = ctx.index.enclosing_function(at) or ctx.index.module
     for node in walk(scope):
         if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value == name \
                 and type(ctx.index.parent(node)) is cst.AssignTarget:

@@ -165,8 +165,9 @@ def _padding_slots(ctx: FileContext) -> dict[tuple[str, str], tuple[str, int | N
                 continue
             keyword = arg.keyword.value
             if sub.ctor is not None:
-                short = sub.ctor.rsplit(".", 1)[-1]
-                slots.setdefault(("ctor", sub.ctor), (keyword, None, f"another `{short}` of this file is given `{keyword}=`"))
+                why = f"another `{sub.ctor.rsplit('.', 1)[-1]}` of this file is given `{keyword}=`"
+                slots.setdefault(("ctor", sub.ctor), (keyword, None, why))
             else:
-                slots.setdefault(("name", sub.name), (keyword, None, f"`self.{sub.name}` is given `{keyword}=` elsewhere"))
+                why = f"`self.{sub.name}` is given `{keyword}=` elsewhere"
+                slots.setdefault(("name", sub.name), (keyword, None, why))
     return slots
