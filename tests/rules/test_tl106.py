@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.rules.conftest import expected
 from tests.rules.conftest import lint as lint_project
 
 CODE = "TL106"
@@ -158,3 +159,103 @@ def loss(logits, labels):
 def test_labels_followed_to_their_loss_ignore_masking_of_other_labels(tmp_path, line, loss, reported):
     src = FOLLOWED.replace("{line}", line).replace("{loss}", loss)
     assert lint(tmp_path, {"m.py": src}) == ({("m.py", 16, CODE)} if reported else set())
+
+
+# --- ids known by use (issue 21: aria, open_clip, DALLE-pytorch) -----------------------------
+
+EMBEDDER = """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class Model(nn.Module):
+        def __init__(self, vocab, dim):
+            super().__init__()
+            self.text_emb = nn.Embedding(vocab, dim)
+            self.pos_emb = nn.Embedding(512, dim)
+            self.head = nn.Linear(dim, vocab)
+
+        def encode(self, seq):
+            return self.text_emb(seq.long())
+
+        def forward(self, text, seq, positions, other):
+            text = F.pad(text, (1, 0), value=0)
+            h = self.text_emb(text) + self.pos_emb(positions)
+            labels = torch.cat((text[:, 1:], other), dim=1)  # expect: TL106
+            targets = seq[:, 1:]  # expect: TL106
+            enc = self.encode(seq)
+            target_positions = positions.clone()
+            labels_other = other.clone()
+            logits = self.head(h + enc)
+            return F.cross_entropy(logits.transpose(1, 2), labels), targets, target_positions, labels_other
+"""
+
+
+def test_ids_known_by_the_embedding_they_feed(tmp_path):
+    """Ids under any name: fed to a token embedding in the function, or through a method of
+    the file; not positions fed to a positional table, not other tensors. `F.pad` on such
+    ids is padding."""
+    files = {"model.py": EMBEDDER}
+    assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_ids_known_by_use_need_padding_in_the_program(tmp_path):
+    """Without `F.pad` in the forward, the padding must come from a file loaded together with
+    the model (the training script's tokenizer module), not from an unrelated script."""
+    model = EMBEDDER.replace("            text = F.pad(text, (1, 0), value=0)\n", "")
+    tokenize = """
+        def tokenize(tokenizer, texts):
+            return tokenizer(texts, padding="max_length", max_length=64, return_tensors="pt").input_ids
+    """
+    train = """
+        from model import Model
+        from tokenize_text import tokenize
+    """
+    alone = lint(tmp_path / "alone", {"model.py": model, "other/tokenize_text.py": tokenize})
+    assert alone == set()
+    together = lint(tmp_path / "together", {"model.py": model, "tokenize_text.py": tokenize, "train.py": train})
+    assert together == {("model.py", 18, CODE), ("model.py", 19, CODE)}  # a line up: no `F.pad`
+
+
+@pytest.mark.parametrize(("default", "reported"), [("-100", True), ("0", False)])
+def test_an_ignore_index_parameter_counts_by_its_default(tmp_path, default, reported):
+    """`nn.CrossEntropyLoss(ignore_index=pad_id)` with `pad_id=-100` by default (nothing in
+    its file passes another) ignores nothing: the labels keep their pads."""
+    files = {
+        "loss.py": f"""
+            from torch import nn
+
+
+            class CaptionLoss(nn.Module):
+                def __init__(self, weight=1.0, pad_id={default}):
+                    super().__init__()
+                    self.loss = nn.CrossEntropyLoss(ignore_index=pad_id)
+
+                def forward(self, logits, labels):
+                    return self.loss(logits.permute(0, 2, 1), labels)
+        """,
+        "model.py": """
+            from torch import nn
+            from torch.nn.utils.rnn import pad_sequence
+
+
+            def collate(rows):
+                return pad_sequence(rows, batch_first=True)
+
+
+            class Captioner(nn.Module):
+                def __init__(self, vocab, width):
+                    super().__init__()
+                    self.token_embedding = nn.Embedding(vocab, width)
+
+                def forward(self, text):
+                    labels = text[:, 1:]
+                    return self.token_embedding(text[:, :-1]), labels
+        """,
+        "train.py": """
+            from loss import CaptionLoss
+            from model import Captioner
+        """,
+    }
+    assert lint(tmp_path, files) == ({("model.py", 15, CODE)} if reported else set())

@@ -17,15 +17,21 @@ if TYPE_CHECKING:
 
 _COPY_METHODS = {"clone", "copy", "detach", "to", "cuda", "cpu", "long", "contiguous", "tolist"}
 _COPY_FUNCTIONS = {"list", "copy.copy", "copy.deepcopy", "deepcopy", "torch.clone", "numpy.copy", "numpy.array"}
+_CONCATENATE = {"torch.cat", "torch.concat", "torch.concatenate"}  # the labels hold the ids' pads too
 _LABEL_WORDS = {"labels", "label", "targets", "target", "lm"}
 
 
-def _copied_ids(ctx: FileContext, expr: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The ids expression `expr` copies (`ids.clone()`, `list(ids)`, `ids[:]`, `ids[:, 1:]`)."""
+def _copied_ids(ctx: FileContext, expr: cst.BaseExpression, scope: cst.CSTNode) -> cst.BaseExpression | None:
+    """The ids expression `expr` copies (`ids.clone()`, `list(ids)`, `ids[:]`, `ids[:, 1:]`,
+    the ids part of `torch.cat((text[:, 1:], image_ids), dim=1)`). Ids are known by name
+    (`input_ids`, a name assigned from them) or, in `scope`, by use: a name fed to an
+    embedding lookup (`ctx.data.embedded_ids`: `text` in `self.text_emb(text)`)."""
     index, ids_names = ctx.index, ctx.data.ids_variables
     for _ in range(6):
         if ids_expression(expr, ids_names):
             return expr
+        if type(expr) is cst.Name:
+            return expr if (id(scope), expr.value) in ctx.data.embedded_ids(ctx) else None
         if type(expr) is cst.Call:
             func = expr.func
             if type(func) is cst.Attribute and func.attr.value in _COPY_METHODS:
@@ -35,6 +41,10 @@ def _copied_ids(ctx: FileContext, expr: cst.BaseExpression) -> cst.BaseExpressio
             if name in _COPY_FUNCTIONS and expr.args:
                 expr = expr.args[0].value
                 continue
+            first = expr.args[0].value if expr.args else None
+            if name in _CONCATENATE and (type(first) is cst.Tuple or type(first) is cst.List):
+                parts = [el.value for el in first.elements if type(el) is cst.Element]
+                return next((found for part in parts if (found := _copied_ids(ctx, part, scope)) is not None), None)
             return None
         if type(expr) is cst.Subscript:
             expr = expr.value
@@ -145,7 +155,7 @@ def _default_ignore_index(ctx: FileContext, call: cst.Call) -> bool:
         bound = ctx.bindings.reaching(call.func)
         ctor = bound[0].value if len(bound) == 1 else None
         arg = get_arg(ctor, "ignore_index") if type(ctor) is cst.Call else None
-    return arg is None or literal_value(arg.value, default=None) == -100
+    return arg is None or literal_value(arg.value, default=None) == -100 or ctx.bindings.value(arg.value, None) == -100
 
 
 def _labels_target(target: cst.BaseExpression) -> bool:
@@ -161,7 +171,8 @@ class PadLabelsNotIgnored(Rule):
     code = "TL106"
     name = "pad-labels-not-ignored"
     severity = "error"
-    tokens = frozenset({"input_ids"})  # pre-filter: labels copied from input ids
+    # pre-filter: labels copied from input ids, or from ids fed to an embedding (`self.text_emb(text)`)
+    tokens = frozenset({"input_ids", "embedding"})
     summary = "Labels copied from padded input ids keep the pad positions in the loss."
     verify_site = "data"
     data_check = "label-pad-ignored"
@@ -169,8 +180,9 @@ class PadLabelsNotIgnored(Rule):
     def check(self, ctx: FileContext) -> None:
         index = ctx.index
         for node, value in self._label_copies(index):
-            ids = _copied_ids(ctx, value)
-            if ids is None or unpadded_ids(ctx.data, ids, index.enclosing_function(node) or index.module):
+            scope = index.enclosing_function(node) or index.module
+            ids = _copied_ids(ctx, value, scope)
+            if ids is None or unpadded_ids(ctx.data, ids, scope):
                 continue
             # Masking found elsewhere in the project counts only when these labels may reach it:
             # labels followed into a loss with the default ignore index, untouched on the way,
@@ -181,7 +193,7 @@ class PadLabelsNotIgnored(Rule):
                 "labels are a copy of padded input ids and nothing replaces the pad positions by -100 "
                 "(or sets the loss `ignore_index` to the pad id): the model is trained to predict padding",
                 when=ProjectCondition(any_of=("pads",), none_of=() if unmasked else ("masks-pad-labels",),
-                                      scope="imports"),
+                                      scope="program"),
             )
 
     @staticmethod

@@ -82,7 +82,8 @@ def padding_sites(ctx):
         if qualified in FUNCTIONAL_PAD:
             first = get_arg(call, "input", 0)
             name = last_name(first.value) if first else None
-            if name and any(p in ("ids", "tokens", "token", "input") for p in snake_parts(name)):
+            if name and (any(p in ("ids", "tokens", "token", "input") for p in snake_parts(name))
+                         or type(first.value) is cst.Name and _embedded(ctx, call, name)):  # type: ignore[union-attr]
                 yield call
             continue
         func = call.func
@@ -302,6 +303,12 @@ def ids_variables(index: FileIndex) -> set[str]:
     return out
 
 
+def _embedded(ctx, node: cst.CSTNode, name: str) -> bool:
+    """`name`, where `node` is, holds ids fed to an embedding lookup (`embedded_ids`)."""
+    scope = ctx.index.enclosing_function(node) or ctx.index.module
+    return (id(scope), name) in ctx.data.embedded_ids(ctx)
+
+
 def _literal_data(expr: cst.BaseExpression) -> bool:
     """A (nested) list/tuple of literal numbers: `[[0, 2, 3, 1]]`."""
     if type(expr) is cst.List or type(expr) is cst.Tuple:
@@ -446,7 +453,8 @@ class LabelMasking:
 
 def masks_pad_labels_sites(ctx):
     """Pad positions kept out of the loss: a label-masking collator, a -100 written into
-    labels, or a loss `ignore_index` other than the default -100 (the pad id)."""
+    labels, or a loss `ignore_index` other than the default -100 (the pad id; a name whose
+    value as the program runs by default is -100 is the default)."""
     index = ctx.index
     for call in index.calls:
         if index.qualify(call.func) in LABEL_MASKING_COLLATORS or get_arg(call, "label_pad_token_id"):
@@ -457,7 +465,9 @@ def masks_pad_labels_sites(ctx):
         yield index.module
         return
     for arg in masking.ignore_index_args:
-        if not _minus_100(arg.value):
+        # `ignore_index=pad_id` where `pad_id` is -100 as the program runs by default (a
+        # parameter defaulting to -100 that no call here sets) keeps the pads in the loss
+        if not _minus_100(arg.value) and ctx.bindings.value(arg.value, Ellipsis) != -100:
             yield arg
             return
 
