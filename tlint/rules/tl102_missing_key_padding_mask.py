@@ -58,7 +58,8 @@ class MissingKeyPaddingMask(Rule):
     code = "TL102"
     name = "missing-key-padding-mask"
     severity = "error"
-    tokens = frozenset({"multiheadattention", "transformer"})  # pre-filter: torch.nn attention/transformer sub-modules
+    # pre-filter: torch.nn attention/transformer sub-modules; the project's own modules show a `*padding_mask`
+    tokens = frozenset({"multiheadattention", "transformer", "padding_mask"})
     summary = "A torch.nn attention/transformer module is called without its padding mask."
     probes = ("mask-leak", "padding-equivalence")
 
