@@ -42,8 +42,8 @@ def env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def demo_report(tmp_path_factory):
     """doctor on a copy of the demo with a run folder in it: one run of the whole procedure
-    (its JSON, its stderr, its HTML file beside the project), shared by the tests below and
-    by tests/test_doctor_html.py."""
+    (its JSON, its stderr, its HTML file beside the project), shared by the tests below (the
+    HTML test among them)."""
     from tests.torchutil import import_torch
 
     import_torch()
@@ -486,7 +486,7 @@ def test_a_failing_data_ab_is_the_ab_item_and_joins_the_data_checks_it_names():
     assert [e.get("probe") or e.get("check") for e in nan["evidence"]] == ["nan-inf", "data-ab"]
 
 
-def test_the_ab_loss_curves_are_drawn_in_the_html(tmp_path):
+def test_the_ab_loss_curves_are_drawn_in_the_html(tmp_path, monkeypatch):
     from tests.browserutil import decoded_images
     from tlint.doctor.html import write_html
     from tlint.doctor.report import curves
@@ -499,7 +499,14 @@ def test_the_ab_loss_curves_are_drawn_in_the_html(tmp_path):
     doc = {"path": "proj", "config": None, "version": "0", "user_code": [], "exit_code": 1, "notes": [], "steps": [],
            "items": [], "summary": {"items": 0, "high": 0, "medium": 0, "low": 0}}
     page = tmp_path / "ab.html"
+    import matplotlib.axes
+
+    marks: list[tuple] = []
+    draw = matplotlib.axes.Axes.annotate
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate",
+                        lambda ax, text, xy, *a, **k: (marks.append((text, xy[0])), draw(ax, text, xy, *a, **k))[1])
     write_html(doc, results, page, tmp_path)
+    assert marks == [("user train: non-finite loss at step 1", 1)]  # where the user-data run diverged
     text = page.read_text(encoding="utf-8")
     assert 'alt="loss curves of data-ab"' in text and "Training dynamics and A/B" in text
     assert decoded_images(page, tmp_path) == {"total": 1, "decoded": 1, "broken": []}

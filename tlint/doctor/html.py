@@ -1,7 +1,7 @@
 """`tlint doctor --html FILE`: the report as one self-contained HTML file.
 
 Everything is inside the file: the style sheet inline, every image a `data:image/png;base64`
-URI, no script, no link or font to fetch (tests/test_doctor_html.py opens it in a headless
+URI, no script, no link or font to fetch (tests/test_doctor.py opens it in a headless
 Chromium and checks that every image decodes). Sections: the steps, the ranked items with
 their evidence and fix, the data scan (checks, length histograms), the model (probes, the
 activation table, the attention maps the verifier drew), training dynamics and A/B (the
