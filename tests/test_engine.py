@@ -366,3 +366,63 @@ def test_cli_select_starts_a_new_selection(tmp_path):
     assert lint_paths([tmp_path]).diagnostics == []
     assert [d.code for d in lint_paths([tmp_path], select=["TL103"]).diagnostics] == ["TL103"]
     assert lint_paths([tmp_path], select=["TL1"], ignore=["TL103"]).diagnostics == []
+
+
+MODEL_FILE = textwrap.dedent("""\
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+            self.norm = nn.LayerNorm(d)
+
+        def forward(self, x, mask=None):
+            h = self.norm(x)
+            return x + self.attn(h, h, h, key_padding_mask=mask)[0]
+
+
+    def train(model, loader, opt):
+        for step, (ids, mask) in enumerate(loader):
+            loss, *rest = model(ids, mask).sum(), None
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    """)
+
+
+def test_a_files_tree_is_freed_without_the_cycle_collector(tmp_path, monkeypatch):
+    """The context releases its views when the file is done, so the file's LibCST tree goes
+    with the last reference to it, not at some later collection (the engine pauses the
+    collector while a file is analysed and relies on this)."""
+    import gc
+
+    import libcst as cst
+
+    from tlint import engine
+
+    path = tmp_path / "model.py"
+    path.write_text(MODEL_FILE)
+    trees: list[int] = []  # ids: LibCST nodes take no weak references
+    built = engine.FileIndex
+
+    def index(module):
+        trees.append(id(module))
+        return built(module)
+
+    monkeypatch.setattr(engine, "FileIndex", index)
+    (tmp_path / "pyproject.toml").write_text('[tool.tlint]\nselect = ["ALL"]\n')
+    settings = ConfigResolver().for_folder(tmp_path)
+    gc.collect()
+    gc.disable()
+    try:
+        result = engine.analyse_file(path, "model.py", settings, prefilter=False)
+        assert not gc.isenabled()  # a collector paused by the caller stays paused
+        alive = [o for o in gc.get_objects() if type(o) is cst.Module and id(o) in trees]
+    finally:
+        gc.enable()
+    assert not result.parse_error and not result.diagnostics and len(trees) == 1
+    assert not alive  # freed by reference counting alone
+    engine.analyse_file(path, "model.py", settings)
+    assert gc.isenabled()  # paused for the file only

@@ -159,6 +159,16 @@ class FileContext:
         # other files the analysis read, with the digest of the bytes used (None: absent)
         self.inputs: dict[Path, str | None] = {}
 
+    def release(self) -> None:
+        """Forget the views and the index (the engine calls this when the file is done).
+        Views refer back to the context, so without it the file's whole tree would live on
+        in a reference cycle until the cycle collector finds it; views refer to each other
+        too, so theirs are emptied as well."""
+        for name, value in self.__dict__.items():
+            if name in _VIEWS and hasattr(value, "__dict__"):
+                value.__dict__.clear()
+        self.__dict__.clear()
+
     def __getattr__(self, name: str) -> Any:
         # only reached for a missing attribute: a view whose module is not imported yet
         if not name.startswith("_") and name not in _VIEWS:

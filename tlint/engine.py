@@ -10,6 +10,7 @@ in `context.py`, the result types in `results.py`.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -82,6 +83,9 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
     for the file. A file LibCST might crash on or spend minutes on (`reading.NeedsGuard`)
     is analysed in a child process under `time_limit` seconds (tlint/guard.py): a crash or
     a timeout is TL001 for it; `time_limit=None` analyses it here (the guard's child)."""
+    collecting = gc.isenabled()
+    if collecting:  # see `_collect_after_file`
+        gc.disable()
     try:
         result = _analyse_file(path, display, settings, text, data, facts_only, prefilter, timer,
                                time_limit is not None)
@@ -99,7 +103,32 @@ def analyse_file(path: Path, display: str, settings: Settings, *, text: str | No
         result.diagnostics.append(internal_error("tlint", display, exc, " (the file was not checked)"))
     finally:
         clear_caches()
+        if collecting:
+            _collect_after_file()
+            gc.enable()
     return result
+
+
+# The cycle collector is paused while one file is analysed, and run once after it. A tree
+# of LibCST nodes is a million objects that all survive while the file is analysed: left
+# on, the collector ran gen-2 collections over them again and again (a quarter of the CPU
+# time of `check` on transformers' models, against a tenth for LibCST's parse alone). The
+# tree and the views are freed by reference counting when the file is done (the context
+# releases its views), so the young generation examined after the file is small; what
+# cycles survive it are collected by a full collection every `_FULL_COLLECTION_EVERY`
+# files (the process's memory stays as it was: measured on hf100k, 87 MiB against 93).
+_FULL_COLLECTION_EVERY = 32
+_files_since_full = 0
+
+
+def _collect_after_file() -> None:
+    global _files_since_full
+    _files_since_full += 1
+    if _files_since_full >= _FULL_COLLECTION_EVERY:
+        _files_since_full = 0
+        gc.collect()
+    else:
+        gc.collect(0)
 
 
 # A large file's guarded analysis may take this much longer per MiB, on top of the parse
@@ -205,8 +234,23 @@ def _analyse_file(path: Path, display: str, settings: Settings, text: str | None
             return result
     try:
         index = _timed(timer, "phase: FileIndex traversal", FileIndex, module)
-        ctx = FileContext(path, text, index, settings, timer=timer)
-        result.inputs = ctx.inputs  # filled as the views read other files
+    except RecursionError:
+        result.diagnostics.append(parse_error(display, "file too deeply nested to analyse (recursion limit)"))
+        result.parse_error = True
+        return result
+    ctx = FileContext(path, text, index, settings, timer=timer)
+    try:
+        return _analyse_tree(result, ctx, display, statement_lines, elided, facts_only)
+    finally:
+        ctx.release()  # its views refer back to it: without this, the tree waits for the cycle collector
+
+
+def _analyse_tree(result: FileResult, ctx: FileContext, display: str, statement_lines: list[int],
+                  elided: list[tuple[int, int, int, int]], facts_only: bool) -> FileResult:
+    """The rules, the facts and the positions of one parsed file (`_analyse_file`)."""
+    module, text, index, settings, timer = ctx.module, ctx.text, ctx.index, ctx.settings, ctx.timer
+    result.inputs = ctx.inputs  # filled as the views read other files
+    try:
         facts = ctx.facts
     except RecursionError:
         result.diagnostics.append(parse_error(display, "file too deeply nested to analyse (recursion limit)"))

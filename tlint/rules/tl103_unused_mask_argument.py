@@ -480,6 +480,13 @@ class UnusedMaskArgument(Rule):
     probes = ("mask-leak",)
 
     def check(self, ctx: FileContext) -> None:
+        try:
+            self._check(ctx)
+        finally:  # the file's state is not kept past it (it would keep the file's tree alive)
+            for name in ("_texts", "_ctx", "_signatures", "_owner", "_sites"):
+                self.__dict__.pop(name, None)
+
+    def _check(self, ctx: FileContext) -> None:
         index = ctx.index
         seen: set[int] = set()
         self._texts: list[str] | None = None

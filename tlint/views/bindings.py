@@ -126,18 +126,22 @@ class BindingsView:
 
         def bind(scope: cst.CSTNode, target: cst.BaseExpression, kind: str, node: cst.CSTNode,
                  value: cst.BaseExpression | None) -> None:
-            if type(target) is cst.Name:
-                add(scope, target.value, kind, node, value)
-            elif type(target) is cst.Tuple or type(target) is cst.List:
-                values = value.elements if type(value) is cst.Tuple or type(value) is cst.List else None
-                if values is not None and (len(values) != len(target.elements)
-                                           or any(type(e) is cst.StarredElement for e in values)):
-                    values = None
-                for i, element in enumerate(target.elements):
-                    inner = element.value
-                    bind(scope, inner, kind, node, values[i].value if values else None)
-            elif type(target) is cst.StarredElement:
-                bind(scope, target.value, kind, node, None)
+            # iterative, not recursive: a closure that calls itself is a reference cycle,
+            # which would keep `out` (and through it the file's tree) alive past the file
+            stack: list[tuple[cst.BaseExpression, cst.BaseExpression | None]] = [(target, value)]
+            while stack:
+                target, value = stack.pop()
+                if type(target) is cst.Name:
+                    add(scope, target.value, kind, node, value)
+                elif type(target) is cst.Tuple or type(target) is cst.List:
+                    values = value.elements if type(value) is cst.Tuple or type(value) is cst.List else None
+                    if values is not None and (len(values) != len(target.elements)
+                                               or any(type(e) is cst.StarredElement for e in values)):
+                        values = None
+                    for i in range(len(target.elements) - 1, -1, -1):  # popped in source order
+                        stack.append((target.elements[i].value, values[i].value if values else None))
+                elif type(target) is cst.StarredElement:
+                    stack.append((target.value, None))
 
         for node in index.assignments:
             scope = index.enclosing_scope(node)
