@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-_CAUSAL_WORDS = ("causal", "tril", "triu", "subsequent", "future", "bias", "look_ahead", "lookahead")
+_CAUSAL_WORDS = ("causal", "tril", "triu", "subsequent", "future", "bias", "look_ahead", "lookahead", "ltor")
 _SCORE_WORDS = ("score", "attn", "att", "sim", "dots", "energ", "weight", "qk", "w")
 _POSITIONAL_WORDS = ("pos_emb", "position", "wpe", "pe[", "self.pe", "positional", "pos_enc", "pos_embed", "pos(")
 _NOT_POSITIONAL = ("shape", "size(", "offset", "len(", "mem_len", "expos", "compos", "purpose")
+_INDEX_ENDINGS = ("ids", "_id", "index", "idx")  # `position_ids + offset`: index arithmetic, not an encoding
 
 
 class _Nodes(cst.CSTVisitor):
@@ -96,17 +97,42 @@ def operators(m) -> list:
                                     RemoveStatement(block, index)))
         return out
 
+    def defined_from(parsed, call, name: str) -> str:
+        """The text of the assignments to `name` before `call` in its function (a fill that
+        also applies a mask built from `tril` on some path is a causal fill)."""
+        node = call
+        while node is not None and not isinstance(node, cst.FunctionDef):
+            node = parsed.parents.get(node)
+        if node is None:
+            return ""
+        found = [a for a in nodes(node, cst.Assign) if parsed.line(a) < parsed.line(call)
+                 and any(isinstance(t.target, cst.Name) and t.target.value == name for t in a.targets)]
+        return " ".join(text(parsed, a) for a in found)
+
+    def padding_fill(parsed, call, mask: str, receiver: str) -> bool:
+        """A fill of attention scores (not of a mask or bias being built) with a large negative
+        value (not a post-softmax zeroing) from a mask that is not causal (by its text or its
+        local definition), not a self-token mask (shared-QK attention) and not top-k sparsity."""
+        value = text(parsed, call.args[1].value) if len(call.args) > 1 else ""
+        if "mask" not in mask.lower() or _mentions(mask, (*_CAUSAL_WORDS, "topk", "sparse", "self_mask")) \
+                or not scores(receiver) or _mentions(receiver.rsplit(".", 1)[-1], ("mask", "bias")):
+            return False
+        if value.strip().rstrip(".0") in ("", "0") or _mentions(value, ("token_self", "self_attn_value")):
+            return False
+        names = [n for n in _names(call.args[0].value) if "mask" in n.lower()]
+        return not any(_mentions(defined_from(parsed, call, n), _CAUSAL_WORDS) for n in names)
+
     def remove_padding_mask(parsed) -> list:
         out = []  # (a `key_padding_mask=` argument removed is the data operator `remove-key-padding-mask`)
         for block, index, call, mask, receiver in fills(parsed):
-            if "mask" in mask.lower() and not _mentions(mask, (*_CAUSAL_WORDS, "topk", "sparse")) \
-                    and scores(receiver):
+            if padding_fill(parsed, call, mask, receiver):
                 out.append(Mutation(parsed.line(call), f"removed `{m._code(parsed, call)}`",
                                     RemoveStatement(block, index)))
         return out
 
     def positional(code: str) -> bool:
-        return _mentions(code, _POSITIONAL_WORDS) and not _mentions(code, _NOT_POSITIONAL)
+        return _mentions(code, _POSITIONAL_WORDS) and not _mentions(code, _NOT_POSITIONAL) \
+            and not code.strip().lower().endswith(_INDEX_ENDINGS)
 
     def remove_positional(parsed) -> list:
         out = []
@@ -126,6 +152,15 @@ def operators(m) -> list:
                                 ReplaceExpression(op, keep)))
         return out
 
+    def gates(parsed, op) -> bool:
+        """The product feeds sigmoid gates (a forgetting gate), not a softmax: its function
+        mentions a sigmoid and no softmax."""
+        node = op
+        while node is not None and not isinstance(node, cst.FunctionDef):
+            node = parsed.parents.get(node)
+        body = text(parsed, node) if node is not None else ""
+        return "sigmoid" in body and "softmax" not in body
+
     def remove_scaling(parsed) -> list:
         out = []
         for op in nodes(parsed.module, cst.BinaryOperation):
@@ -134,15 +169,18 @@ def operators(m) -> list:
             divide = isinstance(op.operator, cst.Divide) and _mentions(right, ("sqrt", "** 0.5", "**0.5", "scale",
                                                                                  "temperature"))
             multiply = isinstance(op.operator, cst.Multiply) and _mentions(right, ("scale", "** -0.5", "**-0.5"))
-            if product and (divide or multiply):
+            if product and (divide or multiply) and not gates(parsed, op):
                 out.append(Mutation(parsed.line(op), f"`{m._code(parsed, op)}` -> `{m._code(parsed, op.left)}`",
                                     ReplaceExpression(op, op.left)))
         return out
 
     def branch_of(target: str, expr: cst.BaseExpression) -> bool:
-        """`self.f(...)` applied to the stream `target`."""
+        """`self.f(...)` applied to the stream `target`: not a positional encoding added to
+        it (`x = x + self.pos_emb(x)` is the operator `remove-positional`'s bug) and not
+        attention scores (`sim = sim + self.talking_heads(sim)`: no residual stream)."""
         return isinstance(expr, cst.Call) and m.dotted(expr.func).startswith("self.") \
-            and any(target in _names(arg.value) for arg in expr.args)
+            and any(target in _names(arg.value) for arg in expr.args) \
+            and not positional(cst.Module([]).code_for_node(expr.func)) and not scores(target)
 
     def drop_residual(parsed) -> list:
         out = []

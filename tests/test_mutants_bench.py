@@ -492,3 +492,48 @@ def test_model_operators_leave_lookalikes_alone():
     ''')
     for name in ("remove-positional", "drop-residual", "remove-padding-mask", "remove-causal-mask"):
         assert mutated(name, text) == [], name
+
+
+def test_model_operators_plant_no_other_operators_bugs():
+    """Sites that are not the operator's bug (issue 21, measured on real model code): a
+    self-token mask of shared-QK attention, a post-softmax zeroing, a left-to-right
+    (causal) mask or one built from `triu`, a mask or bias being built (not scores) are not
+    padding masks; a positional encoding added to the stream and talking heads added to the
+    scores are not residual branches; position ids plus an offset are not a positional
+    encoding; a query-key product feeding sigmoid gates is not attention scaling."""
+    text = textwrap.dedent('''\
+        import torch
+        import torch.nn.functional as F
+
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                self.pos_emb = torch.nn.Embedding(16, 8)
+
+            def forward(self, x, mask, ltor_mask, key_padding_mask):
+                dots = x @ x.transpose(-2, -1)
+                self_mask = torch.eye(x.size(1)).bool()
+                dots.masked_fill_(self_mask, TOKEN_SELF_ATTN_VALUE)
+                dots.masked_fill_(ltor_mask, -10000.0)
+                mask = torch.ones(4, 4).triu_(1).bool()
+                dots = dots.masked_fill(mask, float("-inf"))
+                attn_mask = attn_mask.masked_fill(~key_padding_mask, float("-inf"))
+                dots = dots + self.talking_heads(dots)
+                attn = F.softmax(dots, dim=-1)
+                attn = attn.masked_fill(~key_padding_mask, 0.)
+                x = x + self.pos_emb(x)
+                position_ids = position_ids + self.layer_past
+                return attn @ x, position_ids
+
+            def gates(self, q, k):
+                forget = torch.einsum("b i d, b j d -> b i j", q, k) * self.scale
+                return F.logsigmoid(forget)
+    ''')
+    for name in ("remove-padding-mask", "drop-residual", "remove-scaling"):
+        assert mutated(name, text) == [], name
+    [positional] = mutated("remove-positional", text)  # the encoding's addition, not the ids' offset
+    assert "x = x\n" in positional and "position_ids + self.layer_past" in positional
+    # the same file with a real padding fill of the scores: that one is a site
+    padded = text.replace("dots.masked_fill_(ltor_mask, -10000.0)",
+                          'dots = dots.masked_fill(key_padding_mask[:, None], float("-inf"))')
+    assert len(mutated("remove-padding-mask", padded)) == 1

@@ -100,6 +100,55 @@ def _none_tests(fn: cst.FunctionDef, name: str) -> bool:
     return bool(occurrences) and all(id(n) in allowed for n in occurrences)
 
 
+_PRESENCE_CALLS = frozenset({"exists", "is_none", "is_not_none", "isinstance", "len", "torch.is_tensor"})
+
+
+def _inspected_only(fn: cst.FunctionDef, name: str) -> bool:
+    """Every read of `name` only inspects the mask: a None test (`mask is not None`,
+    `exists(mask)`), its shape, size, dtype or device, an `assert` or the condition of an
+    `if`/`while` (`if key_padding_mask.max() > 0:`), or it computes a new value of `name`
+    itself (`mask = rearrange(mask, "b j -> b () () j")`), and no guarded branch refuses it
+    loudly. The mask's values never reach the scores."""
+    allowed: set[int] = set()
+    node: Any  # dispatched on `type(node)`, which mypy does not narrow by
+    for node in walk(fn.body):
+        kind = type(node)
+        if kind is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name \
+                and node.targets[0].target.value == name:
+            allowed.update(id(n) for n in walk(node))
+        elif kind is cst.Assert or (kind in (cst.If, cst.While) and any(
+                type(n) is cst.Name and n.value == name for n in walk(node.test))):
+            if kind is not cst.Assert and (node.test is not None and _bare(node.test, name)):
+                return False  # `if mask_future_timesteps:`: a switch, not a mask
+            # a branch on this mask alone that raises or warns refuses it loudly (one testing
+            # other names too, `mask is not None and is_causal is not None`, refuses a combination)
+            if kind is not cst.Assert and {n.value for n in walk(node.test) if type(n) is cst.Name} <= {name, "None"} \
+                    and any(type(n) is cst.Raise or (type(n) is cst.Call and "warn" in (last_name(n.func) or ""))
+                            for n in walk(node)):
+                return False
+            allowed.update(id(n) for n in walk(node.test))
+        elif kind is cst.Attribute and type(node.value) is cst.Name and node.value.value == name \
+                and node.attr.value in _SHAPE_ATTRS:
+            allowed.add(id(node.value))
+        elif kind is cst.Call and len(node.args) >= 1 and dotted_name(node.func) in _PRESENCE_CALLS \
+                and type(node.args[0].value) is cst.Name and node.args[0].value.value == name:
+            allowed.add(id(node.args[0].value))
+        elif kind is cst.Comparison and type(node.left) is cst.Name and node.left.value == name \
+                and len(node.comparisons) == 1 and type(node.comparisons[0].operator) in (cst.Is, cst.IsNot):
+            allowed.add(id(node.left))
+    occurrences = [n for n in walk(fn.body) if type(n) is cst.Name and n.value == name]
+    return bool(occurrences) and all(id(n) in allowed for n in occurrences)
+
+
+def _bare(test: cst.BaseExpression, name: str) -> bool:
+    """`name` or `not name` (a boolean operand included): the parameter is a switch."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        test = test.expression
+    if type(test) is cst.BooleanOperation:
+        return _bare(test.left, name) or _bare(test.right, name)
+    return type(test) is cst.Name and test.value == name
+
+
 _ENCODER_PARTS = frozenset({"encoder", "transformer", "backbone", "bert", "roberta", "model", "decoder", "lm"})
 
 
@@ -548,7 +597,7 @@ class UnusedMaskArgument(Rule):
             # a mask only tested against None counts as unread where the function attends; in
             # one that does not (`is_kernel_available(mask, ...)`) its presence picks a path
             if name in reads and not _assigned_only(fn, name) and not _feeds_only_itself(fn, name) \
-                    and not (_none_tests(fn, name) and _does_attention(fn)):
+                    and not ((_none_tests(fn, name) or _inspected_only(fn, name)) and _does_attention(fn)):
                 continue
             if _deleted(fn, name):
                 continue
@@ -581,7 +630,10 @@ class UnusedMaskArgument(Rule):
             where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
             how = ("is never read" if name not in reads or _assigned_only(fn, name)
                    else "is only tested against None, its value never used" if _none_tests(fn, name)
-                   else "is only converted into a new value of itself, which nothing reads")
+                   else "is only converted into a new value of itself, which nothing reads"
+                   if _feeds_only_itself(fn, name)
+                   else "is only inspected (tested, its shape checked, reshaped into itself), its values never "
+                        "applied to the scores")
             ctx.report(param, f"parameter `{name}` of {where} {how}: the mask is silently ignored, "
                               "so padded or future positions are attended to")
 

@@ -20,9 +20,12 @@ class UnscaledAttentionScores(Rule):
     probes = ("attention-entropy",)
 
     def check(self, ctx: FileContext) -> None:
-        for site in ctx.models.attention.sites:
-            if site.is_scaled():
+        attention = ctx.models.attention
+        seen: set[int] = set()
+        for site in (*attention.sites, *attention.delegated):
+            if id(site.product.node) in seen or site.is_scaled():
                 continue
+            seen.add(id(site.product.node))
             ctx.report(site.product.node,
                        "attention scores `q @ k^T` reach the softmax unscaled: their variance grows with the head "
                        "dimension, the softmax saturates and its gradients vanish; multiply by `1 / math.sqrt(d_k)` "

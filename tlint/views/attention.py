@@ -17,6 +17,7 @@ module class are covered alike.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -335,10 +336,22 @@ def _normalizes(expr) -> bool:
     return any(type(node) is cst.Call and last_name(node.func) == "normalize" for node in walk(expr))
 
 
+# calls whose arguments are sizes: arithmetic there shapes a tensor, it does not scale one
+_SHAPE_CALLS = frozenset({"view", "reshape", "expand", "repeat", "chunk", "split", "narrow", "unflatten", "zeros",
+                          "ones", "empty", "full", "arange", "new_zeros", "new_ones", "new_empty", "new_full",
+                          "randn", "rand", "tile", "pad"})
+
+
 def _scales(expr, normalize: bool = True) -> bool:
     """A division, or a multiplication by a scale-like factor, inside `expr` (an L2
-    `normalize` counts when `normalize`)."""
+    `normalize` counts when `normalize`); not the size arithmetic of a reshape's arguments
+    (`x.view(B, -1, heads, 3 * d)` shapes the tensor, it does not scale it)."""
+    sizes: set[int] = set()
     for node in walk(expr):
+        if id(node) in sizes:
+            continue
+        if type(node) is cst.Call and last_name(node.func) in _SHAPE_CALLS:
+            sizes.update(id(sub) for arg in node.args for sub in walk(arg))
         if type(node) is cst.BinaryOperation:
             if type(node.operator) in (cst.Divide, cst.FloorDivide) and not _is_shape_arith(node):
                 return True
@@ -411,6 +424,7 @@ class AttentionIndex:
         self.softmaxes: list[tuple[cst.Call, object, object]] = []  # (call, input, dim)
         self.sites: list[AttentionSite] = []
         self.sdpa: list[cst.Call] = []
+        self._unattached: list[tuple[cst.Call, cst.BaseExpression, object]] = []  # softmaxes with no site
         for call in index.calls:
             if index.qualify(call.func) in SDPA:
                 self.sdpa.append(call)
@@ -432,6 +446,66 @@ class AttentionIndex:
             site = self._site(call, scores, dim)
             if site is not None:
                 self.sites.append(site)
+            else:
+                self._unattached.append((call, scores, dim))
+
+    @cached_property
+    def delegated(self) -> list[AttentionSite]:
+        """Attention whose scores are computed by the callers of the method that takes the
+        softmax (`scores = q @ k.T / math.sqrt(d); return self.forward_attention(v, scores,
+        mask)`): one site per caller whose argument traces back to a query-key product, the
+        product and its operands in the caller, the softmax in the helper. Not in `sites`
+        (the helper's own masks and `dim` are judged there by the rules that read them);
+        computed only when asked, for the softmaxes `sites` holds no attention for."""
+        out = []
+        index = self.index
+        for call, scores, dim in self._unattached:
+            flow = self.flow(call)
+            if type(flow.fn) is not cst.FunctionDef:
+                continue
+            chain = flow.trace(scores, flow.order_of(call, index))
+            params = {name for node in chain for name in read_names(node)} & flow.params
+            if not params:
+                continue
+            for caller_site in self.bindings.calls.callers(flow.fn):
+                caller = self.flow(caller_site.call)
+                at = caller.order_of(caller_site.call, index)
+                for name, value in (caller_site.arguments or {}).items():
+                    if name not in params:
+                        continue
+                    site = self._site_from(caller, at, value, call, dim)
+                    if site is not None:
+                        site.between = chain + site.between
+                        out.append(site)
+        return out
+
+    def _site_from(self, flow: FunctionFlow, at: int, scores, softmax: cst.Call, dim) -> AttentionSite | None:
+        """The attention whose scores `scores` (read at statement `at` of `flow`) trace back
+        to a query-key product in `flow`."""
+        index = self.index
+        product = None
+        for node in flow.trace(scores, at):
+            for sub in walk(node):
+                candidate = as_product(index, sub)
+                if candidate is not None and self._is_query_key(candidate, flow, at):
+                    product = candidate
+                    break
+            if product is not None:
+                break
+        if product is None:
+            return None
+        inside = product.node
+        between = flow.trace(scores, at, skip=lambda n: n is inside)
+        sides: tuple[list[cst.CSTNode], list[cst.CSTNode]] = ([], [])
+        upstream: list[cst.CSTNode] = []
+        for side, operand in zip(sides, (product.left, product.right), strict=True):
+            if operand is not None:
+                traced = flow.trace(operand, flow.order_of(inside, index))
+                upstream += traced
+                side.extend(traced)
+        site = AttentionSite(flow.fn, flow, softmax, scores, dim, product, between, upstream)
+        site.sides = sides
+        return site
 
     def flow(self, node: cst.CSTNode) -> FunctionFlow:
         fn = self.index.enclosing_function(node) or self.index.module
