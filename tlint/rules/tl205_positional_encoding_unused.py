@@ -52,7 +52,12 @@ def _handed_over(module_class) -> set[str]:
     if init is None:
         return out
     index = module_class.view.index
+    # a helper defined inside `__init__` (`def freeze_module_params(m): ...`) sets the
+    # module up; it is not another module taking it over
+    local = {node.name.value for node in walk(init.body) if type(node) is cst.FunctionDef}
     for call in index.statement_calls.get(init, ()):
+        if type(call.func) is cst.Name and call.func.value in local:
+            continue
         for arg in call.args:
             for node in walk(arg.value):
                 if type(node) is cst.Attribute and dotted_name(node.value) == "self":
@@ -165,9 +170,19 @@ def _never_read_after(index, fn, statement, target: str) -> bool:
     loops = index.enclosing_loops(statement)
     for node in walk(fn.body):
         if type(node) is cst.Name and node.value == target and id(node) not in inside:
+            if _updated_in_place(index, node):
+                continue  # `pos.mul_(scale)` changes the value, it does not hand it on
             if index.position[id(node)] > start or any(index.is_inside(node, loop) for loop in loops):
                 return False
     return True
+
+
+def _updated_in_place(index, name: cst.Name) -> bool:
+    """`name.mul_(...)` as a statement of its own: an in-place update, not a read."""
+    attribute = index.parent(name)
+    call = index.parent(attribute) if type(attribute) is cst.Attribute else None
+    return (type(call) is cst.Call and call.func is attribute and attribute.attr.value.endswith("_")  # type: ignore[union-attr]
+            and not attribute.attr.value.startswith("_") and type(index.parent(call)) is cst.Expr)
 
 
 def _read_in(module_class, name: str) -> bool:
@@ -179,6 +194,40 @@ def _read_in(module_class, name: str) -> bool:
     parts = name.split(".")
     paths = [name] + [".".join(parts[:i]) + ".*" for i in range(1, len(parts))]
     return any(set(reads.get(path, ())) - _INIT_METHODS for path in paths)
+
+
+_SIZE_ATTRS = frozenset({"max_positions", "num_embeddings", "embedding_dim", "max_len", "max_seq_len", "shape",
+                         "dtype", "device", "size"})
+_PRESENCE = frozenset({"exists", "is_none", "is_not_none", "isinstance", "hasattr"})
+
+
+def _only_inspected(module_class, name: str) -> bool:
+    """Every read of `self.<name>` outside weight initialisation only inspects it: a test
+    against None (`if self.embed_positions is not None:`, `exists(self.pos_emb)`), or its
+    size (`self.embed_positions.max_positions`, `.num_embeddings`): the table is never
+    applied (the addition that used it is gone)."""
+    index = module_class.view.index
+    found = False
+    for method in set(module_class.reads.get(name, ())) - _INIT_METHODS:
+        fn = module_class.methods.get(method)
+        if fn is None:
+            return False
+        for node in walk(fn.body):
+            if not (type(node) is cst.Attribute and node.attr.value == name and type(node.value) is cst.Name
+                    and node.value.value == "self"):
+                continue
+            found = True
+            parent = index.parent(node)
+            if type(parent) is cst.Comparison and parent.left is node and len(parent.comparisons) == 1 \
+                    and type(parent.comparisons[0].operator) in (cst.Is, cst.IsNot):
+                continue
+            if type(parent) is cst.Attribute and parent.attr.value in _SIZE_ATTRS:
+                continue
+            if type(parent) is cst.Arg and type(grand := index.parent(parent)) is cst.Call \
+                    and dotted_name(grand.func) in _PRESENCE:
+                continue
+            return False
+    return found
 
 
 def _read_through_owners(index) -> set[str]:
@@ -253,7 +302,8 @@ class PositionalEncodingUnused(Rule):
             applied = sorted(name for name, call in tables.items()
                              if _read_in(module_class, name) and not _index_buffer(call))
             for name, call in tables.items():
-                if _read_in(module_class, name) or name.split(".")[0] in _handed_over(module_class):
+                inspected = "." not in name and _read_in(module_class, name) and _only_inspected(module_class, name)
+                if (_read_in(module_class, name) and not inspected) or name.split(".")[0] in _handed_over(module_class):
                     continue
                 if _index_buffer(call) or _one_vector(call) or _behaviour_inherited(module_class, ctx):
                     continue
@@ -267,6 +317,12 @@ class PositionalEncodingUnused(Rule):
                         through_parameters = _read_through_parameters(ctx.index)
                     if name in through_parameters:
                         continue
+                if inspected:
+                    ctx.report(call, f"positional table `self.{name}` is built in `__init__` and only tested "
+                                     "against None or asked its size, never applied: the model sees the tokens "
+                                     "as an unordered set (attention is permutation-invariant); add it to the "
+                                     "token embeddings in `forward`")
+                    continue
                 if applied:
                     ctx.report(call, f"positional table `self.{name}` is built in `__init__` but never used, while "
                                      f"`self.{applied[0]}` gives the positions: either it is dead weight (remove it) "

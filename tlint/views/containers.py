@@ -99,6 +99,9 @@ def describe(view: ModelView, name: str, value: cst.BaseExpression, path: str = 
                 if described.ctor is not None or described.children:
                     return described
         return SubModule(name, ctor, value, path=path)
+    if type(value) is cst.IfExp:  # `Table(d) if learned else None`: the module of its first built branch
+        branch = value.body if not (type(value.body) is cst.Name and value.body.value == "None") else value.orelse
+        return describe(view, name, branch, path, depth + 1)
     elements = _elements(view, value, depth)
     if elements:
         return _list(view, name, elements, path, depth)

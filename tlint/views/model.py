@@ -16,6 +16,11 @@ of the same file, and `ModuleClass.opaque_base` says a base's `__init__` is not 
 class imported from another file or library, an unknown name); `ModuleClass.declared(name)`
 / `attribute_of` then take an undeclared `self.<name>` for a sub-module of that base, known
 by its name only (`SubModule.guessed`, `ctor` None), so name conventions decide its kind.
+
+Over 800 lines: `ModuleClass` keeps the sub-module table, the residual classification
+(`residuals`, `_classify`, dropout and norm wrappers) and the queries rules make of both in
+one class, since each reads the others' caches; the attention and stream analyses already
+live in their own modules.
 """
 
 from __future__ import annotations
@@ -305,6 +310,7 @@ class ModuleClass:
             statements: list[_Assignment] = [n for n in walk(fn.body, into_functions=False)  # type: ignore[misc]
                                              if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)]
             last_plain: dict[str, Residual] = {}
+            copied: set[str] = set()  # names copied to another (`residual = x`)
             for stmt in statements:
                 target = _single_target(stmt)
                 value = stmt.value
@@ -324,13 +330,17 @@ class ModuleClass:
                         last_plain.pop(target, None)
                     flags[target] = (False, False)
                     continue
-                # `x = norm(x)` right after a plain residual write to x: post-norm, two lines.
+                # `x = norm(x)` right after a plain residual write to x: post-norm, two lines; with
+                # no copy of x kept (`residual = x`: pre-norm) the normalised stream is still the stream
                 if (type(value) is cst.Call and self.is_norm_call(value) and value.args
                         and type(value.args[0].value) is cst.Name and value.args[0].value.value == target
-                        and target in last_plain):
-                    last_plain.pop(target).style = "post"
+                        and (target in last_plain or (target not in copied and not any(flags.get(target, ()))))):
+                    if target in last_plain:
+                        last_plain.pop(target).style = "post"
                     flags[target] = (False, False)
                     continue
+                if type(value) is cst.Name:
+                    copied.add(value.value)
                 last_plain.pop(target, None)
                 flags[target] = self._flags(value, flags)
         self.__dict__["_residuals"] = out
@@ -360,6 +370,8 @@ class ModuleClass:
                 if not (has_sub and _is_stream(value, flags)):
                     return None
             return Residual(stmt, "pre" if has_norm else "plain")
+        if self._is_dropout_call(value):  # `x = self.drop(x + self.attn(self.ln(x)))`: the sum inside decides
+            value = value.args[0].value  # type: ignore[attr-defined]  # a Call with one argument
         if type(value) is cst.Call and self.is_norm_call(value) and value.args:
             inner = value.args[0].value
             operands = _sum_operands(inner)
@@ -372,6 +384,16 @@ class ModuleClass:
         branches = [op for op in operands if not _is_stream(op, flags)]
         has_norm = any(self._flags(op, flags)[0] for op in branches)
         return Residual(stmt, "pre" if has_norm else "plain")
+
+    def _is_dropout_call(self, value: cst.BaseExpression) -> bool:
+        """`self.drop(y)` / `F.dropout(y, ...)`: a call of dropout, which keeps the identity path."""
+        if type(value) is not cst.Call or not value.args or value.args[0].keyword is not None:
+            return False
+        sub = self.attribute_of(value.func)
+        if sub is not None:
+            return sub.ctor in ("torch.nn.Dropout", "torch.nn.Dropout1d") or (
+                sub.ctor is None and bool({"drop", "dropout"} & set(snake_parts(sub.name))))
+        return self.view.index.qualify(value.func) == "torch.nn.functional.dropout"
 
     def _is_residual_sum(self, operands: list[cst.BaseExpression], flags: _Flags, target: str | None = None) -> bool:
         streams = [op for op in operands if _is_stream(op, flags)]

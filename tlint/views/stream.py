@@ -55,6 +55,7 @@ _SHAPE_METHODS = frozenset({"size", "dim", "numel", "nelement", "ndimension", "g
 _SHAPE_FUNCTIONS = frozenset({"len", "isinstance", "int", "float", "bool", "str", "range", "enumerate",
                               "hasattr", "getattr", "print"})
 _MAX_DEPTH = 4
+_OPTION_PARTS = frozenset({"skip", "residual", "shortcut", "first", "identity"})  # an option that drops a residual
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,8 @@ def _name_is_attention(name: str) -> bool:
     parts = snake_parts(name)
     if set(parts) & _NOT_ATTENTION_PARTS:  # `attn_out_proj`, `attn_bias`: a piece of one
         return False
-    return any(word in part for part in parts for word in _ATTENTION_NAME_PARTS)
+    # `att` alone (`self.att`: minGPT-style and RWKV's time-mixing token mixer), not `attr`/`attach`
+    return any(word in part for part in parts for word in _ATTENTION_NAME_PARTS) or "att" in parts
 
 
 def _name_is_container(name: str) -> bool:
@@ -503,7 +505,8 @@ class _Evaluator:
 
     def _residual_option(self, stmt, uses: list[SublayerUse]) -> bool:
         """`if self.skip_first_layer_pe: q = self.attn(q) else: q = q + self.attn(q)` (SAM):
-        one side of an `if` applies the same sub-layer and adds a residual, this side
+        one side of an `if` on an option named for the choice (`skip`, `residual`,
+        `shortcut`, `first`, `identity`) applies the same sub-layer and adds a residual, this side
         applies it without one and adds nothing after it — a configured choice. A side that
         does add something after the overwrite meant a residual and got it wrong."""
         index = self.view.index
@@ -513,8 +516,9 @@ class _Evaluator:
             if type(anc) in (cst.FunctionDef, cst.ClassDef):
                 return False
             if type(anc) is cst.If and (child is anc.body or child is anc.orelse):
-                if anc.orelse is None:
-                    return False
+                if anc.orelse is None or not any(
+                        type(n) is cst.Name and set(snake_parts(n.value)) & _OPTION_PARTS for n in walk(anc.test)):
+                    return False  # `if attention_dropout == 0:` chooses the dropout, not the residual
                 this, other = (anc.body, anc.orelse) if child is anc.body else (anc.orelse, anc.body)
                 after = False
                 for node, _ in _statements(this):
