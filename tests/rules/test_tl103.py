@@ -809,3 +809,34 @@ def test_mask_only_tested_against_none(tmp_path, body, reported):
            "        if helper(q, k, mask):\n            return (q @ k.transpose(-2, -1)).masked_fill(mask, 0)\n"
            "        return q\n")
     assert lint(tmp_path, {"m.py": src}) == ({("m.py", 4, CODE)} if reported else set())
+
+
+@pytest.mark.parametrize("guard, reported", [
+    # a branch on the mask's presence that raises refuses it loudly
+    ("if mask is not None:\n    raise NotImplementedError('masks are not supported')", False),
+    # one that validates its shape accepts it, and then it is never applied
+    ("if mask is not None and mask.dim() != 2:\n    raise ValueError('mask must be 2-D')", True),
+    # a branch on a combination of arguments refuses the combination, not the mask
+    ("if mask is not None and is_causal:\n    raise ValueError('mask or is_causal, not both')", True),
+    # only asserted on and reshaped into itself: never applied
+    ("assert mask is None or mask.size(0) == q.size(0)\nif mask is not None:\n"
+     "    mask = mask[:, None, None, :]", True),
+])
+def test_a_mask_only_inspected_in_an_attending_function(tmp_path, guard, reported):
+    body = guard.replace("\n", "\n    ")
+    files = {"m.py": f"""
+import torch
+from torch import nn
+
+
+def attend(q, k, v, mask=None, is_causal=False):
+    {body}
+    scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
+    return torch.softmax(scores, dim=-1) @ v
+
+
+class Attention(nn.Module):
+    def forward(self, q, k, v, mask=None):
+        return attend(q, k, v, mask=mask)
+"""}
+    assert lint(tmp_path, files) == ({("m.py", 5, CODE)} if reported else set())

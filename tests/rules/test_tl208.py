@@ -94,3 +94,73 @@ def test_a_key_only_normalisation_is_not_scaling(tmp_path):
                 return torch.einsum("bij,bje->bie", dots.softmax(dim=-1), v)
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_scores_soft_maxed_in_a_helper_method_are_judged_in_each_caller(tmp_path):
+    """The helper takes the softmax in two branches (one finding per product), and the
+    subclass's caller that scales is left alone."""
+    files = {"m.py": """
+        import math
+
+        import torch
+        from torch import nn
+
+
+        class Attention(nn.Module):
+            def attend(self, value, scores, mask=None):
+                if mask is not None:
+                    weights = torch.softmax(scores.masked_fill(mask, -1e4), dim=-1)
+                else:
+                    weights = torch.softmax(scores, dim=-1)
+                return torch.matmul(weights, value)
+
+            def forward(self, q, k, v, mask=None):
+                scores = torch.matmul(q, k.transpose(-2, -1))  # expect: TL208
+                return self.attend(v, scores, mask)
+
+
+        class ScaledAttention(Attention):
+            def forward(self, q, k, v, mask=None):
+                scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+                return self.attend(v, scores, mask)
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_a_module_level_softmax_utility_is_not_followed_into_its_callers(tmp_path):
+    """ESIM-style similarity soft-maxed by a generic `masked_softmax(tensor, mask)` function:
+    not every caller's similarity is attention that needs the 1/sqrt(d) scale."""
+    files = {"m.py": """
+        import torch
+        from torch import nn
+
+
+        def masked_softmax(tensor, mask):
+            return torch.softmax(tensor.masked_fill(~mask[:, None], -1e4), dim=-1)
+
+
+        class BiAttention(nn.Module):
+            def forward(self, premise, premise_mask, hypothesis, hypothesis_mask):
+                similarity = premise.bmm(hypothesis.transpose(2, 1))
+                attn = masked_softmax(similarity, hypothesis_mask)
+                return attn.bmm(hypothesis)
+    """}
+    assert lint(tmp_path, files, [CODE]) == []
+
+
+@pytest.mark.parametrize("shape", ["qkv.view(b, -1, self.heads, 3 * self.d_k)",
+                                   "qkv.reshape(b, -1, self.heads, self.d_k * 3)"])
+def test_size_arithmetic_of_a_reshape_is_not_scaling(tmp_path, shape):
+    files = {"m.py": f"""
+        import torch
+        from torch import nn
+
+
+        class Attention(nn.Module):
+            def forward(self, qkv):
+                b = qkv.shape[0]
+                q, k, v = torch.chunk({shape}, 3, dim=-1)
+                attn = torch.einsum("bihd,bjhd->bijh", q, k)  # expect: TL208
+                return torch.einsum("bijh,bjhd->bihd", attn.softmax(dim=2), v)
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

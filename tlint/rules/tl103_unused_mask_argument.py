@@ -120,9 +120,9 @@ def _inspected_only(fn: cst.FunctionDef, name: str) -> bool:
                 type(n) is cst.Name and n.value == name for n in walk(node.test))):
             if kind is not cst.Assert and (node.test is not None and _bare(node.test, name)):
                 return False  # `if mask_future_timesteps:`: a switch, not a mask
-            # a branch on this mask alone that raises or warns refuses it loudly (one testing
-            # other names too, `mask is not None and is_causal is not None`, refuses a combination)
-            if kind is not cst.Assert and {n.value for n in walk(node.test) if type(n) is cst.Name} <= {name, "None"} \
+            # a branch on the mask's presence alone that raises or warns refuses it loudly (one
+            # testing other names too refuses a combination; one testing its shape validates it)
+            if kind is not cst.Assert and _presence_test(node.test, name) \
                     and any(type(n) is cst.Raise or (type(n) is cst.Call and "warn" in (last_name(n.func) or ""))
                             for n in walk(node)):
                 return False
@@ -138,6 +138,17 @@ def _inspected_only(fn: cst.FunctionDef, name: str) -> bool:
             allowed.add(id(node.left))
     occurrences = [n for n in walk(fn.body) if type(n) is cst.Name and n.value == name]
     return bool(occurrences) and all(id(n) in allowed for n in occurrences)
+
+
+def _presence_test(test: cst.BaseExpression, name: str) -> bool:
+    """`name is not None` / `name is None` / `exists(name)`, alone."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        test = test.expression
+    if type(test) is cst.Call:
+        return dotted_name(test.func) in _PRESENCE_CALLS and len(test.args) == 1 \
+            and type(test.args[0].value) is cst.Name and test.args[0].value.value == name
+    return (type(test) is cst.Comparison and type(test.left) is cst.Name and test.left.value == name
+            and len(test.comparisons) == 1 and type(test.comparisons[0].operator) in (cst.Is, cst.IsNot))
 
 
 def _bare(test: cst.BaseExpression, name: str) -> bool:

@@ -451,23 +451,29 @@ class AttentionIndex:
 
     @cached_property
     def delegated(self) -> list[AttentionSite]:
-        """Attention whose scores are computed by the callers of the method that takes the
-        softmax (`scores = q @ k.T / math.sqrt(d); return self.forward_attention(v, scores,
-        mask)`): one site per caller whose argument traces back to a query-key product, the
-        product and its operands in the caller, the softmax in the helper. Not in `sites`
+        """Attention whose scores are computed by the callers (through `self`) of the method
+        that takes the softmax (`scores = q @ k.T / math.sqrt(d); return
+        self.forward_attention(v, scores, mask)`): one site per caller whose argument traces
+        back to a query-key product, the product and its operands in the caller, the softmax
+        in the helper. Not in `sites`
         (the helper's own masks and `dim` are judged there by the rules that read them);
         computed only when asked, for the softmaxes `sites` holds no attention for."""
         out = []
         index = self.index
         for call, scores, dim in self._unattached:
             flow = self.flow(call)
-            if type(flow.fn) is not cst.FunctionDef:
+            # a method of a module class (a module-level `masked_softmax(scores, mask)` is a
+            # generic utility, called with similarities that are not always attention scores)
+            if type(flow.fn) is not cst.FunctionDef or index.enclosing_class(flow.fn) is None:
                 continue
             chain = flow.trace(scores, flow.order_of(call, index))
             params = {name for node in chain for name in read_names(node)} & flow.params
             if not params:
                 continue
             for caller_site in self.bindings.calls.callers(flow.fn):
+                func = caller_site.call.func
+                if type(func) is not cst.Attribute or dotted_name(func.value) != "self":
+                    continue
                 caller = self.flow(caller_site.call)
                 at = caller.order_of(caller_site.call, index)
                 for name, value in (caller_site.arguments or {}).items():
