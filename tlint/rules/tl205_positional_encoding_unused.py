@@ -180,9 +180,12 @@ def _never_read_after(index, fn, statement, target: str) -> bool:
 def _updated_in_place(index, name: cst.Name) -> bool:
     """`name.mul_(...)` as a statement of its own: an in-place update, not a read."""
     attribute = index.parent(name)
-    call = index.parent(attribute) if type(attribute) is cst.Attribute else None
-    return (type(call) is cst.Call and call.func is attribute and attribute.attr.value.endswith("_")  # type: ignore[union-attr]
-            and not attribute.attr.value.startswith("_") and type(index.parent(call)) is cst.Expr)
+    if not isinstance(attribute, cst.Attribute) or attribute.value is not name:
+        return False
+    method = attribute.attr.value
+    call = index.parent(attribute)
+    return (isinstance(call, cst.Call) and call.func is attribute and method.endswith("_")
+            and not method.startswith("_") and type(index.parent(call)) is cst.Expr)
 
 
 def _read_in(module_class, name: str) -> bool:
