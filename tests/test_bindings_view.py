@@ -138,6 +138,27 @@ def test_values_of_a_conditional_augmented_assignment():
     assert ctx.bindings.all_values(_use(ctx), lambda k: k > 1)
 
 
+def test_values_unpacked_from_a_local_helpers_returned_tuple():
+    """`total, warmup = helper(n, 0)`: the element the helper returns, its parameters taking
+    what the callers pass, also through a conditional `*=` on a parameter."""
+    source = """\
+        def compute(total, warmup):
+            if isinstance(warmup, float):
+                warmup *= total
+            return total, warmup
+        steps, warm = compute(1000, {value})
+        use({name})
+    """
+    zero = _ctx(source.format(value="0", name="warm"))
+    assert zero.bindings.value(_use(zero)) == 0
+    ratio = _ctx(source.format(value="0.1", name="warm"))
+    assert ratio.bindings.nonzero(_use(ratio))  # 0.1 or 100.0 (the ways disagree: unknown, set)
+    total = _ctx(source.format(value="0", name="steps"))
+    assert total.bindings.value(_use(total)) == 1000
+    two = _ctx("def f():\n    if c:\n        return 1, 2\n    return 3, 4\na, b = f()\nuse(b)")
+    assert two.bindings.value(_use(two)) is UNKNOWN  # two returns: not followed
+
+
 KINDS = [
     ("x = 1\nuse(x)", [ASSIGN]),
     ("x = 1\nx += 2\nuse(x)", [AUGMENT]),

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import libcst as cst
 
 from tlint.context import register_view
-from tlint.cst import assignment_targets, dotted_name, get_arg, last_name, literal_value
+from tlint.cst import assignment_targets, dotted_name, get_arg, last_name, literal_value, walk
 from tlint.views.calls import CallsView, parameters
 
 if TYPE_CHECKING:
@@ -473,10 +473,39 @@ class BindingsView:
             if binding.kind == AUGMENT:
                 out.extend(self._augmented_values(binding, depth))
                 continue
+            if binding.kind == PARAM and type(binding.node) is cst.Param:  # `if c: x *= n` after it
+                out.extend(self._parameter_values(binding, name, depth))
+                continue
             if binding.kind != ASSIGN:
                 return [UNKNOWN]
-            out.append(self._one(binding.value, depth + 1))
+            value = binding.value if binding.value is not None else self._unpacked(binding)
+            out.append(self._one(value, depth + 1))
         return out
+
+    def _unpacked(self, binding: Binding) -> cst.BaseExpression | None:
+        """`steps, warmup = self.compute_warmup(...)`: the element of the tuple the local
+        function returns (its one `return a, b`) that the name unpacks, read where it is
+        returned (its parameters then take what the function's callers pass)."""
+        node = binding.node
+        if type(node) is not cst.Assign or len(node.targets) != 1 or type(node.value) is not cst.Call:
+            return None
+        target = node.targets[0].target
+        if type(target) is not cst.Tuple and type(target) is not cst.List:
+            return None
+        names = [e.value.value if type(e.value) is cst.Name else None for e in target.elements]
+        if names.count(binding.name) != 1 or any(type(e) is cst.StarredElement for e in target.elements):
+            return None
+        function = self.calls.callee(node.value)
+        if function is None:
+            return None
+        returns = [n for n in walk(function.body, into_functions=False) if type(n) is cst.Return]
+        if len(returns) != 1:
+            return None
+        value = returns[0].value
+        if (type(value) is not cst.Tuple and type(value) is not cst.List) or len(value.elements) != len(names) \
+                or any(type(e) is cst.StarredElement for e in value.elements):
+            return None
+        return value.elements[names.index(binding.name)].value
 
     def _augmented_values(self, binding: Binding, depth: int) -> list[Any]:
         """`x *= 8` run once (not in a loop): the values of `x` before it, each folded with
