@@ -26,9 +26,17 @@ dataclass/pydantic/config-class field defaults and `__init__` defaults for
 `args.<name>`/`cfg.train.<name>`; `d["k"]` and `d.get("k", default)` of a dict literal,
 of `vars(args)`, or of `**kwargs` (the callers' keyword, else the default).
 
+A name unpacked from the call of a local function (`total, warmup = self.helper(n, 0)`)
+takes the element of the tuple its one `return` gives, read there.
+
 `values(expr)` gives one value per way the program can reach the expression (one per
 resolvable call site for a parameter): a rule that reports on a value reports when every
 one of them triggers it (`all_values`) and stays silent when none resolves.
+
+Over 800 lines: the bindings table and the default-run values are one resolver (a value
+asks for the bindings that reach a name, a parameter's value for its call sites, an
+unpacked name for its helper's return, an option's for the parser's defaults); split,
+each part would call back into the others' tables.
 """
 
 from __future__ import annotations
