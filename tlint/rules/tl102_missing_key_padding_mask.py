@@ -64,7 +64,9 @@ class MissingKeyPaddingMask(Rule):
     probes = ("mask-leak", "padding-equivalence")
 
     def check(self, ctx: FileContext) -> None:
-        slots = None  # the project's own modules that take a padding mask (`_padding_slots`), when needed
+        # the project's own modules that take a padding mask (`_padding_slots`), when needed: only a file
+        # that spells a `*padding_mask` can show one
+        slots: dict | None = None if "padding_mask" in ctx.text else {}
         for module_class in ctx.models.classes.values():
             forward = module_class.forward
             if forward is None:

@@ -137,6 +137,8 @@ def embedded_ids(ctx) -> set[tuple[int, str]]:
     `seq`, `tokens`). `ctx.data.embedded_ids(ctx)` holds them once per file."""
     index = ctx.index
     found: set[tuple[int, str]] = set()
+    if "emb" not in ctx.text and "Emb" not in ctx.text and "wte" not in ctx.text:
+        return found  # no embedding is spelled here
     for call in index.calls:
         if not call.args or call.args[0].keyword is not None or call.args[0].star or not _embedding_lookup(ctx, call):
             continue
