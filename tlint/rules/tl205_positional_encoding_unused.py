@@ -285,6 +285,30 @@ def _self_handed_to_an_outside_function(module_class) -> bool:
     return False
 
 
+def _calls_an_inherited_method(module_class) -> bool:
+    """A method calls `self.<m>(...)` where `m` is neither defined in this file nor an
+    attribute the class sets: a method inherited from a class of another module
+    (`self.interpolate_pos_encoding(embeddings, h, w)` of a ViT subclass), which may apply
+    the table the class itself only tests against None."""
+    index = module_class.view.index
+    defined = {fn.name.value for fn in index.functions}
+    assigned: set[str] = set()
+    for node in walk(module_class.node):
+        if type(node) is cst.AssignTarget or type(node) is cst.AnnAssign:
+            target = node.target
+            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
+                assigned.add(target.attr.value)
+    for method, fn in module_class.methods.items():
+        if method in _INIT_METHODS:
+            continue
+        for call in module_class.calls_of(fn):
+            func = call.func
+            if (type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self"
+                    and func.attr.value not in defined and func.attr.value not in assigned):
+                return True
+    return False
+
+
 class PositionalEncodingUnused(Rule):
     code = "TL205"
     name = "positional-encoding-unused"
@@ -320,6 +344,8 @@ class PositionalEncodingUnused(Rule):
                         through_parameters = _read_through_parameters(ctx.index)
                     if name in through_parameters:
                         continue
+                if inspected and _calls_an_inherited_method(module_class):
+                    continue
                 if inspected:
                     ctx.report(call, f"positional table `self.{name}` is built in `__init__` and only tested "
                                      "against None or asked its size, never applied: the model sees the tokens "
