@@ -489,15 +489,7 @@ class AttentionIndex:
         """The attention whose scores `scores` (read at statement `at` of `flow`) trace back
         to a query-key product in `flow`."""
         index = self.index
-        product = None
-        for node in flow.trace(scores, at):
-            for sub in walk(node):
-                candidate = as_product(index, sub)
-                if candidate is not None and self._is_query_key(candidate, flow, at):
-                    product = candidate
-                    break
-            if product is not None:
-                break
+        product = self._query_key_product(flow, scores, at)
         if product is None:
             return None
         inside = product.node
@@ -555,16 +547,7 @@ class AttentionIndex:
         index = self.index
         flow = self.flow(call)
         at = flow.order_of(call, index)
-        chain = flow.trace(scores, at)
-        product = None
-        for node in chain:
-            for sub in walk(node):
-                candidate = as_product(index, sub)
-                if candidate is not None and self._is_query_key(candidate, flow, at):
-                    product = candidate
-                    break
-            if product is not None:
-                break
+        product = self._query_key_product(flow, scores, at)
         if product is None:
             return None
         inside = product.node
@@ -582,6 +565,15 @@ class AttentionIndex:
             side += [node for _, nodes in self.caller_operands(flow, side) for node in nodes]
         site.sides = sides
         return site
+
+    def _query_key_product(self, flow, scores, at):
+        """The first query-key product on the trace of `scores` in `flow`, or None."""
+        for node in flow.trace(scores, at):
+            for sub in walk(node):
+                candidate = as_product(self.index, sub)
+                if candidate is not None and self._is_query_key(candidate, flow, at):
+                    return candidate
+        return None
 
     def _is_query_key(self, product: Product, flow: FunctionFlow, at: int) -> bool:
         """A query-key product: einsum contracting features, or a matmul whose right operand
