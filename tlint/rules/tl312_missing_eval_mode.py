@@ -294,10 +294,7 @@ class MissingEvalMode(Rule):
         for loop in view.loops:
             if loop.is_step_function:
                 continue
-            chain = [loop.node, *loop.outer]
-            if loop.epoch_loop is not None and loop.epoch_loop not in chain:
-                chain.append(loop.epoch_loop)
-            for node in chain:
+            for node in loop.enclosing:
                 events = view.iteration(node)
                 if any(e.kind == TRAIN for e in events):
                     break  # an outer iteration that switches back covers the inner ones too

@@ -52,10 +52,7 @@ def imported_call_sites(ctx) -> Iterator[tuple[cst.CSTNode, ImportedCallFact]]:
     for loop in view.loops:
         if loop.is_step_function:
             continue
-        chain = [loop.node, *loop.outer]
-        if loop.epoch_loop is not None and loop.epoch_loop not in chain:
-            chain.append(loop.epoch_loop)
-        for node in chain:
+        for node in loop.enclosing:
             if any(e.kind == TRAIN for e in view.iteration(node)):
                 break
             for call in index.calls:

@@ -114,6 +114,15 @@ class TrainingLoop:
     def has(self, kind: str) -> bool:
         return any(event.kind == kind for event in self.events)
 
+    @property
+    def enclosing(self) -> list[cst.For | cst.While | cst.FunctionDef]:
+        """The loop, the loops around it (innermost first), then the loop that repeats it
+        when that is not one of them."""
+        chain: list[cst.For | cst.While | cst.FunctionDef] = [self.node, *self.outer]
+        if self.epoch_loop is not None and self.epoch_loop not in chain:
+            chain.append(self.epoch_loop)
+        return chain
+
 
 @dataclass(frozen=True, eq=False)
 class OptimizerSite:
