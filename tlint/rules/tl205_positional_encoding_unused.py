@@ -286,25 +286,21 @@ def _self_handed_to_an_outside_function(module_class) -> bool:
 
 
 def _calls_an_inherited_method(module_class) -> bool:
-    """A method calls `self.<m>(...)` where `m` is neither defined in this file nor an
-    attribute the class sets: a method inherited from a class of another module
-    (`self.interpolate_pos_encoding(embeddings, h, w)` of a ViT subclass), which may apply
-    the table the class itself only tests against None."""
-    index = module_class.view.index
-    defined = {fn.name.value for fn in index.functions}
-    assigned: set[str] = set()
-    for node in walk(module_class.node):
-        if type(node) is cst.AssignTarget or type(node) is cst.AnnAssign:
-            target = node.target
-            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
-                assigned.add(target.attr.value)
+    """A class with a base from another module (`opaque_base`) calls `self.<m>(...)` where
+    `m` is neither defined in this file nor an attribute the class or its local bases set:
+    a method inherited from that module (`self.interpolate_pos_encoding(embeddings, h, w)`
+    of a ViT subclass), which may apply the table the class itself only tests against None."""
+    if not module_class.opaque_base:
+        return False
+    defined = {fn.name.value for fn in module_class.view.index.functions}
     for method, fn in module_class.methods.items():
         if method in _INIT_METHODS:
             continue
         for call in module_class.calls_of(fn):
             func = call.func
             if (type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self"
-                    and func.attr.value not in defined and func.attr.value not in assigned):
+                    and func.attr.value not in defined and func.attr.value not in module_class.attributes
+                    and func.attr.value not in module_class.inherited):
                 return True
     return False
 
