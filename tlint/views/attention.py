@@ -544,26 +544,15 @@ class AttentionIndex:
         return out
 
     def _site(self, call, scores, dim) -> AttentionSite | None:
-        index = self.index
+        """`_site_from` at the softmax `call`, with what the callers of its function pass in
+        (a helper method given q and k: `callers`, and each side's upstream)."""
         flow = self.flow(call)
-        at = flow.order_of(call, index)
-        product = self._query_key_product(flow, scores, at)
-        if product is None:
+        site = self._site_from(flow, flow.order_of(call, self.index), scores, call, dim)
+        if site is None:
             return None
-        inside = product.node
-        between = flow.trace(scores, at, skip=lambda n: n is inside)
-        upstream = []
-        sides: tuple[list[cst.CSTNode], list[cst.CSTNode]] = ([], [])
-        for side, operand in zip(sides, (product.left, product.right), strict=True):
-            if operand is not None:
-                traced = flow.trace(operand, flow.order_of(inside, index))
-                upstream += traced
-                side.extend(traced)
-        site = AttentionSite(flow.fn, flow, call, scores, dim, product, between, upstream)
-        site.callers = [node for _, nodes in self.caller_operands(flow, upstream) for node in nodes]
-        for side in sides:
+        site.callers = [node for _, nodes in self.caller_operands(flow, site.upstream) for node in nodes]
+        for side in site.sides:
             side += [node for _, nodes in self.caller_operands(flow, side) for node in nodes]
-        site.sides = sides
         return site
 
     def _query_key_product(self, flow, scores, at):
