@@ -6,6 +6,7 @@ A package of N modules whose `__init__` imports every module, each module import
 shared `utils` and its neighbour; facts are given (every file `pads` and `transformer`,
 every tenth a `tokenizer`), nothing is parsed; prints the seconds of
 `project_phase.resolve_projects`. The project is written under /tmp/tlint-cross-file-N."""
+import argparse
 import shutil
 import sys
 import time
@@ -18,7 +19,11 @@ from tlint.engine import Fact, FileResult, Linter, analyse_file, display_path
 from tlint.fact_data import TokenizerFact
 from tlint.project_phase import resolve_projects
 
-n = int(sys.argv[1])
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("n", type=int, help="modules in the synthetic package (e.g. 3000)")
+n = parser.parse_args().n
+if n < 1:
+    parser.error("N must be at least 1")
 root = Path(f"/tmp/tlint-cross-file-{n}")
 if root.exists():
     shutil.rmtree(root)
