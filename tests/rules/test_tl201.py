@@ -567,3 +567,127 @@ def test_a_saved_input_added_back_is_a_residual_in_one_file(tmp_path):
         "from parts import Attn, FFN\n", 1)[1]
     line = next(i for i, text in enumerate(src.splitlines(), 1) if "# pre-norm" in text)
     assert lint(tmp_path, {"m.py": src}) == {("m.py", line, CODE)}
+
+
+# --- towers and stacks ---------------------------------------------------------------------
+
+TOWERS = """
+    import torch.nn as nn
+    {IMPORT}
+
+
+    class Attn(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.mha = nn.MultiheadAttention(d, 4, batch_first=True)
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+
+
+    class PreBlock(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.attn, self.mlp = Attn(d), nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d))
+
+        def forward(self, x):
+            x = x + self.attn(self.norm1(x))
+            x = x + self.mlp(self.norm2(x))
+            return x
+
+
+    class PostBlock(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.attn, self.mlp = Attn(d), nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d))
+
+        def forward(self, x):
+            x = self.norm1(x + self.attn(x))  # post-norm 1
+            x = self.norm2(x + self.mlp(x))  # post-norm 2
+            return x
+
+
+    class Base({BASE}):
+        pass
+
+
+    class Vision(Base):
+        def __init__(self, d):
+            super().__init__()
+            self.blocks = nn.ModuleList([PreBlock(d) for _ in range(6)])
+
+
+    class Text(Base):
+        def __init__(self, d):
+            super().__init__()
+            self.blocks = nn.ModuleList([PostBlock(d) for _ in range(3)])
+
+
+    class Both(Base):
+        def __init__(self, d):
+            super().__init__()
+            self.vision, self.text = Vision(d), Text(d)
+"""
+
+
+@pytest.mark.parametrize("base, imported, reported", [
+    ("PreTrainedModel", "from transformers import PreTrainedModel", False),  # towers are models of their own
+    ("MyPretrainedModel", "from mylib.modeling import MyPretrainedModel", False),
+    ("nn.Module", "", True),  # a plain composite: one model
+])
+def test_towers_that_are_whole_models_are_judged_apart(tmp_path, base, imported, reported):
+    src = _src(TOWERS.replace("{BASE}", base).replace("{IMPORT}", imported))
+    assert lint(tmp_path, {"m.py": src}) == (lines_of(src, "# post-norm 1", "# post-norm 2") if reported else set())
+
+
+def test_a_mix_inside_one_tower_is_still_reported(tmp_path):
+    src = _src(TOWERS.replace("{BASE}", "PreTrainedModel").replace("{IMPORT}", "from transformers import PreTrainedModel")
+               .replace("[PostBlock(d) for _ in range(3)]", "[PostBlock(d), PreBlock(d), PreBlock(d), PreBlock(d)]"))
+    assert lint(tmp_path, {"m.py": src}) == lines_of(src, "# post-norm 1", "# post-norm 2")
+
+
+STACK = """
+    import torch.nn as nn
+
+
+    class Layer(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+            self.ff = nn.Linear(d, d)
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+
+        def forward(self, x):
+            x = self.norm1(x + self.attn(x, x, x)[0])
+            x = self.norm2(x + self.ff(x))
+            return x, x.mean(1, keepdim=True)
+
+
+    class Decoder(nn.Module):
+        def __init__(self, d, n):
+            super().__init__()
+            self.layers = nn.ModuleList([Layer(d) for _ in range(n)])
+            self.ln = nn.LayerNorm(d)
+            self.ff_out = nn.Linear(d, d)
+
+        def forward(self, inputs_embeds, trend):
+            hidden_states = self.ln(inputs_embeds)
+            for layer in self.layers:
+                {BODY}
+            return hidden_states, trend
+"""
+
+
+@pytest.mark.parametrize("body, reported", [
+    # a second output of the stack's blocks accumulated: not a residual of the stack
+    ("hidden_states, part = layer(hidden_states)\n            trend = trend + part", False),
+    ("hidden_states, part = layer(hidden_states)\n            trend += part", False),
+    # a sub-layer of the stack itself, reading the trend and added back to it: a pre-norm residual
+    ("hidden_states, part = layer(hidden_states)\n            trend = trend + self.ff_out(self.ln(trend))  # pre-norm",
+     True),
+])
+def test_a_stack_summing_its_blocks_second_output(tmp_path, body, reported):
+    src = _src(STACK.replace("{BODY}", body))
+    assert lint(tmp_path, {"m.py": src}) == (lines_of(src, "# pre-norm") if reported else set())

@@ -111,3 +111,55 @@ def test_blocks_of_another_file(tmp_path, body, ret, reported):
     files = {"blocks.py": BLOCK_FILE.replace("{BODY}", body), "stack.py": stack}
     line = next(i for i, text in enumerate(stack.splitlines(), 1) if "for block in" in text)
     assert set(lint(tmp_path, files, [CODE])) == ({("stack.py", line, "TL202")} if reported else set())
+
+
+MERGER = """
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+            self.ff = nn.Linear(d, d)
+
+        def forward(self, x):
+            x = x + self.attn(self.norm1(x), self.norm1(x), self.norm1(x))[0]
+            x = x + self.ff(self.norm2(x))
+            return x
+
+
+    class Merger(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, hidden):
+            {BODY}
+
+
+    class Tower(nn.Module):
+        def __init__(self, d, n):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+            self.merger = Merger(d)
+
+        def forward(self, x):
+            for block in self.blocks:  # the stack
+                x = block(x)
+            return self.merger(x)
+"""
+
+
+@pytest.mark.parametrize("body, reported", [
+    ("return self.proj(self.norm(hidden))", False),  # normalises its input first: the final norm
+    ("hidden = self.norm(hidden.flatten(1))\n            return self.proj(hidden)", False),
+    ("return self.norm(self.proj(hidden))", True),  # projects the un-normalised stream first
+    ("return self.proj(hidden)", True),  # no norm at all
+])
+def test_a_following_module_that_normalises_its_input(tmp_path, body, reported):
+    src = textwrap.dedent(MERGER.replace("{BODY}", body)).lstrip("\n")
+    line = next(i for i, text in enumerate(src.splitlines(), 1) if "# the stack" in text)
+    assert set(lint(tmp_path, {"m.py": src}, [CODE])) == ({("m.py", line, "TL202")} if reported else set())

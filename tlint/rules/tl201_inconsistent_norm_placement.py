@@ -135,7 +135,7 @@ class InconsistentNormPlacement(Rule):
     def check(self, ctx: FileContext) -> None:
         view = ctx.models
         index = ctx.index
-        for group in view.groups():
+        for group in view.towers():
             items = [
                 (residual.node, residual.style)
                 for module_class in group
@@ -161,7 +161,7 @@ class InconsistentNormPlacement(Rule):
         index = ctx.index
         view = ctx.models
         group_of = {module_class.name: number
-                    for number, group in enumerate(view.groups()) for module_class in group}
+                    for number, group in enumerate(view.towers()) for module_class in group}
         layers: dict[object, list[tuple[cst.CSTNode, str]]] = {}
         for call in index.calls:
             if index.qualify(call.func) not in _LAYERS_WITH_NORM_FIRST:

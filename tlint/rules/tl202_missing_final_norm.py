@@ -129,6 +129,12 @@ class MissingFinalNorm(Rule):
                    and not index_inside(view.index, call, loop)
                    for call in module_class.calls_of(forward)):
                 continue
+            # the stream goes on into a sub-module that normalises its input first (a patch
+            # merger or projector with its own `LayerNorm`): that is the final norm
+            if any(flow.order_of(call, view.index) > after and not index_inside(view.index, call, loop)
+                   and _normalises_input(view, module_class.attribute_of(call.func))
+                   for call in module_class.calls_of(forward)):
+                continue
             # the class that builds this stack (as an attribute or in a list of stages) may
             # normalise its output
             owners = [view.class_of(call) for call in view.index.calls
@@ -138,6 +144,31 @@ class MissingFinalNorm(Rule):
             ctx.report(loop, f"pre-norm blocks `self.{sub.name}` feed the output without a final norm: in a "
                              "pre-norm stack the residual stream grows with depth and is never normalised; apply "
                              "a final `LayerNorm` after the loop (GPT-2's `ln_f`)")
+
+
+def _normalises_input(view, sub) -> bool:
+    """Is `sub` a module of the file whose `forward` normalises its input before any learned
+    sub-layer reads it (`x = self.norm(x)`, `self.ln_q(x.view(-1, d))`)?"""
+    held = view.classes.get(sub.ctor or "") if sub is not None and not sub.is_list else None
+    if held is None:
+        return False
+    forward = held.forward
+    if forward is None or len(forward.params.params) < 2:
+        return False
+    first = forward.params.params[1].name.value  # after `self`
+    calls = held.calls_of(forward)
+    if not calls:
+        return False
+    flow = view.attention.flow(calls[0])
+    # statements in order; within one, nested calls first (`self.fc(self.norm(x))` normalises first)
+    order = sorted(range(len(calls)), key=lambda i: (flow.order_of(calls[i], view.index), -i))
+    for call in (calls[i] for i in order):
+        if held.is_norm_call(call):
+            if call.args and any(type(node) is cst.Name and node.value == first for node in walk(call.args[0].value)):
+                return True
+        elif held.is_sublayer_call(call):
+            return False
+    return False
 
 
 def index_inside(index, node, container) -> bool:

@@ -2,7 +2,8 @@
 uses them (which sub-layer calls happen, which residual additions, which norms).
 
 Rules ask questions here instead of walking the tree: `ModelView(index).classes`,
-`ModuleClass.attributes`, `ModuleClass.residuals()`, `ModelView.groups()`, and for
+`ModuleClass.attributes`, `ModuleClass.residuals()`, `ModelView.groups()` (classes connected
+by composition) and `ModelView.towers()` (the models residual styles are judged in), and for
 hand-written attention (in `forward`, helper methods or free functions)
 `ModelView.attention` (`tlint.views.attention.AttentionIndex`: softmax calls, attention
 sites with their product, scaling, masks and softmax `dim`, SDPA calls, per-function data
@@ -302,10 +303,14 @@ class ModuleClass:
         cached: list[Residual] | None = self.__dict__.get("_residuals")
         if cached is not None:
             return cached
+        self.__dict__["_residuals"] = []  # a class reached again while classifying (a block holding itself) has none
         out: list[Residual] = []
         fn = self.forward
         if fn is not None:
             flags: dict[str, tuple[bool, bool]] = {}
+            # names holding what a block of a stack returned (`for layer in self.layers: h, t =
+            # layer(h)`): the blocks keep their own residuals; a sum with `t` is not one of this class
+            block_outputs: set[str] = set()
             # (narrowed by the filter, which mypy does not follow through `type(n) in`)
             statements: list[_Assignment] = [n for n in walk(fn.body, into_functions=False)  # type: ignore[misc]
                                              if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)]
@@ -316,12 +321,16 @@ class ModuleClass:
                 value = stmt.value
                 if value is None:
                     continue
+                from_block = self._is_block_call(value)
                 if target is None:  # `a, _ = self.attn(...)`: every unpacked name carries the flags
                     value_flags = self._flags(value, flags)
                     for name in _unpacked_names(stmt):
                         flags[name] = value_flags
+                        (block_outputs.add if from_block else block_outputs.discard)(name)
                     continue
-                residual = self._classify(stmt, target, value, flags)
+                if type(stmt) is not cst.AugAssign:
+                    (block_outputs.add if from_block else block_outputs.discard)(target)
+                residual = self._classify(stmt, target, value, flags, block_outputs)
                 if residual is not None:
                     out.append(residual)
                     if residual.style == "plain":
@@ -346,6 +355,19 @@ class ModuleClass:
         self.__dict__["_residuals"] = out
         return out
 
+    def _is_block_call(self, value: cst.BaseExpression) -> bool:
+        """`layer(h, ...)` for a loop variable over a list of the file's blocks that keep
+        their own residuals (a stack), possibly indexed (`layer(h)[0]`)."""
+        while type(value) is cst.Subscript:
+            value = value.value
+        if type(value) is not cst.Call or type(value.func) is not cst.Name:
+            return False
+        sub = self._loop_sources().get(value.func.value)
+        if sub is None or not sub.is_list:
+            return False
+        member = self.view.classes.get(sub.ctor or "")
+        return member is not None and member is not self and bool(member.residuals())
+
     def _flags(self, expr: cst.CSTNode, flags: _Flags) -> tuple[bool, bool]:
         """(has a norm, has a sub-layer) in the computation of `expr`."""
         has_norm = has_sub = False
@@ -360,10 +382,13 @@ class ModuleClass:
                 has_norm, has_sub = has_norm or n, has_sub or s
         return has_norm, has_sub
 
-    def _classify(self, stmt: _Assignment, target: str, value: cst.BaseExpression, flags: _Flags) -> Residual | None:
+    def _classify(self, stmt: _Assignment, target: str, value: cst.BaseExpression, flags: _Flags,
+                  block_outputs: set[str]) -> Residual | None:
         if type(stmt) is cst.AugAssign:
             if type(stmt.operator) is not cst.AddAssign:
                 return None
+            if type(value) is cst.Name and value.value in block_outputs:
+                return None  # `trend += layer_trend`: a second output of the stack's blocks, summed
             has_norm, has_sub = self._flags(value, flags)
             if not has_sub:  # `h += residual`: the saved stream added back onto the branch `h`
                 has_norm, has_sub = flags.get(target, (False, False))
@@ -382,6 +407,8 @@ class ModuleClass:
         if not operands or not self._is_residual_sum(operands, flags, target):
             return None
         branches = [op for op in operands if not _is_stream(op, flags)]
+        if all(type(op) is cst.Name and op.value in block_outputs for op in branches):
+            return None  # `trend = trend + layer_trend`: a second output of the stack's blocks, summed
         has_norm = any(self._flags(op, flags)[0] for op in branches)
         return Residual(stmt, "pre" if has_norm else "plain")
 
@@ -680,6 +707,63 @@ class ModelView:
         for name, module_class in self.classes.items():
             grouped.setdefault(find(name), []).append(module_class)
         return list(grouped.values())
+
+
+    def towers(self) -> list[list[ModuleClass]]:
+        """The models of the file as their residual styles are judged: each class that no
+        other class holds, with every class it holds (through any depth), where a held class
+        that is a whole model of its own (deriving from a pretrained-model base:
+        `PreTrainedModel`, or a class of the file deriving from one) starts its own tower.
+        CLIP-style composites hold text, vision or audio towers with designs of their own
+        (CLAP's Swin audio tower is pre-norm, its RoBERTa text tower post-norm; CLIPSeg's
+        decoder is post-norm over a pre-norm CLIP). Towers may share classes (an attention
+        class both towers use); in source order of their roots."""
+        whole: dict[str, bool] = {}
+
+        def is_whole(module_class: ModuleClass) -> bool:
+            name = module_class.name
+            if name not in whole:
+                whole[name] = False  # a cycle of bases proves nothing
+                for base in module_class.node.bases:
+                    if base.keyword is not None:
+                        continue
+                    local = self.classes.get(dotted_name(base.value) or "")
+                    qualified = self.index.qualify(base.value) or dotted_name(base.value) or ""
+                    if (local is not None and local is not module_class and is_whole(local)) or (
+                            local is None and qualified.endswith(("PreTrainedModel", "PretrainedModel"))):
+                        whole[name] = True
+                        break
+            return whole[name]
+
+        holds: dict[str, list[str]] = {}
+        held: set[str] = set()
+        for module_class in self.classes.values():
+            for sub in module_class.submodules():
+                part = self.classes.get(sub.ctor or "")
+                if part is not None and part is not module_class:
+                    holds.setdefault(module_class.name, []).append(part.name)
+                    if not is_whole(part):
+                        held.add(part.name)
+
+        def tower(root: str) -> set[str]:
+            members, seen = [root], {root}
+            for name in members:
+                for part in holds.get(name, ()):
+                    if part not in seen and not is_whole(self.classes[part]):
+                        seen.add(part)
+                        members.append(part)
+            return seen
+
+        towers: list[list[ModuleClass]] = []
+        reached: set[str] = set()
+        roots = [name for name in self.classes if name not in held]
+        for name in [*roots, *self.classes]:  # then classes only a cycle of holders reaches
+            if name in reached:  # a root is never part of another tower
+                continue
+            seen = tower(name)
+            reached |= seen
+            towers.append([module_class for module_class in self.classes.values() if module_class.name in seen])
+        return towers
 
 
 def norm_first_value(call: cst.Call) -> bool | None:
