@@ -34,7 +34,7 @@ def test_batch_mask_read_elsewhere_in_the_function_multiline_call(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, DataCollatorWithPadding
 
-    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
     collator = DataCollatorWithPadding(tokenizer)
 
 
@@ -53,7 +53,7 @@ def test_batch_mask_read_elsewhere_in_the_function_multiline_call(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, DataCollatorWithPadding
 
-    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
     collator = DataCollatorWithPadding(tokenizer)
 
 

@@ -22,8 +22,8 @@ ATTENTION = """\
 
 
 @pytest.mark.parametrize(("imports", "fill", "fixed"), [
-    ("import torch", 'scores.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))',
-     "scores.masked_fill(attention_mask[:, None, None, :] == 0, torch.finfo(scores.dtype).min)"),
+    ("import torch", 'scores.masked_fill(attention_mask[:, None, :, None] == 0, float("-inf"))',
+     "scores.masked_fill(attention_mask[:, None, :, None] == 0, torch.finfo(scores.dtype).min)"),
     ("import torch", "scores.masked_fill(mask=attention_mask == 0, value=-float('inf'))",
      "scores.masked_fill(mask=attention_mask == 0, value=torch.finfo(scores.dtype).min)"),
     ("import torch as th", "scores.masked_fill(attention_mask == 0, -th.inf)",
@@ -49,7 +49,7 @@ def test_in_place_fill_in_a_module_class(tmp_path):
     class Attention(nn.Module):
         def forward(self, q, k, v, key_padding_mask):
             scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(q.size(-1))
-            scores.masked_fill_(key_padding_mask[:, None, None, :], (float("-inf")))  # pads
+            scores.masked_fill_(key_padding_mask[:, None, :, None], (float("-inf")))  # pads
             return torch.matmul(scores.softmax(dim=-1), v)
 """, """\
     import math
@@ -61,7 +61,7 @@ def test_in_place_fill_in_a_module_class(tmp_path):
     class Attention(nn.Module):
         def forward(self, q, k, v, key_padding_mask):
             scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(q.size(-1))
-            scores.masked_fill_(key_padding_mask[:, None, None, :], (torch.finfo(scores.dtype).min))  # pads
+            scores.masked_fill_(key_padding_mask[:, None, :, None], (torch.finfo(scores.dtype).min))  # pads
             return torch.matmul(scores.softmax(dim=-1), v)
 """)
 

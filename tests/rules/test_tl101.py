@@ -230,9 +230,9 @@ def test_functional_pad_on_ids_counts_but_not_on_images(tmp_path):
 HEADER = """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained("gpt2")
-    model = AutoModelForCausalLM.from_pretrained("gpt2")
-    clf = AutoModelForCausalLM.from_pretrained("gpt2")
+    tokenizer = AutoTokenizer.from_pretrained("meta-llama/Llama-3.2-1B")
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+    clf = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
     enc = tokenizer(["a", "b c"], padding=True, return_tensors="pt")
 """
 
@@ -260,8 +260,8 @@ def test_aliased_transformers_module(tmp_path):
     got = lint(tmp_path, {"gen.py": """
         import transformers as hf
 
-        tok = hf.AutoTokenizer.from_pretrained("gpt2")
-        policy = hf.AutoModelForCausalLM.from_pretrained("gpt2")
+        tok = hf.AutoTokenizer.from_pretrained("meta-llama/Llama-3.2-1B")
+        policy = hf.AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
         enc = tok(["a", "b c"], padding=True, return_tensors="pt")
         out = policy(input_ids=enc["input_ids"])
     """})
@@ -307,8 +307,8 @@ def test_single_string_inference_is_clean(tmp_path):
     got = lint(tmp_path, {"chat.py": """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained("gpt2")
-        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        tokenizer = AutoTokenizer.from_pretrained("meta-llama/Llama-3.2-1B")
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
         prompt = "Once upon a time"
         input_ids = tokenizer(prompt, return_tensors="pt").input_ids
         out = model.generate(input_ids, max_new_tokens=40, do_sample=True)
@@ -375,8 +375,8 @@ def test_local_model_whose_forward_takes_a_mask_is_flagged(tmp_path):
 PADDED_PROJECT = """
     from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorWithPadding
 
-    tokenizer = AutoTokenizer.from_pretrained("gpt2")
-    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    tokenizer = AutoTokenizer.from_pretrained("meta-llama/Llama-3.2-1B")
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
     collator = DataCollatorWithPadding(tokenizer)
 """
 
@@ -528,7 +528,7 @@ def test_ids_spread_from_a_dict_without_a_mask(tmp_path):
         import torch
         from transformers import AutoModelForCausalLM, DataCollatorWithPadding
 
-        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
 
 
         def forward_pass(tokenizer, features, encoder_decoder):
@@ -642,7 +642,7 @@ def test_a_spread_dict_without_a_mask_hides_none(tmp_path):
     src = """
         from transformers import AutoModelForCausalLM, DataCollatorWithPadding
 
-        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
         collator = DataCollatorWithPadding(None)
 
 
@@ -726,4 +726,89 @@ def test_masks_of_something_else_are_not_the_attention_mask(tmp_path):
             e = model(batch["input_ids"], attention_mask=batch["attention_mask"], global_attention_mask=glob)
             return a, b, c, d, e
     """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+RIGHT_PADDING = """
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    CHECKPOINT = "{checkpoint}"
+    tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
+    model = AutoModelForCausalLM.from_pretrained(CHECKPOINT)
+    model = get_peft_model(model, config)
+    {setup}
+
+    def step(texts):
+        enc = tokenizer(texts, padding=True, return_tensors="pt")
+        return model(input_ids=enc["input_ids"], labels=enc["input_ids"]).loss{marker}
+"""
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "setup", "flagged"),
+    [
+        ("gpt2", "", False),  # GPT-2's tokenizer pads on the right: pads follow the text
+        ("gpt2", 'model = model.to("cuda")', False),
+        ("Salesforce/blip2-opt-2.7b", "", False),  # OPT decodes the captions
+        ("facebook/opt-1.3b", "", False),
+        ("EleutherAI/pythia-160m", "", False),
+        ("EleutherAI/gpt-neo-125m", "", False),
+        ("gpt2", 'tokenizer.padding_side = "left"', True),  # the side is set: not provably right
+        ("meta-llama/Llama-3.2-1B", "", True),  # Llama's tokenizer pads on the left
+        ("bigscience/bloom-560m", "", True),
+        ("google/flan-t5-base", "", True),  # not decoder-only
+        ("optimus-prime/encoder", "", True),  # `opt` only as a word of the name
+    ],
+)
+def test_right_padding_decoder_checkpoints(tmp_path, checkpoint, setup, flagged):
+    marker = "  # expect: TL101" if flagged else ""
+    files = {"train.py": RIGHT_PADDING.format(checkpoint=checkpoint, setup=setup, marker=marker)}
+    assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_generate_on_a_right_padding_decoder_is_reported(tmp_path):
+    # right pads sit between the prompt and the tokens generated after it
+    files = {"gen.py": """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("gpt2")
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+
+        def sample(prompts):
+            enc = tokenizer(prompts, padding=True, return_tensors="pt")
+            return model.generate(enc["input_ids"], max_new_tokens=8)  # expect: TL101
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_a_checkpoint_given_by_a_parameter_is_unknown(tmp_path):
+    files = {"train.py": """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        def step(name, texts):
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            model = AutoModelForCausalLM.from_pretrained(name)
+            enc = tokenizer(texts, padding=True, return_tensors="pt")
+            return model(input_ids=enc["input_ids"]).logits  # expect: TL101
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_a_processor_called_on_images_alone_pads_no_ids(tmp_path):
+    files = {"train.py": """
+        from transformers import AutoModel, AutoProcessor
+
+        processor = AutoProcessor.from_pretrained("google/siglip-base-patch16-224")
+        model = AutoModel.from_pretrained("google/siglip-base-patch16-224")
+
+        def embed(images, texts):
+            pixels = processor(images=images, padding="max_length", return_tensors="pt")
+            ids = processor(text=texts, return_tensors="pt")["input_ids"]
+            return model(input_ids=ids, pixel_values=pixels["pixel_values"])
+    """}
+    assert lint(tmp_path, files) == set()
+    files["train.py"] = files["train.py"].replace('processor(text=texts, return_tensors="pt")',
+                                                  'processor(text=texts, padding="max_length", return_tensors="pt")')
+    files["train.py"] = files["train.py"].replace('pixels["pixel_values"])', 'pixels["pixel_values"])  # expect: TL101')
     assert lint(tmp_path, files) == set(expected(files, CODE))

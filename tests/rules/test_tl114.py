@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fixutil import assert_fix
+from tests.fixutil import assert_fix, findings
 from tests.rules.conftest import expected, lint
 
 CODE = "TL114"
@@ -18,7 +18,7 @@ def check(tmp_path, files):
     ("arguments", "flagged"),
     [
         ("batch_size=8", True),
-        ("batch_size=8, shuffle=False", True),
+        ("batch_size=8, shuffle=False", False),  # written at the call: the author's stated choice
         ("batch_size=8, shuffle=SHUFFLE", True),  # a constant known False
         ("batch_size=8, shuffle=True", False),
         ("batch_size=8, shuffle=args.shuffle", False),  # unknown: trusted
@@ -142,7 +142,7 @@ def test_fix_passes_shuffle_true(tmp_path):
 
 
         def build(train_set):
-            train_loader = DataLoader(train_set, batch_size=8, shuffle=False)
+            train_loader = DataLoader(train_set, batch_size=8)
             return train_loader
     """, """\
         from torch.utils.data import DataLoader
@@ -175,3 +175,70 @@ def test_random_access_and_stream_named_datasets(tmp_path):
             train_dataloader = DataLoader(train_iterator, batch_size=4)
             return train_loader, train_dataloader
     """})
+
+
+def test_a_flag_defaulting_to_false_is_reported_without_a_fix(tmp_path):
+    check(tmp_path, {"train.py": """
+        from torch.utils.data import DataLoader
+
+        def build(train_set, shuffle=False):
+            train_loader = DataLoader(train_set, batch_size=8, shuffle=shuffle)  # expect: TL114
+            return train_loader
+    """})
+    reported = findings(tmp_path, [CODE])
+    assert [d.fix for d in reported] == [None]  # the flag's default is the author's to change
+
+
+def test_synthetic_datasets(tmp_path):
+    check(tmp_path, {"train.py": """
+        import numpy as np
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def build(n, t, features, token_ids):
+            ids = torch.arange(1, n * t + 1).view(-1, t) + 100
+            noise = torch.randn(n, 16).float() * 0.1
+            labels = torch.randint(0, 2, (n,))
+            train_a = DataLoader(TensorDataset(ids, labels), batch_size=4)
+            train_b = DataLoader(TensorDataset(noise - 1.0), batch_size=4)
+            train_c = DataLoader(torch.zeros(n, t).long(), batch_size=4)
+            train_d = DataLoader(TensorDataset(ids, features), batch_size=4)  # expect: TL114
+            train_e = DataLoader(TensorDataset(torch.tensor(np.load("x.npy"))), batch_size=4)  # expect: TL114
+            train_f = DataLoader(TensorDataset(torch.tensor(token_ids)), batch_size=4)  # expect: TL114
+            return train_a, train_b, train_c, train_d, train_e, train_f
+    """})
+
+
+THROUGHPUT_LOOP = """
+    import torch
+    from torch.utils.data import DataLoader
+    from utils import PerformanceTracker, get_model_flops_per_token
+
+    def main(model, dataset, optimizer, steps):
+        dataloader = DataLoader(dataset, batch_size=1){marker}
+        flops_per_token = get_model_flops_per_token(model)
+        tracker = PerformanceTracker(warmup_steps=5)
+        for step, batch in enumerate(dataloader):
+            loss = model(**batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            metrics = tracker.step(batch["input_ids"].shape[1], {measure})
+    {tail}
+"""
+
+
+@pytest.mark.parametrize(
+    ("measure", "tail", "flagged"),
+    [
+        ("flops_per_token", "", False),
+        ("tokens_per_sec", "", False),
+        ("mfu", "", False),
+        ("None", "", True),  # no throughput measure: a training run
+        ("flops_per_token", "    model.eval()", True),  # it evaluates: training judged on quality
+        ("flops_per_token", "    with torch.no_grad():\n            model(**batch)", True),
+    ],
+)
+def test_throughput_runs(tmp_path, measure, tail, flagged):
+    marker = "  # expect: TL114" if flagged else ""
+    check(tmp_path, {"train.py": THROUGHPUT_LOOP.format(marker=marker, measure=measure, tail=tail)})

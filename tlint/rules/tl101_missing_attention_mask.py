@@ -20,6 +20,7 @@ from tlint.cst import (
 )
 from tlint.rules.base import ProjectCondition, Rule
 from tlint.views.bindings import ASSIGN
+from tlint.views.checkpoints import checkpoint_of, right_padding_decoder
 from tlint.views.facts import ids_expression, tokenizer_like, unpadded_ids
 from tlint.views.model import loss_calls, slice_bounds
 from tlint.views.vocabulary import documented_unused, string_literals
@@ -95,7 +96,9 @@ class MissingAttentionMask(Rule):
             if causal:
                 if causal_file is None:  # the file's loss is a next-token loss: it trains a causal model
                     causal_file = _next_token_loss(ctx)
-                causal = causal_file
+                # or the model is loaded from a decoder-only checkpoint (`gpt2`, `facebook/opt-1.3b`)
+                checkpoint = None if causal_file else checkpoint_of(ctx, receiver)
+                causal = causal_file or (checkpoint is not None and right_padding_decoder(checkpoint))
             ctx.report(
                 call,
                 f"`{spelled}(...)` gets input ids but no `attention_mask` while the project pads its "

@@ -1,8 +1,8 @@
 """TL114 training-loader-not-shuffled: the `DataLoader` that feeds training draws its
 map-style dataset in order.
 
-A `torch.utils.data.DataLoader` with neither `shuffle=True` (absent, or known False through
-the bindings view) nor a `sampler`/`batch_sampler`, that feeds training: the name it is
+A `torch.utils.data.DataLoader` with neither `shuffle=True` (absent, or a name known False
+through the bindings view) nor a `sampler`/`batch_sampler`, that feeds training: the name it is
 bound to (or the `train_dataloader` method returning it) says "train", or a training loop of
 the file iterates it. Silent when
 
@@ -16,6 +16,11 @@ the file iterates it. Silent when
 - the data is a sequence or time series whose order is the point (`time`, `series`,
   `temporal`, `forecast`, `window`, `sequential`, `bptt`, `stream` in the dataset's or the
   loader's names);
+- the author wrote `shuffle=False` at the call (a literal: the order is their stated choice);
+- the dataset is synthetic: a `TensorDataset` (or a tensor) built only from torch's tensor
+  factories (`torch.randn`, `torch.arange`, ...): its rows carry no order;
+- the training loop that iterates it measures throughput (FLOPs, MFU, tokens per second)
+  and the file never evaluates the model: a performance run, not training to judge;
 - the file is a test file.
 """
 
@@ -46,6 +51,14 @@ _SHUFFLE_METHODS = frozenset({"shuffle", "permutation", "random_split", "train_t
 _ITERABLE_BASES = ("IterableDataset", "IterDataPipe", "WebDataset")
 # a dataset named as a stream of items (`train_iterator`, `train_iter`, `datapipe`)
 _ITERABLE_PARTS = frozenset({"iterator", "iter", "iterable", "pipe", "datapipe", "generator", "gen"})
+# torch's tensor factories: a dataset built only from these is synthetic (its rows carry no order)
+_FACTORIES = frozenset({f"torch.{name}" for name in (
+    "randn", "rand", "randint", "randperm", "normal", "arange", "linspace", "zeros", "ones", "full", "empty", "eye",
+    "randn_like", "rand_like", "randint_like", "zeros_like", "ones_like", "full_like", "empty_like")})
+# methods that reshape or convert a tensor without reading anything else
+_SHAPE_METHODS = frozenset({"view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "flatten", "transpose",
+                            "permute", "t", "contiguous", "clone", "to", "long", "int", "float", "half",
+                            "bfloat16", "cuda", "cpu", "type"})
 
 
 def _ignores_index(method: cst.FunctionDef) -> bool:
@@ -70,8 +83,9 @@ class TrainingLoaderNotShuffled(Rule):
     code = "TL114"
     name = "training-loader-not-shuffled"
     severity = "warning"
-    # off by default: on bench/ecosystem, accelerate's parallelism and throughput examples read
-    # their data in order on purpose (5 findings judged fp), against 1 tp (BERT-pytorch)
+    # off by default since issue 25, when accelerate's parallelism and throughput examples (read
+    # in order on purpose) were 5 fp against 1 tp on bench/ecosystem; issue 21's guards (literal
+    # `shuffle=False`, synthetic data, throughput runs) removed those 5, the default is unchanged
     default_enabled = False
     tokens = frozenset({"dataloader"})  # pre-filter: a `DataLoader` is built here
     summary = "The DataLoader that feeds training has no shuffle=True and no sampler."
@@ -90,7 +104,8 @@ class TrainingLoaderNotShuffled(Rule):
             if not self._unshuffled(ctx, call):
                 continue
             dataset = get_arg(call, "dataset", 0)
-            if dataset is None or self._iterable_or_ordered(ctx, dataset.value):
+            if dataset is None or self._iterable_or_ordered(ctx, dataset.value) \
+                    or _synthetic(ctx, dataset.value, 0) == _SYNTHETIC:
                 continue
             names = self._names(index, call)
             if any(_says(n, _EVAL_PARTS, ("val", "eval", "test")) or _parts(n) & _ORDERED_PARTS for n in names):
@@ -100,6 +115,8 @@ class TrainingLoaderNotShuffled(Rule):
                     iterated = self._iterated_by_training(ctx)
                 if not any(n in iterated for n in names):
                     continue
+            if self._throughput_run(ctx, names):
+                continue
             ctx.report(call, "this DataLoader feeds training but draws its dataset in order (no shuffle=True, no "
                              "sampler): every epoch sees the same batches in the same order, and any ordering in the "
                              "data (by class, length, source, date) becomes a schedule the model follows; pass "
@@ -107,11 +124,8 @@ class TrainingLoaderNotShuffled(Rule):
 
     @staticmethod
     def _fix(ctx: FileContext, call: cst.Call):
-        shuffle = get_arg(call, "shuffle", 2)
-        if shuffle is not None:
-            if literal_value(shuffle.value, None) is False:
-                return fixes.fix("unsafe", "Set `shuffle=True`", fixes.replace(shuffle.value, "True"))
-            return None
+        if get_arg(call, "shuffle", 2) is not None:
+            return None  # `shuffle=flag`: the flag's default is the author's to change
         new = fixes.with_keyword(call, "shuffle", "True")
         return fixes.fix("unsafe", "Pass `shuffle=True`", fixes.replace(call, fixes.code_at(ctx.index, call, new)))
 
@@ -127,6 +141,8 @@ class TrainingLoaderNotShuffled(Rule):
         shuffle = get_arg(call, "shuffle", 2)
         if shuffle is None:
             return True
+        if type(shuffle.value) is cst.Name and shuffle.value.value == "False":
+            return False  # `shuffle=False` written at the call: the author chose the order
         return ctx.bindings.value(shuffle.value, None) is False
 
     @staticmethod
@@ -153,6 +169,18 @@ class TrainingLoaderNotShuffled(Rule):
             out += [n for node in walk(dataset.value) if type(node) in (cst.Name, cst.Attribute)
                     if (n := last_name(node))]
         return out
+
+    @staticmethod
+    def _throughput_run(ctx: FileContext, names: list[str]) -> bool:
+        """A training loop of the file iterates the loader and measures throughput, and the
+        file never evaluates: a performance run (see `TrainingUsage.measures_throughput`)."""
+        for loop in ctx.training.loops:
+            node = loop.node
+            if type(node) is cst.For and any(type(n) in (cst.Name, cst.Attribute) and last_name(n) in names
+                                             for n in walk(node.iter)):
+                if ctx.training.measures_throughput(node):
+                    return True
+        return False
 
     @staticmethod
     def _iterated_by_training(ctx: FileContext) -> set[str]:
@@ -231,3 +259,38 @@ class TrainingLoaderNotShuffled(Rule):
             local = [index.classes_by_name.get(last_name(b.value) or "") for b in cls.bases]
             cls = next((c for c in local if c is not None), None)
         return False
+
+
+_SYNTHETIC, _CONSTANT = "synthetic", "constant"
+
+
+def _synthetic(ctx: FileContext, expr: cst.BaseExpression, depth: int) -> str | None:
+    """`_SYNTHETIC` when `expr` is data made up by torch's factories (`TensorDataset(ids,
+    labels)` with `ids = torch.arange(n * t).view(n, t) + 100`, `torch.randn(64, 16)`),
+    reshaped, converted or shifted by constants; `_CONSTANT` for a number; None otherwise."""
+    if depth > 10:
+        return None
+    if type(expr) in (cst.Integer, cst.Float):
+        return _CONSTANT
+    if type(expr) is cst.Name:
+        bound = ctx.bindings.expression(expr)
+        if bound is None or type(ctx.index.parent(bound)) is cst.Param:
+            return None
+        return _synthetic(ctx, bound, depth + 1)
+    if type(expr) is cst.UnaryOperation:
+        return _synthetic(ctx, expr.expression, depth + 1)
+    if type(expr) is cst.BinaryOperation:
+        sides = {_synthetic(ctx, expr.left, depth + 1), _synthetic(ctx, expr.right, depth + 1)}
+        return None if None in sides else (_SYNTHETIC if _SYNTHETIC in sides else _CONSTANT)
+    if type(expr) is not cst.Call:
+        return None
+    call = expr
+    qualified = ctx.index.qualify(call.func) or ""
+    if qualified in _FACTORIES:
+        return _SYNTHETIC
+    if type(call.func) is cst.Attribute and call.func.attr.value in _SHAPE_METHODS:
+        return _synthetic(ctx, call.func.value, depth + 1)
+    if qualified.endswith("TensorDataset"):
+        tensors = [_synthetic(ctx, arg.value, depth + 1) for arg in call.args]
+        return _SYNTHETIC if tensors and all(t == _SYNTHETIC for t in tensors) else None
+    return None

@@ -25,6 +25,7 @@ from tlint.cst import (
 )
 from tlint.fact_data import TokenizerFact, TokenizerSavedFact
 from tlint.views.bindings import ASSIGN
+from tlint.views.checkpoints import checkpoint_of, right_padding_decoder
 
 if TYPE_CHECKING:
     from tlint.source import FileIndex
@@ -96,13 +97,25 @@ def padding_sites(ctx):
             if fill is not None and pad_id_like(fill.value):
                 yield call  # `torch.full((B, T), pad_id)`: a batch of ids pre-filled with padding
             continue
-        if not pads_in_call(call):
+        if not pads_in_call(call) or _media_only(call):
             continue
         receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
         if tokenizer_like(data, receiver):
             yield call
     if "pad" in ctx.text:
         yield from _list_padding(index)
+
+
+# a processor's inputs that are not text: `processor(images=..., padding="max_length")` pads no ids
+_MEDIA_KEYWORDS = frozenset({"images", "image", "audio", "audios", "videos", "video", "pixel_values", "raw_speech"})
+_TEXT_KEYWORDS = frozenset({"text", "text_pair", "text_target", "input_ids", "conversation", "messages", "prompt"})
+
+
+def _media_only(call: cst.Call) -> bool:
+    """A processor called on images or audio alone (keywords only, none of them text)."""
+    keywords = {arg.keyword.value for arg in call.args if arg.keyword is not None}
+    return (all(arg.keyword is not None for arg in call.args) and bool(keywords & _MEDIA_KEYWORDS)
+            and not keywords & _TEXT_KEYWORDS)
 
 
 def pads_sites(ctx):
@@ -119,10 +132,11 @@ def unsided_padding_sites(ctx):
     (without `padding_side="left"`), `F.pad(ids, (0, n))`, `torch.cat((ids, torch.full(...,
     pad_id)))`, `ids + [pad_id] * n`, `ids += [pad_id] * n`. A tokenizer or collator pads on its tokenizer's
     `padding_side`, which the checkpoint decides: not provably right."""
-    return [site for site in ctx.data.padding(ctx) if not _pads_right(ctx.index, site)]
+    return [site for site in ctx.data.padding(ctx) if not _pads_right(ctx, site)]
 
 
-def _pads_right(index, site: cst.CSTNode) -> bool:
+def _pads_right(ctx, site: cst.CSTNode) -> bool:
+    index = ctx.index
     if type(site) is cst.BinaryOperation:  # `[pad_id] * n` of `_list_padding`
         parent = index.parent(site)
         if type(parent) is cst.AugAssign:  # `ids += [pad_id] * n`
@@ -146,7 +160,25 @@ def _pads_right(index, site: cst.CSTNode) -> bool:
         return (type(element) is cst.Element and type(sequence) in (cst.Tuple, cst.List)
                 and sequence.elements[0] is not element
                 and type(call) is cst.Call and index.qualify(call.func) in _CONCATENATE)
-    return False
+    return _right_padding_tokenizer(ctx, site)
+
+
+def _right_padding_tokenizer(ctx, site: cst.Call) -> bool:
+    """A tokenizer call (or padding collator) whose tokenizer is loaded here from a checkpoint
+    that pads on the right (`right_padding_decoder`), in a file that never sets a
+    `padding_side`."""
+    if "padding_side" in ctx.index.identifiers:
+        return False
+    func = site.func
+    if ctx.index.qualify(func) in PADDING_COLLATORS:
+        tokenizer = get_arg(site, "tokenizer", 0)
+        holder = tokenizer.value if tokenizer is not None else None
+    elif type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS | {"pad"}:
+        holder = func.value
+    else:
+        holder = func
+    checkpoint = checkpoint_of(ctx, holder) if holder is not None else None
+    return checkpoint is not None and right_padding_decoder(checkpoint)
 
 
 def _list_padding(index):

@@ -1,5 +1,5 @@
 """What the training set-up of a file is used for: benchmark and profiling runs (not
-training runs to judge), and trainers that only evaluate or predict. A mixin of
+training runs to judge), throughput runs, and trainers that only evaluate or predict. A mixin of
 `tlint.views.training.TrainingView`.
 """
 
@@ -20,11 +20,22 @@ _BENCHMARK_PREFIXES = ("bench", "profil")
 _PROFILERS = ("torch.profiler.", "torch.autograd.profiler.")
 _TRAINS = frozenset({"train", "fit"})
 _ONLY_EVALUATES = frozenset({"evaluate", "predict", "test", "validate"})
+# what a throughput measure is called: `model_flops_per_token`, `mfu`, `tokens_per_second`
+_THROUGHPUT_PARTS = frozenset({"flops", "tflops", "gflops", "mfu", "throughput", "tps"})
+_SECONDS = frozenset({"second", "seconds", "sec", "secs", "s"})
+# a file that evaluates its model: `.eval()`, `no_grad`, `inference_mode`, `evaluate(...)`
+_EVALUATES = ("eval", "evaluate", "no_grad", "inference_mode", "validate", "validation_step")
 
 
 def says_benchmark(name: str) -> bool:
     """`bench_step`, `benchmarkModel`, `profile_memory`, `profiler`."""
     return any(part.startswith(_BENCHMARK_PREFIXES) for part in snake_parts(name))
+
+
+def says_throughput(name: str) -> bool:
+    """`model_flops_per_token`, `mfu`, `tokens_per_second`, `throughput`."""
+    parts = snake_parts(name)
+    return bool(_THROUGHPUT_PARTS.intersection(parts)) or ("per" in parts and bool(_SECONDS.intersection(parts)))
 
 
 class TrainingUsage:
@@ -57,6 +68,16 @@ class TrainingUsage:
                     if qualified.startswith(_PROFILERS) or qualified in ("torch.profiler", "torch.autograd.profiler"):
                         return True
         return False
+
+    def measures_throughput(self, loop: cst.For | cst.While) -> bool:
+        """`loop` is a performance run: its body reads a throughput measure (a FLOPs or MFU
+        figure, tokens per second) and the file never evaluates the model (no `.eval()`,
+        `no_grad`, `inference_mode`, `evaluate`): what it produces is a speed, not a model
+        judged on its quality. A training run that also reports its throughput evaluates."""
+        identifiers = self.index.identifiers
+        if any(name in identifiers for name in _EVALUATES):
+            return False
+        return any(type(n) is cst.Name and says_throughput(n.value) for n in walk(loop.body))
 
     def only_evaluates(self, trainer: cst.Call) -> bool:
         """The trainer built by `trainer` is only asked to evaluate, test or predict: at
