@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from tests.rules.conftest import expected
 from tests.rules.conftest import lines_of as shared_lines_of
 from tests.rules.conftest import lint as lint_project
@@ -524,3 +526,33 @@ def test_the_stream_added_to_itself_after_a_sub_layer(tmp_path):
                 return x
     """}
     assert sorted(lint(tmp_path, files)) == expected(files, CODE)
+
+
+POOLED = HEADER + """
+    from pooling import {CLASS}
+
+
+    class ImageEncoder(nn.Module):
+        def __init__(self, width, vocab):
+            super().__init__()
+            self.{NAME} = {CLASS}(width, 8)
+            self.norm = nn.LayerNorm(width)
+            self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            x = self.{NAME}(self.norm(x))  # overwrites
+            return x + self.mlp(self.norm(x))
+"""
+
+
+
+@pytest.mark.parametrize("cls, name, reported", [
+    ("AttentionalPooler", "img_attn_pool", False),  # pooling onto learned queries: a new stream
+    ("AttentionPool2d", "attnpool", False),
+    ("AttentionPooling", "pooler", False),
+    ("SelfAttention", "attn", True),  # a token mixer overwriting the stream
+    ("CrossAttention", "attn", True),
+])
+def test_an_attention_pooler_is_not_a_token_mixer(tmp_path, cls, name, reported):
+    src = _src(POOLED.replace("{CLASS}", cls).replace("{NAME}", name))
+    assert lint(tmp_path, {"m.py": src}) == (lines_of(src, "# overwrites") if reported else set())

@@ -119,6 +119,8 @@ def _name_is_attention(name: str) -> bool:
     parts = snake_parts(name)
     if set(parts) & _NOT_ATTENTION_PARTS:  # `attn_out_proj`, `attn_bias`: a piece of one
         return False
+    if any("pool" in part for part in parts):  # `attnpool`: attention pooling onto learned queries
+        return False
     # `att` alone (`self.att`: minGPT-style and RWKV's time-mixing token mixer), not `attr`/`attach`
     return any(word in part for part in parts for word in _ATTENTION_NAME_PARTS) or "att" in parts
 
@@ -148,7 +150,10 @@ def _class_word_is_mlp(ctor: str) -> bool:
 
 def _class_word_is_attention(ctor: str) -> bool:
     last = ctor.rsplit(".", 1)[-1].lower()
-    return ("attention" in last or "attn" in last) and not any(w in last for w in ("block", "layer", "residual"))
+    # an attention pooler (`AttentionalPooler`, CLIP's `AttentionPool2d`) maps the sequence onto
+    # learned queries: a new stream, not a token mixer of a block
+    return ("attention" in last or "attn" in last) and not any(
+        w in last for w in ("block", "layer", "residual", "pool"))
 
 
 def sublayer_kind(module_class, sub) -> str:
