@@ -164,3 +164,30 @@ def test_size_arithmetic_of_a_reshape_is_not_scaling(tmp_path, shape):
                 return torch.einsum("bijh,bjhd->bihd", attn.softmax(dim=2), v)
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+@pytest.mark.parametrize("keys, values, reported", [
+    ("memory.transpose(1, 2)", "memory", False),  # RNN attention over a memory: keys are the values
+    ("memory.transpose(1, 2).contiguous()", "memory", False),
+    ("self.key(memory).transpose(1, 2)", "memory", True),  # projected keys: transformer attention
+    ("memory.transpose(1, 2)", "self.value(memory)", True),  # projected values
+    ("keys.transpose(1, 2)", "memory", True),  # keys and values apart
+])
+def test_keys_that_are_the_values(tmp_path, keys, values, reported):
+    marker = "  # expect: TL208" if reported else ""
+    files = {"m.py": f"""
+        import torch
+        from torch import nn
+
+
+        class MemoryAttention(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.key, self.value = nn.Linear(d, d), nn.Linear(d, d)
+
+            def forward(self, query, memory, keys=None):
+                scores = torch.bmm(query, {keys}){marker}
+                weights = torch.softmax(scores, dim=-1)
+                return torch.bmm(weights, {values})
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

@@ -23,7 +23,7 @@ class UnscaledAttentionScores(Rule):
         attention = ctx.models.attention
         seen: set[int] = set()
         for site in (*attention.sites, *attention.delegated):
-            if id(site.product.node) in seen or site.is_scaled():
+            if id(site.product.node) in seen or site.is_scaled() or site.keys_are_values(ctx.index):
                 continue
             seen.add(id(site.product.node))
             ctx.report(site.product.node,

@@ -301,6 +301,40 @@ class AttentionSite:
         # the query's norm, and the logits' scale, free)
         return all(any(_normalizes(node) for node in side) for side in self.sides)
 
+    def keys_are_values(self, index) -> bool:
+        """Attention over a memory in the RNN encoder-decoder style (Luong's dot and general
+        scores, Bahdanau's): the keys are one parameter of the function, read as it is (no
+        learned projection on the way), and the same tensor is the values (`bmm(weights,
+        context)`). Transformer attention projects keys and values apart."""
+        memory = _plain_parameter(self.flow, self.product.right, self.flow.order_of(self.product.node, index))
+        if memory is None:
+            return False
+        body = self.function.body if type(self.function) is cst.FunctionDef else self.function
+        for node in walk(body):
+            product = as_product(index, node)
+            if product is None or product.left is None or product.right is None or product.node is self.product.node:
+                continue
+            at = self.flow.order_of(product.node, index)
+            if (_plain_parameter(self.flow, product.right, at) == memory
+                    and any(sub is self.softmax for traced in self.flow.trace(product.left, at) for sub in walk(traced))):
+                return True
+        return False
+
+
+def _plain_parameter(flow: FunctionFlow, expr: cst.CSTNode | None, at: int) -> str | None:
+    """The parameter `expr` reads, when it reads only that one (through reshapes and
+    transposes, `context.transpose(1, 2).contiguous()`) and no call of a module or a
+    `self` method computes it on the way."""
+    if expr is None:
+        return None
+    names: set[str] = set()
+    for node in flow.trace(expr, at):
+        for sub in walk(node):
+            if type(sub) is cst.Call and (dotted_name(sub.func) or "").startswith(("self.", "F.linear", "torch.nn.")):
+                return None
+        names.update(name for name in read_names(node) if name not in ("self", "torch", "math"))
+    return next(iter(names)) if len(names) == 1 and names <= flow.params else None
+
 
 @dataclass
 class MaskUse:
