@@ -315,8 +315,9 @@ class AttentionSite:
             if product is None or product.left is None or product.right is None or product.node is self.product.node:
                 continue
             at = self.flow.order_of(product.node, index)
+            weights = self.flow.trace(product.left, at)
             if (_plain_parameter(self.flow, product.right, at) == memory
-                    and any(sub is self.softmax for traced in self.flow.trace(product.left, at) for sub in walk(traced))):
+                    and any(sub is self.softmax for traced in weights for sub in walk(traced))):
                 return True
         return False
 
