@@ -812,3 +812,52 @@ def test_a_processor_called_on_images_alone_pads_no_ids(tmp_path):
                                                   'processor(text=texts, padding="max_length", return_tensors="pt")')
     files["train.py"] = files["train.py"].replace('pixels["pixel_values"])', 'pixels["pixel_values"])  # expect: TL101')
     assert lint(tmp_path, files) == set(expected(files, CODE))
+
+
+def test_ids_converted_from_hand_padded_tokens(tmp_path):
+    files = {"embed.py": """
+        import torch
+        from pytorch_pretrained_bert import BertModel, BertTokenizer
+
+        PAD = "[PAD]"
+        tokenizer = BertTokenizer.from_pretrained("bert-base-uncased")
+        model = BertModel.from_pretrained("bert-base-uncased")
+
+        def prepare(token_lists):
+            longest = max(len(t) for t in token_lists)
+            padded = [t + [PAD] * (longest - len(t)) for t in token_lists]
+            indexed_tokens = [tokenizer.convert_tokens_to_ids(t) for t in padded]
+            return torch.tensor(indexed_tokens)
+
+        def embed(token_lists):
+            indexed_tokens = prepare(token_lists)
+            masks = (indexed_tokens > 0).long()
+            good = model(indexed_tokens, attention_mask=masks)
+            return model(indexed_tokens)  # expect: TL101
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))
+    # the same conversion with nothing padded in the project: no pad token to mask
+    files["embed.py"] = files["embed.py"].replace("t + [PAD] * (longest - len(t))", "t").replace(
+        "  # expect: TL101", "")
+    assert lint(tmp_path, files) == set()
+
+
+@pytest.mark.parametrize(("arguments", "flagged"), [
+    ("src_texts=texts", True),  # pads to the longest by default
+    ('src_texts=texts, padding="max_length", max_length=64', True),
+    ("src_texts=texts, padding=False", False),
+    ('src_texts=texts, padding="do_not_pad"', False),
+])
+def test_prepare_seq2seq_batch_pads_by_default(tmp_path, arguments, flagged):
+    marker = "  # expect: TL101" if flagged else ""
+    files = {"predict.py": f"""
+        from transformers import T5ForConditionalGeneration, T5Tokenizer
+
+        tokenizer = T5Tokenizer.from_pretrained("t5-small")
+        model = T5ForConditionalGeneration.from_pretrained("t5-small")
+
+        def predict(texts):
+            batch = tokenizer.prepare_seq2seq_batch({arguments}, return_tensors="pt")
+            return model.generate(input_ids=batch["input_ids"]){marker}
+    """}
+    assert lint(tmp_path, files) == set(expected(files, CODE))

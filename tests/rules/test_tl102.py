@@ -519,3 +519,44 @@ def test_no_evidence_no_finding(tmp_path):
                 return self.self_attn(query=x, key=x, value=x)[0]
     """}
     assert lint(tmp_path, files) == set()
+
+
+FILLER_MASK = """
+    import torch
+    import torch.nn as nn
+
+    MASK_VALUE = -1.0
+
+
+    class SetEncoder(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, 4, batch_first=True), 2)
+
+        def forward(self, src, src_key_padding_mask=None):
+            return self.encoder(src, src_key_padding_mask=src_key_padding_mask)
+
+
+    class Policy(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.attn = SetEncoder(d)
+
+        def forward(self, obs, lengths):
+            {binding}
+            return self.attn(obs){marker}
+"""
+
+
+@pytest.mark.parametrize(("binding", "flagged"), [
+    ("mask = obs.eq(MASK_VALUE).all(2).float()", True),  # the positions holding the filler
+    ("mask = obs[..., 0] == 0", True),
+    ("obs_mask = obs.ne(self.PAD).any(-1)", True),
+    ("mask = torch.arange(obs.size(1))[None] < lengths[:, None]", False),  # not an equality: unknown
+    ("mask = torch.ones(obs.size(1), obs.size(1)).triu(1).bool()", False),  # a causal mask
+    ("mask = obs.eq(other).all(2)", False),  # compared with a tensor, not a constant
+])
+def test_a_plain_mask_local_holding_the_filler_positions(tmp_path, binding, flagged):
+    marker = "  # expect: TL102" if flagged else ""
+    files = {"policy.py": FILLER_MASK.format(binding=binding, marker=marker)}
+    assert lint(tmp_path, files) == set(expected(files, "TL102"))

@@ -38,8 +38,9 @@ class MissingAttentionMask(Rule):
     code = "TL101"
     name = "missing-attention-mask"
     severity = "error"
-    # pre-filter: model calls count only with input ids (`input_ids=`, `["input_ids"]`, names assigned from them)
-    tokens = frozenset({"input_ids"})
+    # pre-filter: model calls count only with input ids (`input_ids=`, `["input_ids"]`, names assigned from them,
+    # or from a tokenizer's `convert_tokens_to_ids`)
+    tokens = frozenset({"input_ids", "convert_tokens_to_ids"})
     summary = "A model is called with padded input ids but no attention_mask."
     probes = ("mask-leak", "padding-equivalence")
     verify_site = "call-site"

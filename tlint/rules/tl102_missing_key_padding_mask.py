@@ -133,10 +133,42 @@ def _check_inferred(ctx: FileContext, call: cst.Call, sub, padding_params: list[
 
 
 def _padding_locals(forward: cst.FunctionDef) -> list[str]:
-    """Names the forward itself binds to a padding mask by name (`padding_mask = lengths_range
-    >= lengths[:, None]`)."""
+    """Names the forward itself binds to a padding mask: by name (`padding_mask = lengths_range
+    >= lengths[:, None]`), or a `*mask*` name bound to the positions where the input equals a
+    constant (`mask = obs.eq(MASK_VALUE).all(2).float()`, `mask = ids == 0`): the filler."""
     return [target.target.value for node in walk(forward.body) if type(node) is cst.Assign
-            for target in node.targets if type(target.target) is cst.Name and is_padding_mask_name(target.target.value)]
+            for target in node.targets if type(target.target) is cst.Name
+            and (is_padding_mask_name(target.target.value)
+                 or ("mask" in target.target.value.lower() and _equals_a_constant(node.value)))]
+
+
+_REDUCES = frozenset({"all", "any", "float", "bool", "long", "int", "to", "unsqueeze", "squeeze", "view", "reshape"})
+
+
+def _constant(expr: cst.BaseExpression) -> bool:
+    """A number, or a module constant (`MASK_VALUE`, `PAD`, `self.pad_idx`)."""
+    if type(expr) in (cst.Integer, cst.Float):
+        return True
+    if type(expr) is cst.UnaryOperation:
+        return type(expr.expression) in (cst.Integer, cst.Float)
+    name = expr.value if type(expr) is cst.Name else expr.attr.value if type(expr) is cst.Attribute else ""
+    return bool(name) and (name.isupper() or bool({"pad", "padding"} & set(snake_parts(name))))
+
+
+def _equals_a_constant(expr: cst.BaseExpression) -> bool:
+    """`x.eq(C)`, `x == C` (`!=`, `.ne` too), then reduced or cast (`.all(2).float()`)."""
+    for _ in range(6):
+        if type(expr) is cst.Comparison and len(expr.comparisons) == 1:
+            return type(expr.comparisons[0].operator) in (cst.Equal, cst.NotEqual) \
+                and _constant(expr.comparisons[0].comparator)
+        if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
+            return False
+        if expr.func.attr.value in ("eq", "ne"):
+            return bool(expr.args) and _constant(expr.args[0].value)
+        if expr.func.attr.value not in _REDUCES:
+            return False
+        expr = expr.func.value
+    return False
 
 
 def _padding_keyword(name: str) -> bool:

@@ -1,7 +1,7 @@
 """What a checkpoint name read in the code says: `X.from_pretrained("gpt2")` loads a
 decoder-only model whose tokenizer pads on the right. Shared by the padding facts
-(`facts_data`: a tokenizer of such a checkpoint pads on the right) and TL101 (a model of
-such a checkpoint is causal). Nothing here is computed per file or registered on
+(`facts_data`: a tokenizer of such a checkpoint pads on the right, `pads_on_the_right`) and
+TL101 (a model of such a checkpoint is causal). Nothing here is computed per file or registered on
 `FileContext`; `checkpoint_of` reads the bindings view it is given.
 """
 
@@ -64,3 +64,12 @@ def checkpoint_of(ctx, expr: cst.BaseExpression, depth: int = 0) -> str | None:
         else:
             return None
     return None
+
+
+def pads_on_the_right(ctx, tokenizer: cst.BaseExpression) -> bool:
+    """`tokenizer` is loaded in this file from a checkpoint whose tokenizer pads on the right
+    (`right_padding_decoder`), and the file never sets a `padding_side`."""
+    if "padding_side" in ctx.index.identifiers:
+        return False
+    checkpoint = checkpoint_of(ctx, tokenizer)
+    return checkpoint is not None and right_padding_decoder(checkpoint)

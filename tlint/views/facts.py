@@ -147,8 +147,8 @@ POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequen
 # name) and its package in the import; a keyword argument keeps its keyword.
 _MODULE_TOKENS = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
 TOKENS: dict[str, frozenset[str]] = {
-    "pads": frozenset({"pad", "datacollator"}),
-    "pads-unsided": frozenset({"pad", "datacollator"}),
+    "pads": frozenset({"pad", "datacollator", "prepare_seq2seq_batch"}),
+    "pads-unsided": frozenset({"pad", "datacollator", "prepare_seq2seq_batch"}),
     "transformer": frozenset({"transformer", "multiheadattention", "scaled_dot_product_attention", "softmax"}),
     # schedulers (torch `lr_scheduler`, HF `get_*_schedule*`, timm/DeepSpeed/unknown `*Sched*`,
     # `*Warmup*`), `warmup_*=` arguments and fields, TrainingArguments-like calls (`**kwargs`

@@ -25,7 +25,8 @@ from tlint.cst import (
 )
 from tlint.fact_data import TokenizerFact, TokenizerSavedFact
 from tlint.views.bindings import ASSIGN
-from tlint.views.checkpoints import checkpoint_of, right_padding_decoder
+from tlint.views.checkpoints import pads_on_the_right
+from tlint.views.vocabulary import is_pad_token_name
 
 if TYPE_CHECKING:
     from tlint.source import FileIndex
@@ -102,7 +103,7 @@ def padding_sites(ctx):
         receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
         if tokenizer_like(data, receiver):
             yield call
-    if "pad" in ctx.text:
+    if "pad" in ctx.text or "PAD" in ctx.text:
         yield from _list_padding(index)
 
 
@@ -164,32 +165,27 @@ def _pads_right(ctx, site: cst.CSTNode) -> bool:
 
 
 def _right_padding_tokenizer(ctx, site: cst.Call) -> bool:
-    """A tokenizer call (or padding collator) whose tokenizer is loaded here from a checkpoint
-    that pads on the right (`right_padding_decoder`), in a file that never sets a
-    `padding_side`."""
-    if "padding_side" in ctx.index.identifiers:
-        return False
+    """A tokenizer call (or padding collator) of a checkpoint that pads on the right."""
     func = site.func
     if ctx.index.qualify(func) in PADDING_COLLATORS:
         tokenizer = get_arg(site, "tokenizer", 0)
-        holder = tokenizer.value if tokenizer is not None else None
-    elif type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS | {"pad"}:
-        holder = func.value
-    else:
-        holder = func
-    checkpoint = checkpoint_of(ctx, holder) if holder is not None else None
-    return checkpoint is not None and right_padding_decoder(checkpoint)
+        return tokenizer is not None and pads_on_the_right(ctx, tokenizer.value)
+    if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS | {"pad"}:
+        return pads_on_the_right(ctx, func.value)
+    return pads_on_the_right(ctx, func)
 
 
 def _list_padding(index):
-    """`ids + [pad_id] * (max_len - len(ids))`: padding a list of ids by hand."""
+    """`ids + [pad_id] * (max_len - len(ids))`, `tokens + [PAD] * n`: padding a list of ids,
+    or of tokens later converted to ids, by hand."""
     roots = [node.value for node in index.assignments if node.value is not None]
     roots += [arg.value for call in index.calls for arg in call.args]
     for root in roots:
         for node in walk(root):
             if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
                 for side in (node.left, node.right):
-                    if type(side) is cst.List and len(side.elements) == 1 and pad_id_like(side.elements[0].value):
+                    element = side.elements[0].value if type(side) is cst.List and len(side.elements) == 1 else None
+                    if element is not None and (pad_id_like(element) or is_pad_token_name(last_name(element))):
                         yield node
                         return
 
@@ -197,7 +193,8 @@ def _list_padding(index):
 # --- tokenizers, ids and labels (data-pipeline rules) -----------------------------------
 
 
-TOKENIZER_ENCODE_METHODS = frozenset({"__call__", "encode", "encode_plus", "batch_encode_plus", "apply_chat_template"})
+TOKENIZER_ENCODE_METHODS = frozenset({"__call__", "encode", "encode_plus", "batch_encode_plus", "apply_chat_template",
+                                      "prepare_seq2seq_batch"})
 LABEL_MASKING_COLLATORS = frozenset(
     {
         "transformers.DataCollatorForLanguageModeling",
@@ -247,14 +244,15 @@ def tokenizer_encode_calls(data: DataView) -> list[cst.Call]:
 
 
 def pads_in_call(call: cst.Call) -> bool:
-    """The call asks for padding: truthy `padding=` (not `False`/`"do_not_pad"`/an int), or
-    the legacy `pad_to_max_length=True`."""
+    """The call asks for padding: truthy `padding=` (not `False`/`"do_not_pad"`/an int), the
+    legacy `pad_to_max_length=True`, or the older `prepare_seq2seq_batch(...)`, which pads to
+    the longest unless told otherwise."""
     legacy = get_arg(call, "pad_to_max_length")
     if legacy is not None and literal_value(legacy.value, default=True) not in _NO_PADDING:
         return True
     padding = get_arg(call, "padding")
     if padding is None:
-        return False
+        return type(call.func) is cst.Attribute and call.func.attr.value == "prepare_seq2seq_batch"
     value = literal_value(padding.value, default=Ellipsis)
     return not (value in _NO_PADDING or (isinstance(value, int) and not isinstance(value, bool)))
 
@@ -326,13 +324,39 @@ def ids_expression(expr: cst.BaseExpression, ids_names: set[str]) -> bool:
 
 
 def ids_variables(index: FileIndex) -> set[str]:
-    """Local names assigned input ids (`ids = batch["input_ids"]`); once per file as
-    `ctx.data.ids_variables`."""
+    """Local names assigned input ids (`ids = batch["input_ids"]`), or a tokenizer's
+    conversion of tokens to ids (`indexed_tokens = [tok.convert_tokens_to_ids(s) for s in
+    batch]`, `torch.tensor(...)` of one); once per file as `ctx.data.ids_variables`."""
     out: set[str] = set()
     for node in index.assignments:
-        if type(node) is cst.Assign and ids_expression(node.value, set()):
+        if type(node) is cst.Assign and (ids_expression(node.value, set()) or _converts_to_ids(node.value)):
             out.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
     return out
+
+
+_TENSOR_CONSTRUCTORS = frozenset({"torch.tensor", "torch.LongTensor", "torch.as_tensor"})
+
+
+def _converts_to_ids(expr: cst.BaseExpression) -> bool:
+    """`tokenizer.convert_tokens_to_ids(tokens)`, in a list comprehension or a list, made a
+    tensor (`torch.tensor(...)`) or moved (`.to(device)`)."""
+    for _ in range(6):
+        if type(expr) is cst.ListComp:
+            expr = expr.elt
+        elif type(expr) is cst.List and expr.elements:
+            expr = expr.elements[0].value
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+            method = expr.func.attr.value
+            if method == "convert_tokens_to_ids":
+                return True
+            if method not in ("to", "cuda", "long"):
+                return False
+            expr = expr.func.value
+        elif type(expr) is cst.Call and dotted_name(expr.func) in _TENSOR_CONSTRUCTORS and expr.args:
+            expr = expr.args[0].value
+        else:
+            return False
+    return False
 
 
 def _embedded(ctx, node: cst.CSTNode, name: str) -> bool:
@@ -379,8 +403,7 @@ def unpadded_ids(data: DataView, expr: cst.BaseExpression, scope, depth: int = 0
         receiver = func.value if type(func) is cst.Attribute and func.attr.value in TOKENIZER_ENCODE_METHODS else func
         if not tokenizer_like(data, receiver) or enables_padding(index):
             return False
-        padding = get_arg(expr, "padding")
-        return padding is None or literal_value(padding.value, default=Ellipsis) in _NO_PADDING
+        return not pads_in_call(expr)
     if type(expr) is cst.Name:
         return _unpadded_name(data, expr.value, scope, depth)
     return False

@@ -2,8 +2,9 @@
 its name, and what text says an argument is unused on purpose.
 
 Rules never import one another; a word list or a name test that more than one rule needs
-lives here (TL102 and TL210 ask `is_padding_mask_name`, TL204 and TL205
-`is_positional_name`, TL101 and TL103 `documented_unused` over `string_literals`). It is not
+lives here (TL102 and TL210 ask `is_padding_mask_name`, the padding facts
+`is_pad_token_name`, TL204 and TL205 `is_positional_name`, TL101 and TL103
+`documented_unused` over `string_literals`). It is not
 a view: nothing here is computed per file or registered on `FileContext`.
 """
 
@@ -31,6 +32,12 @@ def is_padding_mask_name(name: str) -> bool:
 
 
 # --- positional tables (TL204, TL205) ------------------------------------------------------
+
+def is_pad_token_name(name: str | None) -> bool:
+    """`PAD`, `pad_token`, `tokenizer.pad_token`'s last part: the pad token itself (a token
+    list padded with it, `tokens + [PAD] * n`, becomes padded ids once converted)."""
+    return snake_parts(name or "") in (["pad"], ["pad", "token"], ["pad", "tok"])
+
 
 POSITIONAL_PARTS = frozenset({"pos", "position", "positional", "positions", "pe", "wpe", "rope"})
 
