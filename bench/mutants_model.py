@@ -28,6 +28,11 @@ _SCORE_WORDS = ("score", "attn", "att", "sim", "dots", "energ", "weight", "qk", 
 _POSITIONAL_WORDS = ("pos_emb", "position", "wpe", "pe[", "self.pe", "positional", "pos_enc", "pos_embed", "pos(")
 _NOT_POSITIONAL = ("shape", "size(", "offset", "len(", "mem_len", "expos", "compos", "purpose")
 _INDEX_ENDINGS = ("ids", "_id", "index", "idx")  # `position_ids + offset`: index arithmetic, not an encoding
+_PRODUCT_WORDS = ("@", "matmul", "einsum", "bmm")  # a query-key product
+_PADDING_PARAM_WORDS = ("mask", "pad", "len")
+# a transformer block names its attention, mixer or feed-forward sub-layers
+_BLOCK_WORDS = ("attn", "attention", "self.att", "mixer", "mlp", "ffn", "feed_forward", "feedforward", "self.ff",
+                "transformer")
 
 
 class _Nodes(cst.CSTVisitor):
@@ -120,7 +125,55 @@ def operators(m) -> list:
         if value.strip().rstrip(".0") in ("", "0") or _mentions(value, ("token_self", "self_attn_value")):
             return False
         names = [n for n in _names(call.args[0].value) if "mask" in n.lower()]
-        return not any(_mentions(defined_from(parsed, call, n), _CAUSAL_WORDS) for n in names)
+        if any(_mentions(defined_from(parsed, call, n), _CAUSAL_WORDS) for n in names):
+            return False
+        function = enclosing(parsed, call, cst.FunctionDef)
+        if function is None or not _mentions(text(parsed, function), _PRODUCT_WORDS):
+            return False  # no query-key product here: confidence or sampling scores, not attention
+        if any(_mentions(text(parsed, test), _CAUSAL_WORDS) for test in guards(parsed, call)):
+            return False  # under `if self.causal:` the mask is the causal one
+        return from_padding(parsed, call, function)
+
+    def enclosing(parsed, node, kind):
+        while node is not None and not isinstance(node, kind):
+            node = parsed.parents.get(node)
+        return node
+
+    def guards(parsed, node) -> list:
+        """The tests of the `if` statements whose body holds `node` (in its function)."""
+        out = []
+        while node is not None and not isinstance(node, cst.FunctionDef):
+            parent = parsed.parents.get(node)
+            if isinstance(parent, cst.If) and node is parent.body:  # (not its `else`)
+                out.append(parent.test)
+            node = parent
+        return out
+
+    def from_padding(parsed, call, function) -> bool:
+        """The fill's mask comes from the caller's padding: followed through the function's
+        assignments before the fill, it reads a parameter named like a mask, padding or
+        lengths, or its definition says `pad` (a mask built from hash buckets or positions
+        here, with no such parameter, is not a padding mask)."""
+        params = {p.name.value for p in (*function.params.params, *function.params.kwonly_params,
+                                         *function.params.posonly_params)
+                  if _mentions(p.name.value, _PADDING_PARAM_WORDS)}
+        seen: set[str] = set()
+        todo = list(_names(call.args[0].value))
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in params:
+                return True
+            definition = defined_from(parsed, call, name)
+            if "pad" in definition.lower():
+                return True
+            for assign in nodes(function, cst.Assign):
+                if parsed.line(assign) < parsed.line(call) and any(
+                        isinstance(t.target, cst.Name) and t.target.value == name for t in assign.targets):
+                    todo += _names(assign.value)
+        return False
 
     def remove_padding_mask(parsed) -> list:
         out = []  # (a `key_padding_mask=` argument removed is the data operator `remove-key-padding-mask`)
@@ -146,11 +199,17 @@ def operators(m) -> list:
                 keep = op.right
             else:
                 continue
-            if isinstance(keep, (cst.Integer, cst.Float)):
-                continue
+            if isinstance(keep, (cst.Integer, cst.Float)) or stringy(op.left) or stringy(op.right):
+                continue  # a number, or text that names a position (a message), not an encoding
             out.append(Mutation(parsed.line(op), f"`{m._code(parsed, op)}` -> `{m._code(parsed, keep)}`",
                                 ReplaceExpression(op, keep)))
         return out
+
+    def stringy(expr) -> bool:
+        if isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+            return True
+        return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add) \
+            and (stringy(expr.left) or stringy(expr.right))
 
     def gates(parsed, op) -> bool:
         """The product feeds sigmoid gates (a forgetting gate), not a softmax: its function
@@ -182,9 +241,18 @@ def operators(m) -> list:
             and any(target in _names(arg.value) for arg in expr.args) \
             and not positional(cst.Module([]).code_for_node(expr.func)) and not scores(target)
 
+    def in_block(parsed, stmt) -> bool:
+        """The statement is in a transformer block: its class names an attention, mixer or
+        feed-forward sub-layer (a cross network's `x_i + cross(x_0, x_i)` is the DCN
+        formula, not a block's residual)."""
+        cls = enclosing(parsed, stmt, cst.ClassDef)
+        return cls is not None and _mentions(text(parsed, cls), _BLOCK_WORDS)
+
     def drop_residual(parsed) -> list:
         out = []
         for stmt in nodes(parsed.module, cst.Assign, cst.AugAssign):
+            if not in_block(parsed, stmt):
+                continue
             if isinstance(stmt, cst.Assign):
                 if len(stmt.targets) != 1 or not isinstance(stmt.targets[0].target, cst.Name):
                     continue

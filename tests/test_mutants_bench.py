@@ -537,3 +537,54 @@ def test_model_operators_plant_no_other_operators_bugs():
     padded = text.replace("dots.masked_fill_(ltor_mask, -10000.0)",
                           'dots = dots.masked_fill(key_padding_mask[:, None], float("-inf"))')
     assert len(mutated("remove-padding-mask", padded)) == 1
+
+
+def test_model_operators_plant_only_transformer_bugs():
+    """More sites that are not the operator's bug (issue 21, measured on real model code):
+    a fill under `if self.causal:` (the causal mask), a hash-bucket mask built here from no
+    padding parameter, and confidence scores of a sampling loop (no query-key product) are
+    not padding fills; a message naming `max_position_embeddings` is not a positional
+    encoding; a cross network's `x_i + cross(x_0, x_i)` (the DCN formula, in a class with no
+    attention or feed-forward sub-layer) is not a transformer block's residual."""
+    text = textwrap.dedent('''\
+        import torch
+
+
+        class LSHAttention(torch.nn.Module):
+            def forward(self, qk, v, input_mask=None):
+                dots = torch.einsum("bie,bje->bij", qk, qk)
+                if self.causal:
+                    mask = self.t[:, :, None] < self.t[:, None, :]
+                    dots.masked_fill_(mask, float("-inf"))
+                else:
+                    pair_mask = input_mask[:, :, None] * input_mask[:, None, :]
+                    dots.masked_fill_(~pair_mask, float("-inf"))
+                bucket_mask = self.buckets[:, :, None] != self.buckets[:, None, :]
+                dots.masked_fill_(bucket_mask, float("-inf"))
+                return dots.softmax(dim=-1) @ v
+
+
+        def sample(logits, mask):
+            scores = 1 - logits.softmax(dim=-1)
+            scores = scores.masked_fill(~mask, -1e9)
+            return scores.topk(4).indices
+
+
+        def check(args):
+            raise ValueError("validate_values() " + "max_position_embeddings too small")
+
+
+        class CrossNet(torch.nn.Module):
+            def forward(self, x_0):
+                x_i = x_0
+                for i in range(self.num_layers):
+                    x_i = x_i + self.cross_net[i](x_0, x_i)
+                return x_i
+    ''')
+    [padding] = mutated("remove-padding-mask", text)  # only the fill from the padding parameter
+    assert "dots.masked_fill_(~pair_mask" not in padding and "dots.masked_fill_(bucket_mask" in padding
+    assert "scores.masked_fill(~mask" in padding
+    assert mutated("remove-positional", text) == []
+    assert mutated("drop-residual", text) == []
+    in_a_block = text.replace("self.cross_net[i](x_0, x_i)", "self.attn(x_i)")
+    assert len(mutated("drop-residual", in_a_block)) == 1

@@ -840,3 +840,109 @@ class Attention(nn.Module):
         return attend(q, k, v, mask=mask)
 """}
     assert lint(tmp_path, files) == ({("m.py", 5, CODE)} if reported else set())
+
+
+ATTEND = """
+import torch
+from torch import nn
+
+
+def exists(value):
+    return value is not None
+
+
+class Attention(nn.Module):
+    def forward(self, q, k, v, mask=None):
+        dots = torch.einsum("b i d, b j d -> b i j", q, k)
+        {body}
+        return dots.softmax(dim=-1) @ v
+"""
+
+
+@pytest.mark.parametrize("body, reported", [
+    # the value is followed, not the name: reshaped, deleted, and the name reused for a causal mask
+    ("if exists(mask):\n    mask = mask[:, None, :]\n    del mask\n"
+     "mask = torch.ones(q.size(1), k.size(1)).triu_(1).bool()\ndots.masked_fill_(mask, -1e9)", True),
+    ("if exists(mask):\n    mask = mask[:, None, :]\n    dots.masked_fill_(~mask, -1e9)\n    del mask\n"
+     "mask = torch.ones(q.size(1), k.size(1)).triu_(1).bool()\ndots.masked_fill_(mask, -1e9)", False),
+    # turned into a pairwise mask under another name, which is then dropped
+    ("if mask is not None:\n    pair = mask[:, :, None] * mask[:, None, :]\n    del pair", True),
+    ("if mask is not None:\n    pair = mask[:, :, None] * mask[:, None, :]\n    dots = dots.masked_fill(~pair, -1e9)",
+     False),
+    # a test that guards nothing decides nothing; one that guards work is a switch
+    ("if mask:\n    pass", True),
+    ("if mask:\n    dots = dots * 0.5", False),
+    # a value computed from it and tested, the test guarding work: its value picks a path
+    ("padded = mask.any()\nif padded:\n    dots = dots - dots.amax(-1, keepdim=True)", False),
+    # the value leaves the function: stored, returned, handed to a call, appended
+    ("self.last_mask = mask", False),
+    ("self.cache.append(mask[:, None])", False),
+    ("dots = self.bias(dots, mask=mask)", False),
+    ("mask.unsqueeze_(1)\ndots.masked_fill_(~mask, -1e9)", False),
+    ("for row in mask:\n    dots = dots + row", False),
+    ("dots[~mask[:, None, :].expand_as(dots)] = -1e9", False),
+])
+def test_the_mask_value_is_followed_to_the_scores(tmp_path, body, reported):
+    body = body.replace("\n", "\n        ")
+    files = {"m.py": ATTEND.replace("{body}", body)}
+    assert lint(tmp_path, files) == ({("m.py", 10, CODE)} if reported else set())
+
+
+def test_a_del_of_a_converted_mask_is_not_a_statement_that_it_is_unused(tmp_path):
+    """`del mask` on the parameter itself says it is ignored on purpose; `del` of a value
+    computed from it (after `mask = rearrange(mask, ...)`) drops what was built to be applied."""
+    purposeful = ATTEND.replace("{body}", "del mask")
+    converted = ATTEND.replace("{body}", "mask = mask[:, None, :]\n        del mask")
+    assert lint(tmp_path, {"m.py": purposeful}) == set()
+    assert lint(tmp_path, {"m.py": converted}) == {("m.py", 10, CODE)}
+
+
+def test_masks_taken_with_kwargs_whose_values_are_all_dropped(tmp_path):
+    """A layer taking `**kwargs` is trusted to ignore one mask when it applies another: here
+    both are converted into a pairwise mask that is then deleted, so neither is applied."""
+    src = _src('''
+        import torch
+        from torch import nn
+
+
+        class KmeansAttention(nn.Module):
+            def forward(self, q, k, v, query_mask=None, key_mask=None, **kwargs):
+                key_mask = key_mask if key_mask is not None else query_mask
+                dots = torch.einsum("b i d, b j d -> b i j", q, k)
+                if query_mask is not None or key_mask is not None:
+                    pair = query_mask[:, :, None] * key_mask[:, None, :]
+                    {apply}
+                    del pair
+                return dots.softmax(dim=-1) @ v
+    ''')
+    dropped = src.replace("{apply}", "pass")
+    applied = src.replace("{apply}", "dots.masked_fill_(~pair, -1e9)")
+    assert lint(tmp_path, {"m.py": dropped}) == {("m.py", 6, CODE)}
+    assert {c for _, _, c in lint(tmp_path, {"m.py": dropped})} == {CODE}
+    assert lint(tmp_path, {"m.py": applied}) == set()
+
+
+@pytest.mark.parametrize("body, keyword, reported", [
+    ("return scores", "attention_mask_func", True),
+    ("return scores.masked_fill(ltor_mask, torch.finfo(scores.dtype).min)", "attention_mask_func", False),
+    ("scores.masked_fill_(ltor_mask, -10000.0)\n    return scores", "mask_fn", False),
+    # handed over under a keyword that names no mask: not known to be the layer's mask function
+    ("return scores", "callback", False),
+])
+def test_a_mask_function_handed_to_a_layer(tmp_path, body, keyword, reported):
+    """A top-level mask function passed by name to a layer's constructor (`attention_mask_func=`,
+    `mask_fn=`): the layer calls it with the scores and the mask in its forward."""
+    src = _src(f'''
+        import torch
+        from layers import ParallelTransformerLayer
+
+
+        def attention_mask_func(scores, ltor_mask):
+            {body.replace(chr(10), chr(10) + "            ")}
+
+
+        def build(args):
+            return [ParallelTransformerLayer(args, {keyword}=attention_mask_func) for _ in range(args.num_layers)]
+    ''')
+    found = lint(tmp_path, {"m.py": src})
+    assert found == ({("m.py", 5, CODE)} if reported else set())

@@ -384,3 +384,31 @@ def test_a_positional_result_bound_anew_before_it_is_read(tmp_path):
                 return self.attn(x, x, x)[0]
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_table_built_through_a_class_held_in_an_attribute(tmp_path):
+    """`self.embedding_module = nn.Embedding` then `self.embedding_module(n, d)`: the table
+    is built by the class the attribute holds; applied, nothing is reported; a class bound
+    from a call's result is not known (no table)."""
+    template = """
+        import torch.nn as nn
+
+
+        class Embedding(nn.Module):
+            def __init__(self, vocab, d, n):
+                super().__init__()
+                self.embedding_module = {held}
+                self.word_embeddings = self.embedding_module(vocab, d)
+                self.position_embeddings = self.embedding_module(n, d)
+
+            def forward(self, ids, position_ids):
+                words = self.word_embeddings(ids)
+                positions = self.position_embeddings(position_ids){mark}
+                return {result}
+    """
+    dropped = {"m.py": template.format(held="nn.Embedding", mark="  # expect: TL205", result="words")}
+    assert lint(tmp_path, dropped, [CODE]) == expected(dropped, CODE) != set()
+    added = {"m.py": template.format(held="nn.Embedding", mark="", result="words + positions")}
+    assert not lint(tmp_path, added, [CODE])
+    unknown = {"m.py": template.format(held="pick_embedding_class()", mark="", result="words")}
+    assert not lint(tmp_path, unknown, [CODE])

@@ -191,3 +191,33 @@ def test_keys_that_are_the_values(tmp_path, keys, values, reported):
                 return torch.bmm(weights, {values})
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+@pytest.mark.parametrize("ctor, reported", [
+    ("FusedScaleMaskSoftmax(mask_func=mask_fn, scale=None)", True),
+    ("FusedScaleMaskSoftmax(mask_func=mask_fn, scale=self.head_dim ** -0.5)", False),
+    ("FusedScaleMaskSoftmax(mask_func=mask_fn, softmax_scale=coeff)", False),
+    # torch's own modules keep their meaning: not a softmax of the scores
+    ("nn.LogSoftmax(dim=-1)", False),
+])
+def test_a_project_softmax_module_held_in_an_attribute(tmp_path, ctor, reported):
+    mark = "  # expect: TL208" if reported else ""
+    files = {"m.py": f"""
+        import torch
+        import torch.nn as nn
+        from megatron.model.fused_softmax import FusedScaleMaskSoftmax
+
+
+        class CoreAttention(nn.Module):
+            def __init__(self, head_dim, mask_fn, coeff=1.0):
+                super().__init__()
+                self.head_dim = head_dim
+                self.scale_mask_softmax = {ctor}
+
+            def forward(self, q, k, v, attention_mask):
+                scores = torch.matmul(q, k.transpose(-1, -2)){mark}
+                probs = self.scale_mask_softmax(scores, attention_mask)
+                return torch.matmul(probs, v)
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+    assert not lint(tmp_path, files, ["TL209"])  # a fused softmax normalises the last axis

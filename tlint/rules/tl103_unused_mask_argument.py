@@ -9,7 +9,8 @@ import libcst as cst
 
 from tlint.cst import dotted_name, last_name, snake_parts, walk
 from tlint.rules.base import Rule
-from tlint.views.bindings import assignment_targets
+from tlint.views.bindings import PARAM, assignment_targets
+from tlint.views.value_flow import parameter_sinks
 from tlint.views.vocabulary import documented_unused, string_literals
 
 if TYPE_CHECKING:
@@ -170,13 +171,6 @@ def _runs_encoder(fn: cst.FunctionDef) -> bool:
         if (type(node) is cst.Call and type(node.func) is cst.Attribute and type(node.func.value) is cst.Name
                 and node.func.value.value == "self"
                 and set(snake_parts(node.func.attr.value)) & _ENCODER_PARTS):
-            return True
-    return False
-
-
-def _deleted(fn: cst.FunctionDef, name: str) -> bool:
-    for node in walk(fn.body):
-        if type(node) is cst.Del and any(type(n) is cst.Name and n.value == name for n in walk(node.target)):
             return True
     return False
 
@@ -543,7 +537,7 @@ class UnusedMaskArgument(Rule):
         try:
             self._check(ctx)
         finally:  # the file's state is not kept past it (it would keep the file's tree alive)
-            for name in ("_texts", "_ctx", "_signatures", "_owner", "_sites"):
+            for name in ("_texts", "_ctx", "_signatures", "_owner", "_sites", "_flows"):
                 self.__dict__.pop(name, None)
 
     def _check(self, ctx: FileContext) -> None:
@@ -551,6 +545,7 @@ class UnusedMaskArgument(Rule):
         seen: set[int] = set()
         self._texts: list[str] | None = None
         self._ctx = ctx
+        self._flows: dict[tuple[int, str], bool] = {}
         # method name -> [(class, parameter names)] over the file, for interchangeable families
         self._signatures: dict[str, list[tuple[cst.ClassDef, tuple[str, ...]]]] = {}
         # method -> its class, over the whole file (call sites may be in any class)
@@ -572,6 +567,32 @@ class UnusedMaskArgument(Rule):
                 if id(fn) not in seen:
                     seen.add(id(fn))
                     self._check_function(ctx, fn)
+        # a mask function handed to a layer (`attention_mask_func=gpt2_attention_mask_func`):
+        # the layer's forward calls it with the scores and the mask
+        for callback, keyword in self._mask_callbacks(index):
+            for fn in self._reachable(callback, {}, index):
+                if id(fn) not in seen:
+                    seen.add(id(fn))
+                    self._check_function(ctx, fn, f"`{callback.name.value}` (handed to a layer as `{keyword}=`)"
+                                         if fn is callback else None)
+
+    @staticmethod
+    def _mask_callbacks(index) -> list[tuple[cst.FunctionDef, str]]:
+        """Functions defined at the top level of the file and passed by name, under a keyword
+        naming a mask (`mask_func=`, `attention_mask_func=`), to a call of the file."""
+        if not any("mask" in name.lower() and ("func" in name.lower() or "fn" in name.lower())
+                   for name in index.identifiers):
+            return []
+        module_functions = {stmt.name.value: stmt for stmt in index.module.body if type(stmt) is cst.FunctionDef}
+        out: list[tuple[cst.FunctionDef, str]] = []
+        for call in index.calls:
+            for arg in call.args:
+                if arg.keyword is not None and type(arg.value) is cst.Name and arg.value.value in module_functions \
+                        and "mask" in arg.keyword.value.lower():
+                    fn = module_functions[arg.value.value]
+                    if all(fn is not seen for seen, _ in out):
+                        out.append((fn, arg.keyword.value))
+        return out
 
     @staticmethod
     def _reachable(forward, methods, index) -> list[cst.FunctionDef]:
@@ -594,7 +615,7 @@ class UnusedMaskArgument(Rule):
                     stack.append(module_functions[name])
         return out
 
-    def _check_function(self, ctx, fn: cst.FunctionDef) -> None:
+    def _check_function(self, ctx, fn: cst.FunctionDef, where: str | None = None) -> None:
         if _is_stub(fn):
             return
         reads, dynamic = _reads(fn)
@@ -606,14 +627,19 @@ class UnusedMaskArgument(Rule):
             if "mask" not in name.lower() or name.startswith("_"):
                 continue
             # a mask only tested against None counts as unread where the function attends; in
-            # one that does not (`is_kernel_available(mask, ...)`) its presence picks a path
+            # one that does not (`is_kernel_available(mask, ...)`) its presence picks a path;
+            # where it attends, so does a mask whose value reaches nothing the function
+            # returns or updates (converted, then dropped or shadowed by a causal mask)
+            attends = _does_attention(fn)
             if name in reads and not _assigned_only(fn, name) and not _feeds_only_itself(fn, name) \
-                    and not ((_none_tests(fn, name) or _inspected_only(fn, name)) and _does_attention(fn)):
+                    and not ((_none_tests(fn, name) or _inspected_only(fn, name)) and attends) \
+                    and not (attends and not self._applied(fn, name)):
                 continue
-            if _deleted(fn, name):
+            if self._deleted(fn, name):
                 continue
             other_mask_read = any(p.name.value != name and "mask" in p.name.value.lower()
-                                  and p.name.value in reads for p in params)
+                                  and p.name.value in reads and (not attends or self._applied(fn, p.name.value))
+                                  for p in params)
             if self._ignored_on_purpose(fn, param, other_mask_read):
                 continue
             if any(w in name.lower() for w in _CROSS_WORDS) and _masks_encoder_states(
@@ -638,15 +664,39 @@ class UnusedMaskArgument(Rule):
             if fn.name.value != "forward" and (_copies_only(fn) or _projects_only(fn, module_class)) \
                     and self._sites.applied_by_callers(fn, name):
                 continue
-            where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
+            if where is None:
+                where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
             how = ("is never read" if name not in reads or _assigned_only(fn, name)
                    else "is only tested against None, its value never used" if _none_tests(fn, name)
                    else "is only converted into a new value of itself, which nothing reads"
                    if _feeds_only_itself(fn, name)
                    else "is only inspected (tested, its shape checked, reshaped into itself), its values never "
-                        "applied to the scores")
+                        "applied to the scores" if _inspected_only(fn, name)
+                   else "is read, but nothing computed from it reaches the function's result (it is converted "
+                        "or tested, then dropped)")
             ctx.report(param, f"parameter `{name}` of {where} {how}: the mask is silently ignored, "
                               "so padded or future positions are attended to")
+
+    def _applied(self, fn: cst.FunctionDef, name: str) -> bool:
+        """Some value computed from parameter `name` reaches a sink of `fn` (a statement
+        that uses it, a return, a store: `tlint.views.value_flow`)."""
+        key = (id(fn), name)
+        found = self._flows.get(key)
+        if found is None:
+            found = self._flows[key] = bool(parameter_sinks(fn, name, self._ctx.bindings))
+        return found
+
+    def _deleted(self, fn: cst.FunctionDef, name: str) -> bool:
+        """`del mask` while it still holds the parameter's own value: ignored on purpose (a
+        `del` of a value computed from it, `mask = rearrange(mask, ...)`, is not)."""
+        bindings = self._ctx.bindings
+        for node in walk(fn.body):
+            if type(node) is cst.Del:
+                for n in walk(node.target):
+                    if type(n) is cst.Name and n.value == name \
+                            and any(b.kind == PARAM and b.scope is fn for b in bindings.reaching(n)):
+                        return True
+        return False
 
     def _ignored_on_purpose(self, fn: cst.FunctionDef, param: cst.Param, other_mask_read: bool) -> bool:
         """The parameter exists for signature compatibility, and the code says so:

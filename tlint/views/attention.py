@@ -42,6 +42,7 @@ _SCALE_PARTS = {"scale", "scaling", "sqrt", "rsqrt", "temp", "temperature", "tau
                 "softmax_scale", "norm", "logit"}
 _SCALE_CALLS = {"sqrt", "rsqrt", "normalize"}
 _MASK_CALLS = {"masked_fill", "masked_fill_", "where", "masked_scatter", "masked_scatter_"}
+_SCALE_KEYWORDS = frozenset({"scale", "softmax_scale", "scale_factor", "scaling"})
 
 
 @dataclass
@@ -256,6 +257,7 @@ class AttentionSite:
     upstream: list[cst.CSTNode] = field(default_factory=list)  # what q and k were computed from
     callers: list[cst.CSTNode] = field(default_factory=list)  # the same, in the callers of a helper method
     sides: tuple[list[cst.CSTNode], list[cst.CSTNode]] = ([], [])  # upstream of q, of k (callers included)
+    softmax_ctor: cst.Call | None = None  # the constructor of the softmax module `self.softmax(...)` calls
 
     @property
     def ndim(self) -> int | None:
@@ -294,6 +296,11 @@ class AttentionSite:
             if any(arg.keyword is not None and arg.keyword.value in ("alpha", "scale")
                    for arg in self.product.node.args):
                 return True
+        # folded into the softmax module (`FusedScaleMaskSoftmax(..., scale=coeff)`; not `scale=None`)
+        if self.softmax_ctor is not None and any(
+                arg.keyword is not None and arg.keyword.value in _SCALE_KEYWORDS
+                and not (type(arg.value) is cst.Name and arg.value.value == "None") for arg in self.softmax_ctor.args):
+            return True
         for node in (*self.between, *self.upstream, *self.callers):
             if _scales(node, normalize=False):
                 return True
@@ -431,7 +438,12 @@ def softmax_input(index, call: cst.Call, module_attr_ctor=None):
         ctor_call = module_attr_ctor(call)
         if ctor_call is not None:
             first = get_arg(call, "input", 0)
-            return (first.value if first else None), _dim_value(get_arg(ctor_call, "dim", 0))
+            if index.qualify(ctor_call.func) in SOFTMAX_MODULES:
+                return (first.value if first else None), _dim_value(get_arg(ctor_call, "dim", 0))
+            # a project's softmax module (a fused scale-mask-softmax) normalises the last axis
+            # unless its constructor says `dim=`
+            dim = get_arg(ctor_call, "dim")
+            return (first.value if first else None), (_dim_value(dim) if dim is not None else -1)
     if type(func) is cst.Attribute and func.attr.value == "softmax" and qualified is None:
         dim = get_arg(call, "dim", 0)
         return func.value, _dim_value(dim)
@@ -455,6 +467,7 @@ class AttentionIndex:
     def __init__(self, index, softmax_module_ctor, bindings: BindingsView) -> None:
         self.index = index
         self.bindings = bindings
+        self._softmax_module_ctor = softmax_module_ctor
         self._flows: dict[cst.CSTNode, FunctionFlow] = {}
         self.softmaxes: list[tuple[cst.Call, object, object]] = []  # (call, input, dim)
         self.sites: list[AttentionSite] = []
@@ -586,6 +599,8 @@ class AttentionIndex:
         if site is None:
             return None
         site.callers = [node for _, nodes in self.caller_operands(flow, site.upstream) for node in nodes]
+        if self._softmax_module_ctor is not None and type(call) is cst.Call:
+            site.softmax_ctor = self._softmax_module_ctor(call)
         for side in site.sides:
             side += [node for _, nodes in self.caller_operands(flow, side) for node in nodes]
         return site

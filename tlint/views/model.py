@@ -597,7 +597,19 @@ class ModelView:
         if qualified:
             return qualified
         name = dotted_name(call.func)
-        return name if name in self.index.classes_by_name else None
+        if name in self.index.classes_by_name:
+            return name
+        if type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and call.func.value.value == "self":
+            # a class held in an attribute (`self.embedding_module = torch.nn.Embedding`, or
+            # a bitsandbytes embedding on one path): the first class it is bound to
+            for binding in self.bindings.attribute(call.func):
+                value = binding.value
+                if type(value) in (cst.Name, cst.Attribute):
+                    held = self.index.qualify(value) or dotted_name(value)
+                    if held and (held in self.index.classes_by_name or "." in held) and held[:1].isalpha() \
+                            and held.rsplit(".", 1)[-1][:1].isupper():
+                        return held
+        return None
 
     def is_norm_ctor(self, ctor: str | None) -> bool:
         if ctor is None:
@@ -662,13 +674,16 @@ class ModelView:
         return AttentionIndex(self.index, self._softmax_module_ctor, self.bindings)
 
     def _softmax_module_ctor(self, call: cst.Call) -> cst.Call | None:
-        """The `nn.Softmax(...)` constructor call of `self.softmax` when `call` calls it."""
+        """The constructor call of `self.softmax` when `call` calls it: `nn.Softmax(...)`, or
+        a softmax module of the project (a class named `*Softmax` outside torch, such as a
+        fused scale-mask-softmax kernel)."""
         owner = self.index.enclosing_class(call)
         module_class = self.classes.get(owner.name.value) if owner is not None else None
         if module_class is None:
             return None
         sub = module_class.attribute_of(call.func)
-        if sub is not None and sub.ctor == "torch.nn.Softmax":
+        if sub is not None and sub.call is not None and (sub.ctor == "torch.nn.Softmax" or (
+                sub.ctor is not None and sub.ctor.endswith("Softmax") and not sub.ctor.startswith("torch."))):
             return sub.call
         return None
 
