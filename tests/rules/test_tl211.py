@@ -392,3 +392,83 @@ def test_projection_declared_by_a_base_class_of_the_same_file(tmp_path):
             nn.init.zeros_(self.score_bias.weight)  # one output unit
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_the_last_layer_of_a_path_may_start_at_zero(tmp_path):
+    """Zero where the output is returned, added to a shortcut or only scales and shifts the
+    stream; still reported where another layer, a matrix product or an activation reads it."""
+    files = {"m.py": """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Block(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.lin_a = nn.Linear(d, d)
+                self.lin_b = nn.Linear(d, d)
+                self.lin_c = nn.Linear(d, 2 * d)
+                self.lin_d = nn.Linear(d, d)
+                self.lin_e = nn.Linear(d, d)
+                self.lin_f = nn.Linear(d, d)
+                self.lin_g = nn.Linear(d, d)
+                nn.init.zeros_(self.lin_a.weight)
+                nn.init.zeros_(self.lin_b.weight)
+                nn.init.zeros_(self.lin_c.weight)
+                nn.init.zeros_(self.lin_d.weight)  # expect: TL211
+                nn.init.zeros_(self.lin_e.weight)  # expect: TL211
+                nn.init.zeros_(self.lin_f.weight)  # expect: TL211
+                nn.init.zeros_(self.lin_g.weight)  # its output joins the sum returned
+
+            def forward(self, x, c):
+                h = self.lin_a(x)  # returned below, through a name
+                x = x + self.lin_b(x)  # added to the stream
+                scale, shift = self.lin_c(c).chunk(2, dim=-1)  # modulation
+                x = x * (1 + scale) + shift
+                q = self.lin_d(x)  # a matrix product reads it
+                attn = torch.softmax(q @ x.transpose(-2, -1), dim=-1)
+                y = F.gelu(self.lin_e(x))  # an activation reads it
+                z = self.lin_g(self.lin_f(y))  # another layer reads it
+                return h, attn @ x + z
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+def test_the_path_is_read_in_the_class_the_init_goes_through(tmp_path):
+    """`self.fc.proj.weight`: `proj` of the class of `fc`, not another class's `proj`."""
+    files = {"m.py": """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Readout(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.mapping = nn.Linear(d, d)
+
+            def forward(self, x):
+                return self.mapping(x)
+
+
+        class Hidden(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.mapping = nn.Linear(d, d)
+
+            def forward(self, x):
+                return F.relu(self.mapping(x))
+
+
+        class Net(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.out = Readout(d)
+                self.hidden = Hidden(d)
+                nn.init.zeros_(self.out.mapping.weight)
+                nn.init.zeros_(self.hidden.mapping.weight)  # expect: TL211
+
+            def forward(self, x):
+                return self.out(self.hidden(x))
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

@@ -21,6 +21,7 @@ from tlint.views.init import (
     is_scaled_use,
     kind_of_ctor,
     narrowed_classes,
+    output_only,
     strip_data,
     under_option,
 )
@@ -175,6 +176,9 @@ class SuspiciousInit(Rule):
             return
         if _single_unit(target) or _reinitialised(ctx, init, inits) or _designed_init(ctx, init, inits):
             return
+        if init.value == 0.0 and target.kind in ("linear", "conv") and target.name is not None and output_only(
+                ctx.index, _declaring_classes(ctx, init, target.name), target.name):
+            return  # the last layer of its path (a readout, a residual branch's output, a modulation)
         what = "zero" if init.value == 0.0 else "a constant"
         ctx.report(init.call, f"{_describe(target)} is initialised to {what}: every unit computes the same "
                               "function and gets the same gradient (and a zero matmul weight passes no gradient "
@@ -322,6 +326,22 @@ def _designed_init(ctx, init: InitCall, inits) -> bool:
                 if type(written) is cst.Subscript and _target_key(ctx, written.value) == key:
                     return True
     return False
+
+
+def _declaring_classes(ctx, init: InitCall, name: str) -> list:
+    """The module classes whose `self.<name>` the init reaches: the class of the sub-module
+    it goes through (`self.final_layer.linear.weight`: the class of `final_layer`), else every
+    class of the file declaring `name`."""
+    view = ctx.models
+    owner = init.target.value if type(init.target) is cst.Attribute else None  # `self.final_layer.linear`
+    holder = owner.value if type(owner) is cst.Attribute else None  # `self.final_layer`
+    if type(holder) is cst.Attribute and dotted_name(holder.value) == "self":
+        module_class = view.class_of(init.call)
+        sub = module_class.declared(holder.attr.value) if module_class is not None else None
+        held = view.classes.get(sub.ctor or "") if sub is not None else None
+        if held is not None and name in held.attributes:
+            return [held]
+    return [cls for cls in view.classes.values() if name in cls.attributes]
 
 
 def _references(module_class, name: str):

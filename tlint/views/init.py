@@ -274,3 +274,107 @@ def is_scaled_use(index, expr: cst.CSTNode) -> bool:
             return False
         node = parent
     return False
+
+
+# --- where a layer's output goes ------------------------------------------------------------
+
+# methods that reshape or split a tensor without computing anything learned
+_RESHAPES = frozenset({"view", "reshape", "transpose", "permute", "chunk", "split", "flatten", "unflatten",
+                       "contiguous", "squeeze", "unsqueeze", "float", "to", "type_as", "view_as", "reshape_as"})
+_COMBINES = (cst.Add, cst.Subtract, cst.Multiply)
+
+
+def _consumer(index, node: cst.CSTNode) -> tuple[cst.CSTNode | None, cst.CSTNode]:
+    """The node that uses the value of `node`, past reshapes (`y.chunk(2, dim=1)`,
+    `y.transpose(1, 2)`) and subscripts (`y[:, 0]`), and the value it uses."""
+    while True:
+        parent = index.parent(node)
+        if type(parent) is cst.Attribute and parent.value is node and parent.attr.value in _RESHAPES:
+            call = index.parent(parent)
+            if type(call) is cst.Call and call.func is parent:
+                node = call
+                continue
+        if type(parent) is cst.Subscript and parent.value is node:
+            node = parent
+            continue
+        return parent, node
+
+
+def _ends_here(index, node: cst.CSTNode, names_after) -> bool:
+    """Does the value of `node` end as an output: returned, or added to (or multiplied
+    with) something else, directly or through the names it is assigned to?"""
+    consumer, value = _consumer(index, node)
+    if type(consumer) is cst.Return:
+        return True
+    if type(consumer) in (cst.Element, cst.Tuple) and type(index.parent(consumer)) in (cst.Tuple, cst.Return):
+        return type(index.parent(consumer)) is cst.Return or type(index.parent(index.parent(consumer))) is cst.Return
+    if type(consumer) is cst.BinaryOperation and type(consumer.operator) in _COMBINES:
+        return True
+    if type(consumer) is cst.AugAssign and consumer.value is value and type(consumer.operator) is cst.AddAssign:
+        return True
+    if type(consumer) is cst.Assign and consumer.value is value:
+        flat: list[cst.BaseExpression] = []
+        for assigned in consumer.targets:
+            target = assigned.target
+            if type(target) is cst.Tuple or type(target) is cst.List:
+                flat += [el.value for el in target.elements]
+            else:
+                flat.append(target)
+        targets = [n.value for n in flat if type(n) is cst.Name]
+        if not targets or len(targets) != len(flat):
+            return False  # `self.x = ...`, `x[i] = ...`: kept somewhere this does not follow
+        uses = [use for name in targets for use in names_after(consumer, name) if not _rebinds(index, use)]
+        return bool(uses) and all(_ends_here(index, use, lambda _s, _n: ()) for use in uses)
+    return False
+
+
+def output_only(index, classes, name: str) -> bool:
+    """Every call of the sub-module `self.<name>(...)` in `classes` (the module classes that
+    declare it) hands its result to the output: returned, or combined with another value
+    (a residual branch's `x + dx`, a modulation's `x * (1 + scale) + shift`), through
+    reshapes and the names it is assigned to, never to another layer or a matrix product.
+    Such a layer is the last of its path: zero there starts the path at zero on purpose."""
+    calls: list[tuple[cst.Call, cst.CSTNode]] = []
+    for module_class in classes:
+        for fn in module_class.methods.values():
+            for call in index.statement_calls.get(fn, ()):
+                func = call.func
+                if (type(func) is cst.Attribute and func.attr.value == name
+                        and type(func.value) is cst.Name and func.value.value == "self"):
+                    calls.append((call, fn))
+    if not calls:
+        return False
+
+    def names_after(fn):
+        def uses(statement: cst.CSTNode, name: str):
+            inside = {id(node) for node in walk(statement)}
+            after = False
+            for node in walk(fn.body):
+                if node is statement:
+                    after = True
+                elif (after and id(node) not in inside and type(node) is cst.Name and node.value == name
+                        and not _is_target(index, node)):
+                    yield node
+        return uses
+
+    return all(_ends_here(index, call, names_after(fn)) for call, fn in calls)
+
+
+def _rebinds(index, use: cst.Name) -> bool:
+    """`scale, shift = scale[:, None], shift[:, None]`: a use in a statement that binds the
+    name again (its later uses are followed instead)."""
+    node: cst.CSTNode | None = use
+    while node is not None and type(node) is not cst.Assign:
+        if isinstance(node, (cst.BaseCompoundStatement, cst.FunctionDef)):
+            return False
+        node = index.parent(node)
+    if node is None:
+        return False
+    return any(type(n) is cst.Name and n.value == use.value and _is_target(index, n)
+               for target in node.targets for n in walk(target.target))
+
+
+def _is_target(index, node: cst.Name) -> bool:
+    parent = index.parent(node)
+    return type(parent) in (cst.AssignTarget, cst.Element) and (
+        type(parent) is cst.AssignTarget or type(index.parent(index.parent(parent))) is cst.AssignTarget)
