@@ -160,6 +160,28 @@ class ImportedCallFact:
     callee: str
 
 
+@dataclass(frozen=True)
+class ClipsGradientsFact:
+    """`clips-gradients`: `function` (a module-level function, or `Class.method` of a
+    module-level class) clips gradients with torch's `clip_grad_*`; `unscaled`: a call of
+    it clips with no `scaler.unscale_(optimizer)` before, outside any test on the scaler or
+    an AMP switch."""
+
+    function: str
+    unscaled: bool
+
+
+@dataclass(frozen=True)
+class ScaledCallFact:
+    """`scaled-call`: a call, in a training loop's iteration after the loss was scaled by
+    a `GradScaler` and before any `unscale_` or optimiser step, of `function` (a function,
+    or `Class.method` on an instance of the class) of `module`, another module."""
+
+    module: str
+    function: str
+
+
 FACT_TYPES: tuple[type, ...] = (Via, TokenizerFact, TokenizerSavedFact, PositionalTableFact, SequenceLengthFact,
                                 CallArgsFact, SizeOverrideFact, NanSourceFact, TensorizesFact, NormResidualFact,
-                                ModulePartsFact, BlockStackFact, LeavesEvalFact, ImportedCallFact)
+                                ModulePartsFact, BlockStackFact, LeavesEvalFact, ImportedCallFact, ClipsGradientsFact,
+                                ScaledCallFact)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from tests.rules.conftest import expected, lint
@@ -89,3 +91,168 @@ def test_unscale_only_under_accumulation_boundary(tmp_path):
                     scaler.update()
                     optimizer.zero_grad()
     """})
+
+
+_LOOP = """
+    import torch
+
+    {imports}
+
+
+    def train(model, loader, optimizer):
+        scaler = torch.amp.GradScaler()
+        for batch in loader:
+            optimizer.zero_grad()
+            scaler.scale(model(**batch).loss).backward()
+            {call}
+            scaler.step(optimizer)
+            scaler.update()
+"""
+
+
+@pytest.mark.parametrize(
+    ("helper", "flagged"),
+    [
+        # clips the scaled gradients
+        ("def clip_gradients(model, max_norm):\n"
+         "    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)", True),
+        # through the method of an FSDP model
+        ("def clip_gradients(model, max_norm):\n"
+         "    return model.clip_grad_norm_(max_norm)", True),
+        # only when a norm is set: still the scaled gradients
+        ("def clip_gradients(model, max_norm):\n"
+         "    if max_norm > 0:\n"
+         "        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)", True),
+        # unscales first (when it is given a scaler)
+        ("def clip_gradients(model, max_norm, scaler=None, optimizer=None):\n"
+         "    if scaler is not None:\n"
+         "        scaler.unscale_(optimizer)\n"
+         "    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)", False),
+        # clips only when no scaler is used
+        ("def clip_gradients(model, max_norm, use_amp=True):\n"
+         "    if not use_amp:\n"
+         "        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)", False),
+        # unscaling by accelerate's own clip
+        ("def clip_gradients(model, max_norm, accelerator=None):\n"
+         "    accelerator.clip_grad_norm_(model.parameters(), max_norm)", False),
+    ],
+)
+def test_clipping_helper_of_the_same_file(tmp_path, helper, flagged):
+    marker = "  # expect: TL303" if flagged else ""
+    source = textwrap.dedent(_LOOP).format(imports="", call=f"clip_gradients(model, 1.0){marker}") + "\n\n" + helper
+    check(tmp_path, {"train.py": source})
+
+
+_HELPERS = """
+    import torch
+
+
+    def clip_gradients(model, max_norm):
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+    def clip_unscaled(model, optimizer, max_norm, scaler=None):
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+    def maybe_clip(model, max_norm, use_amp):
+        if not use_amp:  # under AMP the caller unscales and clips itself
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+    class GradClipper:
+        def __init__(self, max_norm):
+            self.max_norm = max_norm
+
+        def clip(self, parameters):
+            return torch.nn.utils.clip_grad_norm_(parameters, self.max_norm)
+"""
+
+
+@pytest.mark.parametrize(
+    ("imports", "call", "flagged"),
+    [
+        ("from train_utils import clip_gradients", "clip_gradients(model, 1.0)", True),
+        ("from train_utils import clip_gradients as clip", "clip(model, 1.0)", True),
+        ("import train_utils", "train_utils.clip_gradients(model, 1.0)", True),
+        ("from train_utils import GradClipper", "GradClipper(1.0).clip(model.parameters())", True),
+        ("from train_utils import clip_unscaled", "clip_unscaled(model, optimizer, 1.0, scaler)", False),
+        ("from train_utils import maybe_clip", "maybe_clip(model, 1.0, use_amp=False)", False),
+        # the module imported is not the helpers' module (although it imports it)
+        ("from other import clip_gradients", "clip_gradients(model, 1.0)", False),
+    ],
+)
+def test_clipping_helper_of_another_module(tmp_path, imports, call, flagged):
+    marker = "  # expect: TL303" if flagged else ""
+    other = "import train_utils\n\n\ndef clip_gradients(model, max_norm):\n    train_utils.maybe_clip(model, max_norm, False)\n"
+    check(tmp_path, {"train_utils.py": _HELPERS, "other.py": other,
+                     "train.py": _LOOP.format(imports=imports, call=call + marker)})
+
+
+def test_wrapper_instance_held_by_a_trainer(tmp_path):
+    check(tmp_path, {"train_utils.py": _HELPERS, "trainer.py": """
+        import torch
+
+        from train_utils import GradClipper
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, max_norm):
+                self.model, self.optimizer = model, optimizer
+                self.scaler = torch.amp.GradScaler()
+                self.clipper = GradClipper(max_norm)
+
+            def fit(self, loader):
+                for batch in loader:
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = self.model(**batch).loss
+                    self.scaler.scale(loss).backward()
+                    self.clipper.clip(self.model.parameters())  # expect: TL303
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                    self.optimizer.zero_grad()
+    """})
+
+
+@pytest.mark.parametrize(
+    ("loop", "flagged"),
+    [
+        # the loop unscales before calling the helper
+        ("scaler.scale(loss).backward()\nscaler.unscale_(optimizer)\nclip_gradients(model, 1.0)\n"
+         "scaler.step(optimizer)\nscaler.update()", False),
+        # bf16: no scaler, plain gradients
+        ("loss.backward()\nclip_gradients(model, 1.0)\noptimizer.step()", False),
+        # the helper runs after the step (unscaled by it): not this rule's mistake
+        ("scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()\nclip_gradients(model, 1.0)", False),
+        # the scaled loss handed to a helper that runs backward and clips
+        ("clip_gradients(model, 1.0)  # expect: TL303\nscaler.step(optimizer)\nscaler.update()", True),
+    ],
+)
+def test_where_the_loop_calls_a_clipping_helper_of_another_module(tmp_path, loop, flagged):
+    if flagged:  # the scale before the call
+        loop = "scaler.scale(loss).backward()\n" + loop
+    body = "\n".join("        " + line for line in loop.splitlines())
+    check(tmp_path, {"train_utils.py": _HELPERS, "train.py": f"""
+import torch
+
+from train_utils import clip_gradients
+
+
+def train(model, loader, optimizer, scaler):
+    for batch in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(**batch).loss
+{body}
+"""})
+
+
+@pytest.mark.parametrize("imports", ["from utils import clip_gradients", "from utils.grad import clip_gradients",
+                                     "from .utils.grad import clip_gradients"])
+def test_helper_in_a_package(tmp_path, imports):
+    check(tmp_path, {"pkg/__init__.py": "", "pkg/utils/__init__.py": "from .grad import clip_gradients\n",
+                     "pkg/utils/grad.py": _HELPERS,
+                     "pkg/train.py": _LOOP.format(imports=imports.replace("from utils", "from pkg.utils"),
+                                                  call="clip_gradients(model, 1.0)  # expect: TL303")})

@@ -2,9 +2,12 @@
 
 A training loop whose iteration scales the loss with a `GradScaler`
 (`scaler.scale(loss).backward()`) and clips with `torch.nn.utils.clip_grad_*` (or FSDP's
-`model.clip_grad_norm_`) with no `scaler.unscale_(optimizer)` before the clip. Clipping
-functions that unscale themselves (`accelerator.clip_grad_norm_`, `fabric.clip_gradients`,
-Lightning's `self.clip_gradients`) are not judged.
+`model.clip_grad_norm_`) with no `scaler.unscale_(optimizer)` before the clip, directly
+or through a clipping helper (`clip_gradients(model, 1.0)`) of the same file or, across
+files, of another module (the `clips-gradients` and `scaled-call` facts) that clips
+without unscaling first. Clipping functions that unscale themselves
+(`accelerator.clip_grad_norm_`, `fabric.clip_gradients`, Lightning's `self.clip_gradients`)
+are not judged.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from tlint import fixes
-from tlint.cst import dotted_name, last_name
+from tlint.cst import dotted_name
 from tlint.rules.base import Rule
-from tlint.views.training import CLIP, CLIP_FUNCTIONS, OPTIMIZER_STEP, SCALE, UNSCALE, TrainingView
+from tlint.views.training import CLIP, OPTIMIZER_STEP, SCALE, UNSCALE, TrainingView
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from tlint.context import FileContext
 
-_SELF_UNSCALING = frozenset({"accelerator", "fabric"})
+_WHY = ("the threshold applies to gradients multiplied by the loss scale; call scaler.unscale_(optimizer) "
+        "before clipping")
 
 
 class ClipWithoutUnscale(Rule):
@@ -30,6 +36,37 @@ class ClipWithoutUnscale(Rule):
     severity = "error"
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "AMP-scaled gradients are clipped without scaler.unscale_(optimizer) first."
+    # across files: a loop that scales its loss calling another module's function
+    # (`scaled-call` here) that clips without unscaling (`clips-gradients` there)
+    project_scope = "imports"
+    project_kinds = ("scaled-call",)
+    project_facts = ("clips-gradients", "scaled-call")
+
+    def project_index(self, related):
+        """function -> [(its file, the clip's range, whether it clips unscaled gradients)]."""
+        out: dict[str, list] = {}
+        for path, facts in related.items():
+            for fact in facts:
+                if fact.kind == "clips-gradients":
+                    out.setdefault(fact.data.function, []).append((path, fact.range, fact.data.unscaled))
+        return out
+
+    def check_project(self, path: Path, related):
+        """A call, after the loss was scaled, of a function of another module that clips
+        without unscaling first: every function of that name in the module the call names
+        (or a module of that package), among the modules imported with this one, clips so."""
+        helpers = self.indexed(related)
+        for fact in related.get(path, []):
+            if fact.kind != "scaled-call" or fact.range is None:
+                continue
+            found = [entry for entry in helpers.get(fact.data.function, ())
+                     if entry[0] != path and _names_module(entry[0], fact.data.module)]
+            if not found or not all(unscaled for _, _, unscaled in found):
+                continue
+            where = related.place(found[0][0], found[0][1], path)
+            yield fact.range, (f"`{fact.data.function}` ({where}) clips the gradients without "
+                               "scaler.unscale_(optimizer), and it runs here on GradScaler-scaled gradients: "
+                               + _WHY)
 
     def check(self, ctx: FileContext) -> None:
         view: TrainingView = ctx.training
@@ -45,12 +82,16 @@ class ClipWithoutUnscale(Rule):
                         continue  # the `else` branch of `if use_amp:` clips unscaled gradients
                     if any(not event.excludes(unscale) for unscale in unscales):
                         continue
-                    if self._clips_raw_gradients(view, event.node):
-                        reported.add(id(event.node))
-                        ctx.report(event.node, "the GradScaler-scaled gradients are clipped before "
-                                   "scaler.unscale_(optimizer): the threshold applies to gradients multiplied "
-                                   "by the loss scale; call scaler.unscale_(optimizer) before clipping",
-                                   fix=self._fix(ctx, view, loop, event))
+                    if view.clips_raw_gradients(event.node):
+                        message = "the GradScaler-scaled gradients are clipped before scaler.unscale_(optimizer): "
+                    else:  # a clipping helper of this file (`clip_gradients(model)`): look inside
+                        helper = view.callee(event.node) if type(event.node) is cst.Call else None
+                        if helper is None or view.unscaled_clip(helper) is None:
+                            continue
+                        message = (f"`{helper.name.value}` of this file clips the gradients without "
+                                   "scaler.unscale_(optimizer), and it runs here on GradScaler-scaled gradients: ")
+                    reported.add(id(event.node))
+                    ctx.report(event.node, message + _WHY, fix=self._fix(ctx, view, loop, event))
 
     @staticmethod
     def _fix(ctx, view: TrainingView, loop, clip):
@@ -76,16 +117,16 @@ class ClipWithoutUnscale(Rule):
         code = f"{scaler_text}.unscale_({optimizer_text})"
         return fixes.fix("safe", f"Insert `{code}` before the clip", fixes.insert_before(stmt, code))
 
-    @staticmethod
-    def _clips_raw_gradients(view: TrainingView, call) -> bool:
-        if type(call) is not cst.Call:
-            return False
-        if view.index.qualify(call.func) in CLIP_FUNCTIONS:
-            return True
-        receiver = view.receiver(call)
-        if receiver is None or last_name(call.func) not in ("clip_grad_norm_", "clip_grad_value_"):
-            return False
-        if view.index.qualify(receiver) is not None:
-            return False
-        name = (last_name(receiver) or "").lower()
-        return view.role(receiver) not in _SELF_UNSCALING and name not in ("self", *_SELF_UNSCALING)
+
+def _names_module(path: Path, module: str) -> bool:
+    """`path` is the file of `module` as an import names it (`utils.clip` ->
+    `.../utils/clip.py` or `.../utils/clip/__init__.py`; `.train_utils` -> `train_utils.py`),
+    or a module of that package (`from utils import clip_gradients`, re-exported by
+    `utils/__init__.py` from `utils/grad.py`)."""
+    parts = [part for part in module.split(".") if part]
+    if not parts:
+        return False
+    have = list(path.with_suffix("").parts)
+    if have and have[-1] == "__init__":
+        have.pop()
+    return have[-len(parts):] == parts or have[-len(parts) - 1:-1] == parts

@@ -48,13 +48,19 @@ decided on the facts of related files. Kinds so far:
   back (`function`).
 - `imported-call-in-training`: a call of a function imported by name, in a training loop's
   iteration that never calls `train()` (`callee`); reported at (TL312).
+- `clips-gradients`: a module-level function or a method that clips gradients with
+  torch's `clip_grad_*` (`function`, `unscaled`: with no `unscale_` before the clip).
+- `scaled-call`: a call of another module's function (or of a method on an instance of
+  its class) after a training loop's `scaler.scale(loss)`, before any `unscale_` or step
+  (`module`, `function`); reported at (TL303).
 
 The extractors live by family: the data pipeline's in `facts_data` (padding, label
 masking, tokenizers), models' and training's in `facts_model` (transformer, warmup,
 positional tables and sequence lengths), the training loop's in `facts_training`
-(`leaves-eval`, `imported-call-in-training`); the facts of a pre-filtered file, from Python's
-tree, in `facts_prefilter`. This module is the registry (`EXTRACTORS`, `POSITIONED`,
-`TOKENS`, `extract_facts`, the `facts` view) and re-exports their public names.
+(`leaves-eval`, `imported-call-in-training`, `clips-gradients`, `scaled-call`); the facts
+of a pre-filtered file, from Python's tree, in `facts_prefilter`. This module is the
+registry (`EXTRACTORS`, `POSITIONED`, `TOKENS`, `extract_facts`, the `facts` view) and
+re-exports their public names.
 
 Adding a kind: write an extractor in its family's module and list it in `EXTRACTORS`.
 """
@@ -120,7 +126,7 @@ from tlint.views.facts_model import (  # noqa: F401 - re-exported
     transformer_sites,
 )
 from tlint.views.facts_prefilter import ast_facts, ast_facts_exact  # noqa: F401 - re-exported
-from tlint.views.facts_training import imported_call_sites, leaves_eval_sites
+from tlint.views.facts_training import clips_gradients_sites, imported_call_sites, leaves_eval_sites, scaled_call_sites
 from tlint.views.nan_flow import READER_TOKENS, SINK_TOKENS, nan_source_sites, tensorizes_sites
 
 EXTRACTORS = (
@@ -135,11 +141,12 @@ EXTRACTORS = (
     ("nan-source", nan_source_sites), ("tensorizes", tensorizes_sites),
     ("norm-residual", norm_residual_sites), ("module-parts", module_parts_sites), ("block-stack", block_stack_sites),
     ("leaves-eval", leaves_eval_sites), ("imported-call-in-training", imported_call_sites),
+    ("clips-gradients", clips_gradients_sites), ("scaled-call", scaled_call_sites),
 )
 # Fact kinds that cross-file rules report at: only these get a (costly) source range.
 POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequence-length", "nan-source",
                                          "tensorizes", "norm-residual", "block-stack", "leaves-eval",
-                                         "imported-call-in-training"})
+                                         "imported-call-in-training", "clips-gradients", "scaled-call"})
 
 # The pre-filter (see `Rule.tokens` and tlint/engine.py): per kind, words one of which a
 # file's text must contain (case-insensitively) for its extractor to yield anything. A
@@ -177,6 +184,10 @@ TOKENS: dict[str, frozenset[str]] = {
     # TL312's own tokens: an evaluation helper runs without autograd; a training loop backward
     "leaves-eval": frozenset({"no_grad", "inference_mode", "set_grad_enabled"}),
     "imported-call-in-training": frozenset({"backward"}),
+    # TL303's: torch's clipping functions (an alias keeps the name in its import); a loop
+    # that scales its loss runs backward
+    "clips-gradients": frozenset({"clip_grad"}),
+    "scaled-call": frozenset({"backward"}),
 }
 
 

@@ -3,6 +3,12 @@ leave a model in eval mode (`leaves-eval`) and the calls a training loop makes o
 functions imported from other modules while it never switches back to `train()`
 (`imported-call-in-training`). TL312 compares them across files: a training loop calling
 `eval_net(net, val_loader)` from `eval.py`, which ends in eval mode, trains on in eval mode.
+
+Likewise for TL303: functions (and methods) that clip gradients, with whether they unscale
+first (`clips-gradients`), and the calls of another module's functions a training loop
+makes between `scaler.scale(loss)` and any `unscale_` or step (`scaled-call`): a trainer
+calling `clip_gradients(model, 1.0)` from `utils.py`, which clips without unscaling, clips
+the scaled gradients.
 """
 
 from __future__ import annotations
@@ -11,8 +17,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from tlint.fact_data import ImportedCallFact, LeavesEvalFact
-from tlint.views.training import EVAL, TRAIN
+from tlint.fact_data import ClipsGradientsFact, ImportedCallFact, LeavesEvalFact, ScaledCallFact
+from tlint.views.training import CLIP, EVAL, OPTIMIZER_STEP, SCALE, TRAIN, UNSCALE
 
 
 def leaves_eval_sites(ctx) -> Iterator[tuple[cst.CSTNode, LeavesEvalFact]]:
@@ -65,3 +71,69 @@ def imported_call_sites(ctx) -> Iterator[tuple[cst.CSTNode, ImportedCallFact]]:
                     continue
                 seen.add(id(call))
                 yield call, ImportedCallFact(qualified.rsplit(".", 1)[1])
+
+
+def clips_gradients_sites(ctx) -> Iterator[tuple[cst.CSTNode, ClipsGradientsFact]]:
+    """Module-level functions and methods of module-level classes that clip gradients with
+    torch's `clip_grad_*` (or FSDP's `model.clip_grad_norm_`) in their own body, with
+    whether a call of them clips unscaled gradients (`TrainingView.unscaled_clip`). At the
+    clip that does, else at the function."""
+    if "clip_grad" not in ctx.text:
+        return
+    index = ctx.index
+    view = ctx.training
+    found: dict[int, cst.FunctionDef] = {}
+    for call in index.calls:
+        if view.may_be(call, (CLIP,)) and view.event_kind(call) == CLIP and view.clips_raw_gradients(call):
+            function = index.enclosing_function(call)
+            if function is not None:
+                found.setdefault(id(function), function)
+    for function in found.values():
+        name = _outer_name(index, function)
+        if name is None:
+            continue
+        clip = view.unscaled_clip(function)
+        yield (clip if clip is not None else function), ClipsGradientsFact(name, clip is not None)
+
+
+def _outer_name(index, function: cst.FunctionDef) -> str | None:
+    """`name` of a module-level function, `Class.name` of a method of a module-level
+    class; None for a nested function."""
+    if index.enclosing_function(function) is not None:
+        return None
+    cls = index.enclosing_class(function)
+    if cls is None:
+        return function.name.value
+    if index.enclosing_class(cls) is not None or index.enclosing_function(cls) is not None:
+        return None
+    return f"{cls.name.value}.{function.name.value}"
+
+
+def scaled_call_sites(ctx) -> Iterator[tuple[cst.CSTNode, ScaledCallFact]]:
+    """Calls of another module's functions (`imported_callee`) in a training loop's
+    iteration after `scaler.scale(loss)` and before any `unscale_` or optimiser step that
+    can run in the same pass."""
+    index = ctx.index
+    if "scale" not in index.identifiers or not index.imports.aliases:
+        return
+    view = ctx.training
+    seen: set[int] = set()
+    for loop in view.loops:
+        if not any(event.kind == SCALE for event in loop.events):
+            continue
+        scales, stops = [], []
+        for event in view.calls_in(loop):
+            call = event.node
+            if type(call) is not cst.Call:
+                continue
+            kind = view.event_kind(call)
+            if kind == SCALE:
+                scales.append(event)
+            elif kind == UNSCALE or kind == OPTIMIZER_STEP:
+                stops.append(event)
+            elif id(call) not in seen and any(not event.excludes(scale) for scale in scales) \
+                    and not any(not event.excludes(stop) for stop in stops):
+                target = view.imported_callee(call)
+                if target is not None:
+                    seen.add(id(call))
+                    yield call, ScaledCallFact(*target)

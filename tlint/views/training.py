@@ -19,8 +19,9 @@ whole tree:
 
 The view is one class, `TrainingView`, assembled from cohesive parts, each in a module of
 its own: the walk over loop iterations (`training_loops`), names, roles and calls
-(`training_events`), warmup and `warmup_sites` (`training_warmup`), DeepSpeed configs
-(`training_deepspeed`) and literals (`training_literals`); the constructions it finds
+(`training_events`), gradient clips under AMP loss scaling (`training_clips`), warmup
+and `warmup_sites` (`training_warmup`), DeepSpeed configs (`training_deepspeed`) and
+literals (`training_literals`); the constructions it finds
 (families of calls, optimisers, Lightning modules) are here. Event kinds, records and
 qualified names are in `training_common`. Every public name is importable from here.
 """
@@ -38,6 +39,7 @@ from tlint.context import register_view
 from tlint.cst import last_name, literal_value
 from tlint.source import FileIndex
 from tlint.views.bindings import BindingsView
+from tlint.views.training_clips import TrainingClips
 from tlint.views.training_common import (  # noqa: F401 - re-exported
     ACCELERATOR,
     BACKWARD,
@@ -89,7 +91,8 @@ if TYPE_CHECKING:
 # --- the view -----------------------------------------------------------------------------
 
 
-class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSpeed, TrainingLiterals, TrainingUsage):
+class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSpeed, TrainingLiterals, TrainingUsage,
+                   TrainingClips):
     """Training loops and training set-up of one file, computed lazily from its index."""
 
     def __init__(self, index: FileIndex, read_input: Callable[[Path], bytes | None] | None = None,
