@@ -256,3 +256,37 @@ def test_helper_in_a_package(tmp_path, imports):
                      "pkg/utils/grad.py": _HELPERS,
                      "pkg/train.py": _LOOP.format(imports=imports.replace("from utils", "from pkg.utils"),
                                                   call="clip_gradients(model, 1.0)  # expect: TL303")})
+
+
+@pytest.mark.parametrize(
+    ("body", "flagged"),
+    [
+        # the wrapper clips, then unscales: the clip saw scaled gradients
+        ("norm = self.fp32_optimizer.clip_grad_norm(max_norm)  # expect: TL303\n"
+         "self.scaler.unscale_(self.optimizer)\nreturn norm", True),
+        ("norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)  # expect: TL303\n"
+         "if self.scaler.is_enabled():\n    self.scaler.unscale_(self.optimizer)\nreturn norm", True),
+        ("self.scaler.unscale_(self.optimizer)\nreturn self.fp32_optimizer.clip_grad_norm(max_norm)", False),
+        # one optimiser unscaled and clipped after the other
+        ("self.scaler.unscale_(self.opt_g)\ntorch.nn.utils.clip_grad_norm_(self.gen, max_norm)\n"
+         "self.scaler.unscale_(self.opt_d)\ntorch.nn.utils.clip_grad_norm_(self.disc, max_norm)", False),
+        # the clip runs only without AMP, the unscale only with it
+        ("if self.amp:\n    self.scaler.unscale_(self.optimizer)\nelse:\n"
+         "    torch.nn.utils.clip_grad_norm_(self.params, max_norm)", False),
+        # accelerate's clip unscales itself
+        ("self.accelerator.clip_grad_norm_(self.params, max_norm)\nself.accelerator.unscale_gradients()", False),
+    ],
+)
+def test_a_function_that_clips_before_its_unscale(tmp_path, body, flagged):
+    lines = "\n".join("        " + line for line in body.splitlines())
+    check(tmp_path, {"amp_optimizer.py": f"""
+import torch
+
+
+class AMPOptimizer:
+    def backward(self, loss):
+        self.scaler.scale(loss).backward()
+
+    def clip_grad_norm(self, max_norm):
+{lines}
+"""})

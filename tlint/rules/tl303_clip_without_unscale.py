@@ -5,9 +5,10 @@ A training loop whose iteration scales the loss with a `GradScaler`
 `model.clip_grad_norm_`) with no `scaler.unscale_(optimizer)` before the clip, directly
 or through a clipping helper (`clip_gradients(model, 1.0)`) of the same file or, across
 files, of another module (the `clips-gradients` and `scaled-call` facts) that clips
-without unscaling first. Clipping functions that unscale themselves
-(`accelerator.clip_grad_norm_`, `fabric.clip_gradients`, Lightning's `self.clip_gradients`)
-are not judged.
+without unscaling first; and, wherever the loss is scaled, a function that clips before
+its own `scaler.unscale_(...)` (an AMP optimiser wrapper's `clip_grad_norm`). Clipping
+functions that unscale themselves (`accelerator.clip_grad_norm_`, `fabric.clip_gradients`,
+Lightning's `self.clip_gradients`) are not judged.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ class ClipWithoutUnscale(Rule):
     code = "TL303"
     name = "clip-without-unscale"
     severity = "error"
-    tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
+    # pre-filter: training loops (a file without `backward` has none); a clip before an `unscale_`
+    tokens = frozenset({"backward", "unscale"})
     summary = "AMP-scaled gradients are clipped without scaler.unscale_(optimizer) first."
     # across files: a loop that scales its loss calling another module's function
     # (`scaled-call` here) that clips without unscaling (`clips-gradients` there)
@@ -92,6 +94,12 @@ class ClipWithoutUnscale(Rule):
                                    "scaler.unscale_(optimizer), and it runs here on GradScaler-scaled gradients: ")
                     reported.add(id(event.node))
                     ctx.report(event.node, message + _WHY, fix=self._fix(ctx, view, loop, event))
+        for clip, function in view.clips_before_unscale():  # wherever the loss is scaled
+            if id(clip) not in reported:
+                reported.add(id(clip))
+                ctx.report(clip, f"the gradients are clipped before the scaler.unscale_ that follows in "
+                           f"`{function.name.value}`: under AMP they are still multiplied by the loss scale "
+                           "here; move the unscale before the clip")
 
     @staticmethod
     def _fix(ctx, view: TrainingView, loop, clip):

@@ -97,6 +97,46 @@ class TrainingClips:
                 return event.node
         return None
 
+    def clips_before_unscale(self) -> list[tuple[cst.CSTNode, cst.FunctionDef]]:
+        """(clip, function) for each clip a function of the file makes (its body, the file's
+        helpers inlined: reported where the function calls the helper) with no `unscale_`
+        before it and a `scaler.unscale_(...)` after it in the same pass (an AMP optimiser
+        wrapper's `clip_grad_norm` method that unscales too late), wherever the loss is
+        scaled. Clips that unscale themselves (`accelerator`, `fabric`, Lightning's
+        `self.clip_gradients`) are left out: a second `unscale_` would raise, another mistake."""
+        index = self.index
+        if "unscale_" not in index.identifiers and "unscale_gradients" not in index.identifiers:
+            return []
+        functions: dict[int, cst.FunctionDef] = {}
+        for call in index.calls:
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value in ("unscale_", "unscale_gradients"):
+                function = index.enclosing_function(call)
+                if function is not None:
+                    functions.setdefault(id(function), function)
+        out: list[tuple[cst.CSTNode, cst.FunctionDef]] = []
+        for function in functions.values():
+            events = self.iteration(function)
+            for at, event in enumerate(events):
+                if event.kind != CLIP or type(event.node) is not cst.Call or self._unscales_itself(event.node):
+                    continue
+                if any(e.kind == UNSCALE and not event.excludes(e) for e in events[:at]):
+                    continue
+                if any(e.kind == UNSCALE and not event.excludes(e) for e in events[at + 1:]):
+                    out.append((event.site, function))
+        return out
+
+    def _unscales_itself(self, call: cst.Call) -> bool:
+        """`accelerator.clip_grad_norm_(...)`, `fabric.clip_gradients(...)`,
+        `self.clip_gradients(...)` (Lightning): clips that unscale first."""
+        receiver = self.receiver(call)
+        if receiver is None:
+            return False
+        name = (last_name(receiver) or "").lower()
+        if name == "self":
+            return last_name(call.func) == "clip_gradients"
+        return name in _SELF_UNSCALING or self.role(receiver) in _SELF_UNSCALING
+
     def imported_callee(self, call: cst.Call) -> tuple[str, str] | None:
         """(module, function) a call runs from another module, as the module names it:
         `clip_gradients(...)` after `from utils import clip_gradients` -> ("utils",
