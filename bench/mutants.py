@@ -18,8 +18,8 @@ codes a mutant of it is expected to draw, the words a file must hold to be searc
 LibCST edit of one file (`RemoveStatement`, `MoveStatement`, `ReplaceExpression`, all
 `cst.CSTTransformer`s keyed on the original node): a gradient clip removed (TL301/TL316),
 `model.eval()` removed before an evaluation loop (TL312), a warmup set to 0 (TL304), a
-`zero_grad()` removed (TL309/TL310), the scheduler step moved before the optimiser step
-(TL305), the clip moved after the optimiser step (TL302) or before the AMP scaler's
+`zero_grad()` removed (TL309/TL310), the scheduler step (one without an argument: not a
+`ReduceLROnPlateau` stepped on a metric) moved before the optimiser step (TL305), the clip moved after the optimiser step (TL302) or before the AMP scaler's
 `unscale_` (TL303). Sites are found by the names of the calls (`clip_grad_norm_`,
 `opt.step()`, `scheduler.step()`), never by tlint's own analysis, so the benchmark does not
 grade tlint against itself. A site must plant a bug: the only clip or reset of its loop
@@ -481,9 +481,14 @@ def remove_eval(parsed: Parsed) -> list[Mutation]:
 
 
 def scheduler_before_step(parsed: Parsed) -> list[Mutation]:
+    """A scheduler stepped without an argument: one stepped on a metric or an epoch
+    (`ReduceLROnPlateau.step(val_score)`) sets its state itself and has no order with the
+    optimiser step to break (PyTorch neither warns nor skips a value), so moving it plants
+    no TL305 bug."""
     return [Mutation(parsed.line(sched), f"moved `{_code(parsed, sched)}` before `{_code(parsed, step)}`",
                      MoveStatement(block, j, i))
-            for block, i, j, step, sched in block_pairs(parsed, is_optimizer_step, is_scheduler_step)]
+            for block, i, j, step, sched in block_pairs(parsed, is_optimizer_step, is_scheduler_step)
+            if not sched.args]
 
 
 def clip_after_step(parsed: Parsed) -> list[Mutation]:

@@ -109,6 +109,13 @@ def test_moves_follow_the_bug_each_operator_plants():
     assert loop_body(early_schedule) == LOOP[:4] + [LOOP[6], LOOP[4], LOOP[5], LOOP[7]]
 
 
+def test_a_scheduler_stepped_on_a_metric_is_not_moved():
+    """`ReduceLROnPlateau.step(val_score)` has no order with the optimiser step to break."""
+    plateau = TRAIN.replace("scheduler.step()", "scheduler.step(loss.item())")
+    assert plateau != TRAIN
+    assert mutated("scheduler-before-step", plateau) == []
+
+
 def test_remove_eval_needs_a_loop_after_the_switch():
     [no_eval] = mutated("remove-eval")
     assert "model.eval()" not in no_eval and "model.train()" in no_eval

@@ -650,3 +650,89 @@ def test_hand_written_warmup_by_value(tmp_path, warmup, flagged):
             optimizer.step()
             optimizer.zero_grad()
     """})
+
+
+@pytest.mark.parametrize(("warmup", "flagged"), [("0", True), ("500", False)])
+def test_lambda_function_of_the_file_judged_by_its_warmup_length(tmp_path, warmup, flagged):
+    marker = "  # expect: TL304" if flagged else ""
+    check(tmp_path, {"module.py": f"""
+        import lightning.pytorch as pl
+        import torch
+        from transformers import AutoModelForCausalLM
+
+
+        class Module(pl.LightningModule):
+            def __init__(self, lr=1e-4, max_steps=100_000, warmup_steps={warmup}):
+                super().__init__()
+                self.save_hyperparameters()
+                self.model = AutoModelForCausalLM.from_pretrained("gpt2")
+
+            def configure_optimizers(self):
+                optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr){marker}
+                warmup_steps = self.hparams.warmup_steps
+
+                def lr_lambda(step):
+                    if step < warmup_steps:
+                        return step / max(1, warmup_steps)
+                    return max(0.0, 1.0 - (step - warmup_steps) / self.hparams.max_steps)
+
+                scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+                return [optimizer], [{{"scheduler": scheduler, "interval": "step"}}]
+    """})
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "flagged"),
+    [
+        ("scheduler = LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (WARMUP_STEPS + 1)))", True),
+        # a scheduler of another library or of the project, given its warmup length
+        ("scheduler = build_scheduler(optimizer, warmup_steps=WARMUP_STEPS, total_steps=TOTAL)", True),
+        ("scheduler = build_scheduler(optimizer, num_warmup_steps=500, total_steps=TOTAL)", False),
+        ("scheduler = build_scheduler(optimizer, warmup_lr_init=0.0, total_steps=TOTAL)", False),  # a start value
+        ("scheduler = build_scheduler(optimizer, TOTAL)", False),  # shape unknown
+        # a masking schedule takes no optimiser: no learning rate to ramp
+        ("mask_ratio = cosine_schedule(torch.rand(8))", True),
+        ("scheduler = build_scheduler(**scheduler_kwargs)", False),  # may be given the optimiser
+    ],
+)
+def test_schedules_judged_by_their_warmup_length(tmp_path, scheduler, flagged):
+    marker = "  # expect: TL304" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+        import torch
+        import torch.nn as nn
+        from torch.optim.lr_scheduler import LambdaLR
+
+        from mylib.schedules import build_scheduler, cosine_schedule
+
+        WARMUP_STEPS = 0
+        TOTAL = 10_000
+
+        model = nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4){marker}
+        {scheduler}
+    """})
+
+
+@pytest.mark.parametrize(("choices", "flagged"), [(("torch.optim.AdamW", "Lion"), True),
+                                                  (("torch.optim.SGD", "torch.optim.Adagrad"), False)])
+def test_optimizer_class_chosen_by_a_config_string(tmp_path, choices, flagged):
+    marker = "  # expect: TL304" if flagged else ""
+    check(tmp_path, {"train.py": f"""
+        import torch
+        import torch.nn as nn
+
+        from lion_pytorch import Lion
+
+
+        def build(model, config):
+            if config.optimizer == "adamw":
+                optimizer_cls = {choices[0]}
+            elif config.optimizer == "lion":
+                optimizer_cls = {choices[1]}
+            else:
+                raise ValueError(config.optimizer)
+            return optimizer_cls(model.parameters(), lr=config.lr){marker}
+
+
+        model = nn.TransformerEncoder(nn.TransformerEncoderLayer(256, 4), 4)
+    """})

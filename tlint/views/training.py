@@ -130,6 +130,10 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
                 return ("optimizer", named)
             name = call.func.value if type(call.func) is cst.Name else None
             family = self._local_families.get(name) if name else None
+            if family is None and name in self._optimizer_classes:
+                bound = self._bound_optimizer(call.func)  # type: ignore[arg-type]  # a Name here
+                if bound is not None:
+                    return ("optimizer", bound)
             return (family, name) if family and name else None  # (a family implies a name)
         if qualified == "functools.partial" and call.args:
             inner = self.index.qualify(call.args[0].value)
@@ -138,6 +142,33 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
             return None
         family = _family_of_qualified(qualified)
         return (family, qualified) if family else None
+
+    @cached_property
+    def _optimizer_classes(self) -> frozenset[str]:
+        """Names the file assigns an optimiser class to (`optimizer_cls = AdamW`, on one
+        branch of a choice by a config string): calling them builds an optimiser."""
+        index = self.index
+        out = set()
+        for node in index.assignments:
+            if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name \
+                    and type(node.value) in (cst.Name, cst.Attribute):
+                qualified = index.qualify(node.value)
+                if qualified is not None and is_optimizer_name(qualified):
+                    out.add(node.targets[0].target.value)
+        return frozenset(out)
+
+    def _bound_optimizer(self, func: cst.Name) -> str | None:
+        """The optimiser class a called name holds: every assignment reaching the call binds
+        a class (a name or an attribute, not a call) and one of them is a known optimiser;
+        the first Adam-family one (the run may take any branch), else the first."""
+        found = []
+        for binding in self.bindings.reaching(func):
+            if binding.value is None or type(binding.value) not in (cst.Name, cst.Attribute):
+                return None
+            qualified = self.index.qualify(binding.value)
+            if qualified is not None and is_optimizer_name(qualified):
+                found.append(qualified)
+        return next((name for name in found if is_adam_name(name)), found[0] if found else None)
 
     @cached_property
     def _optimizer_getattrs(self) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from tlint.cst import dotted_name, get_arg, has_star_kwargs, last_name, literal_value, walk
+from tlint.cst import dotted_name, get_arg, has_star_kwargs, last_name, literal_value, snake_parts, walk
 from tlint.views.bindings import assignment_targets, class_defaults, field_default
 from tlint.views.training_common import (
     NO_WARMUP,
@@ -53,6 +53,8 @@ class TrainingWarmup:
         def _arg_value(self, call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None: ...
         def literal(self, expr: cst.BaseExpression | None, default: Any = ...) -> Any: ...
         def nonzero(self, expr: cst.BaseExpression) -> bool: ...
+        def role(self, expr: cst.BaseExpression | None, roles: dict[str, str] | None = None) -> str | None: ...
+        def local_function(self, name: cst.Name) -> cst.FunctionDef | None: ...
 
     # --- schedulers and warmup arguments -----------------------------------------------
 
@@ -92,7 +94,35 @@ class TrainingWarmup:
             return self._warmup_argument(call, "warmup_num_steps", None, absent=WARMUP)
         if package == "warmup":
             return WARMUP
+        if package == "unknown":  # a scheduler of the project or another library: its warmup length, if given
+            return self._warmup_keywords(call)
         return UNKNOWN_WARMUP
+
+    def _warmup_keywords(self, call: cst.Call) -> str:
+        """A scheduler of unknown shape given a warmup length by keyword (`num_warmup_steps=`,
+        `warmup_iters=`, `lr_warmup_epochs=`, `warmup_ratio=`; not a start value such as
+        `warmup_lr_init=`): it warms up unless every such length is 0; unknown without one."""
+        lengths = [arg.value for arg in call.args if arg.keyword is not None and _warmup_length(arg.keyword.value)]
+        if lengths:
+            return WARMUP if any(self.nonzero(value) for value in lengths) else NO_WARMUP
+        if self._takes_no_optimizer(call):
+            return NO_WARMUP  # `cosine_schedule(t)` of a masking schedule: no learning rate to ramp
+        return UNKNOWN_WARMUP
+
+    def _takes_no_optimizer(self, call: cst.Call) -> bool:
+        """None of the call's arguments can be an optimiser: no `*args`/`**kwargs`, no
+        argument named or held as one (`opt`, `optimizer=`, `self.optimizer`). (The call is
+        of a function of another module: `_scheduler_package` judges qualified names.)"""
+        for arg in call.args:
+            if arg.star:
+                return False
+            words = [arg.keyword.value] if arg.keyword is not None else []
+            words += [node.value for node in _nodes_under(arg.value) if type(node) is cst.Name]
+            if any("opt" in word.lower() for word in words):
+                return False
+            if self.role(arg.value) == "optimizer":
+                return False
+        return True
 
     def _torch_scheduler_warmup(self, call: cst.Call, last: str) -> str:
         if last in _TORCH_NO_WARMUP:
@@ -119,8 +149,15 @@ class TrainingWarmup:
     def _lambda_warmup(self, expr: cst.BaseExpression | None, multiplicative: bool) -> str:
         """A LambdaLR ramps up unless its lambda is plainly a decay (`0.95 ** epoch`) or a
         constant; the lambda is not evaluated, so anything else counts as a warmup."""
+        if type(expr) is cst.Name:  # `LambdaLR(optimizer, lr_lambda)` of a function of this file
+            function = self.local_function(expr)
+            if function is not None and self._zero_warmup(function.body) is True:
+                return NO_WARMUP  # its ramp `if step < warmup_steps:` never runs
+            return WARMUP
         if type(expr) is not cst.Lambda:
             return WARMUP
+        if self._zero_warmup(expr.body) is True:
+            return NO_WARMUP
         body = expr.body
         constant = self.literal(body)
         if _number(constant):
@@ -243,8 +280,14 @@ class TrainingWarmup:
     def _warmup_zero(self) -> bool:
         """Every warmup-named value the file reads is known to be 0 (`warmup_iters = 0`,
         `--warmup_steps` defaulting to 0): the ramp is written but never runs."""
+        return self._zero_warmup(self.index.module) is True
+
+    def _zero_warmup(self, root: cst.CSTNode) -> bool | None:
+        """Whether every warmup-named value read under `root` is known to be 0 as the
+        program runs by default (`warmup_iters = 0`, `self.hparams.warmup_steps` of an
+        `__init__` defaulting to 0); None when none is read there."""
         seen = False
-        for node in walk(self.index.module):
+        for node in walk(root):
             if type(node) is not cst.Name and type(node) is not cst.Attribute:
                 continue
             name = (last_name(node) or "").lower()
@@ -257,7 +300,7 @@ class TrainingWarmup:
             if not (_number(value) and value == 0):
                 return False
             seen = True
-        return seen
+        return True if seen else None
 
     def _has_ramp(self) -> bool:
         for call in self.index.calls:
@@ -269,6 +312,18 @@ class TrainingWarmup:
                 ):
                     return True
         return False
+
+
+_LENGTH_PARTS = frozenset({"steps", "step", "iters", "iter", "iterations", "epochs", "epoch", "ratio", "proportion",
+                           "t", "updates", "period", "length", "len"})
+
+
+def _warmup_length(keyword: str) -> bool:
+    """`num_warmup_steps`, `warmup_iters`, `lr_warmup_epochs`, `warmup_t`: a keyword that
+    gives a warmup its length."""
+    parts = snake_parts(keyword)
+    warm = "warmup" in parts or any(a == "warm" and b == "up" for a, b in zip(parts, parts[1:]))
+    return warm and any(part in _LENGTH_PARTS for part in parts)
 
 
 def _is_lr_subscript(target: cst.BaseExpression) -> bool:
