@@ -19,10 +19,11 @@ LibCST edit of one file (`RemoveStatement`, `MoveStatement`, `ReplaceExpression`
 `cst.CSTTransformer`s keyed on the original node): a gradient clip removed (TL301/TL316),
 `model.eval()` removed before an evaluation loop (TL312), a warmup set to 0 (TL304), a
 `zero_grad()` removed (TL309/TL310), the scheduler step (one without an argument: not a
-`ReduceLROnPlateau` stepped on a metric) moved before the optimiser step (TL305), the clip moved after the optimiser step (TL302) or before the AMP scaler's
-`unscale_` (TL303). Sites are found by the names of the calls (`clip_grad_norm_`,
-`opt.step()`, `scheduler.step()`), never by tlint's own analysis, so the benchmark does not
-grade tlint against itself. A site must plant a bug: the only clip or reset of its loop
+`ReduceLROnPlateau` stepped on a metric) moved before the optimiser step (TL305), the clip
+moved after the optimiser step (TL302) or before the AMP scaler's `unscale_` (TL303).
+Sites are found by the names of the calls (`clip_grad_norm_`, `opt.step()`,
+`scheduler.step()`), never by tlint's own analysis, so the benchmark does not grade tlint
+against itself. A site must plant a bug: the only clip or reset of its loop
 (not one of two copies, not a reset before the loop, not a wrapper's `zero_grad()` passing
 the call on), the mode switch of a model (not a loss module's) outside generation code, a
 warmup length (not a switch such as `warmup_init`, not one of two spellings in one call).
