@@ -130,7 +130,7 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
                 return ("optimizer", named)
             name = call.func.value if type(call.func) is cst.Name else None
             family = self._local_families.get(name) if name else None
-            if family is None and name in self._optimizer_classes:
+            if family is None and name and "opt" in name.lower() and name in self._optimizer_classes:
                 bound = self._bound_optimizer(call.func)  # type: ignore[arg-type]  # a Name here
                 if bound is not None:
                     return ("optimizer", bound)
@@ -146,7 +146,8 @@ class TrainingView(TrainingLoops, TrainingEvents, TrainingWarmup, TrainingDeepSp
     @cached_property
     def _optimizer_classes(self) -> frozenset[str]:
         """Names the file assigns an optimiser class to (`optimizer_cls = AdamW`, on one
-        branch of a choice by a config string): calling them builds an optimiser."""
+        branch of a choice by a config string): calling them builds an optimiser. (Asked
+        only for called names that say `opt`.)"""
         index = self.index
         out = set()
         for node in index.assignments:
