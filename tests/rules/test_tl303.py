@@ -290,3 +290,9 @@ class AMPOptimizer:
     def clip_grad_norm(self, max_norm):
 {lines}
 """})
+
+
+def test_a_wrapper_method_named_unscale_before_the_helper(tmp_path):
+    check(tmp_path, {"train_utils.py": _HELPERS, "train.py": _LOOP.format(
+        imports="from train_utils import clip_gradients",
+        call="optimizer.unscale_grads(scaler)\n            clip_gradients(model, 1.0)")})

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from tlint.cst import last_name
 from tlint.fact_data import ClipsGradientsFact, ImportedCallFact, LeavesEvalFact, ScaledCallFact
 from tlint.views.training import CLIP, EVAL, OPTIMIZER_STEP, SCALE, TRAIN, UNSCALE
 
@@ -111,8 +112,8 @@ def _outer_name(index, function: cst.FunctionDef) -> str | None:
 
 def scaled_call_sites(ctx) -> Iterator[tuple[cst.CSTNode, ScaledCallFact]]:
     """Calls of another module's functions (`imported_callee`) in a training loop's
-    iteration after `scaler.scale(loss)` and before any `unscale_` or optimiser step that
-    can run in the same pass."""
+    iteration after `scaler.scale(loss)` and before any `unscale_` (or a call named
+    `unscale*`) or optimiser step that can run in the same pass."""
     index = ctx.index
     if "scale" not in index.identifiers or not index.imports.aliases:
         return
@@ -129,8 +130,8 @@ def scaled_call_sites(ctx) -> Iterator[tuple[cst.CSTNode, ScaledCallFact]]:
             kind = view.event_kind(call)
             if kind == SCALE:
                 scales.append(event)
-            elif kind == UNSCALE or kind == OPTIMIZER_STEP:
-                stops.append(event)
+            elif kind == UNSCALE or kind == OPTIMIZER_STEP or (last_name(call.func) or "").startswith("unscale"):
+                stops.append(event)  # (`wrapper.unscale_grads()`: a helper that unscales, by its name)
             elif id(call) not in seen and any(not event.excludes(scale) for scale in scales) \
                     and not any(not event.excludes(stop) for stop in stops):
                 target = view.imported_callee(call)
