@@ -163,3 +163,73 @@ def test_a_following_module_that_normalises_its_input(tmp_path, body, reported):
     src = textwrap.dedent(MERGER.replace("{BODY}", body)).lstrip("\n")
     line = next(i for i, text in enumerate(src.splitlines(), 1) if "# the stack" in text)
     assert set(lint(tmp_path, {"m.py": src}, [CODE])) == ({("m.py", line, "TL202")} if reported else set())
+
+
+ENDINGS = """
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+            self.ff = nn.Linear(d, d)
+
+        def forward(self, x):
+            x = x + self.attn(self.norm1(x), self.norm1(x), self.norm1(x))[0]
+            x = x + self.ff(self.norm2(x))
+            return x
+
+
+    class Final(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.modulation = nn.Linear(d, 2 * d)
+            self.norm_final = nn.LayerNorm(d)
+            self.linear = nn.Linear(d, d)
+
+        def forward(self, x, c):
+            {FINAL}
+
+
+    class Stack(nn.Module):
+        def __init__(self, d, n):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+            self.proj_in, self.proj_out = nn.Linear(d, d), nn.Linear(d, d)
+            self.final = Final(d)
+
+        def forward(self, x, c):
+            {BEFORE}
+            for i, block in enumerate(self.blocks):  # the stack
+                h = block(h)
+                {INSIDE}
+            {AFTER}
+"""
+
+
+@pytest.mark.parametrize("final, before, inside, after, reported", [
+    # DiT: the final layer maps the condition, then normalises the stream
+    ("shift, scale = self.modulation(c).chunk(2, dim=-1)\n        "
+     "return self.linear(self.norm_final(x) * (1 + scale) + shift)", "h = x", "pass", "return self.final(h, c)",
+     False),
+    # ... but a final layer whose first learned layer reads the stream is not a final norm
+    ("return self.norm_final(self.linear(x))", "h = x", "pass", "return self.final(h, c)", True),
+    # a residual branch of the module: the output added back to the input
+    ("return x", "x_in = x\n        h = self.proj_in(x)", "pass", "return self.proj_out(h) + x_in", False),
+    ("return x", "h = self.proj_in(x)", "pass", "return self.proj_out(h) + x", False),
+    # a sum with something else than the module's input is not a residual branch
+    ("return x", "h = self.proj_in(x)\n        x = c", "pass", "return self.proj_out(h) + x", True),
+    # per-depth features returned as a list
+    ("return x", "h = x\n        feats = []", "feats.append(h)", "return feats", False),
+    # the list holds the attention maps, or the last stream is returned beside it
+    ("return x", "h = x\n        maps = []", "maps.append(c)", "return h, maps", True),
+    ("return x", "h = x\n        feats = []", "feats.append(h)", "return self.proj_out(h), feats", True),
+])
+def test_stacks_whose_output_is_not_the_models(tmp_path, final, before, inside, after, reported):
+    src = textwrap.dedent(ENDINGS).lstrip("\n")
+    for key, text in (("{FINAL}", final), ("{BEFORE}", before), ("{INSIDE}", inside), ("{AFTER}", after)):
+        src = src.replace(key, text)
+    line = next(i for i, text in enumerate(src.splitlines(), 1) if "# the stack" in text)
+    assert set(lint(tmp_path, {"m.py": src}, [CODE])) == ({("m.py", line, "TL202")} if reported else set())

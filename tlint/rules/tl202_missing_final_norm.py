@@ -129,6 +129,8 @@ class MissingFinalNorm(Rule):
                    and not index_inside(view.index, call, loop)
                    for call in module_class.calls_of(forward)):
                 continue
+            if _residual_branch(view, forward, flow, loop) or _collects_features(view.index, forward, loop):
+                continue
             # the stream goes on into a sub-module that normalises its input first (a patch
             # merger or projector with its own `LayerNorm`): that is the final norm
             if any(flow.order_of(call, view.index) > after and not index_inside(view.index, call, loop)
@@ -146,9 +148,64 @@ class MissingFinalNorm(Rule):
                              "a final `LayerNorm` after the loop (GPT-2's `ln_f`)")
 
 
+def _residual_branch(view, forward: cst.FunctionDef, flow, loop: cst.For) -> bool:
+    """The stack is a residual branch of the module: `forward` returns a sum of what the
+    loop computed and the module's input (`x_in = x` ... `return self.proj_out(h) + x_in`,
+    Stable Diffusion's spatial transformer): the stream it joins is normalised elsewhere."""
+    if len(forward.params.params) < 2:
+        return False
+    params = {forward.params.params[1].name.value}  # the module's input (after `self`)
+    at = flow.order_of(loop, view.index)
+    for node in walk(forward.body, into_functions=False):
+        if type(node) is not cst.Return or node.value is None or flow.order_of(node, view.index) <= at:
+            continue
+        value = node.value
+        if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Add:
+            continue
+        for operand in (value.left, value.right):
+            if type(operand) is not cst.Name:
+                continue
+            if operand.value in params and flow.definition(operand.value, at) is None:
+                return True  # the input itself, never rebound before the stack
+            saved = flow.definition(operand.value, at)
+            if type(saved) is cst.Name and saved.value in params and flow.definition(saved.value, flow.order_of(
+                    saved, view.index)) is None:
+                return True  # `x_in = x` before the stack
+    return False
+
+
+def _collects_features(index, forward: cst.FunctionDef, loop: cst.For) -> bool:
+    """The loop appends the stream of every block (or of chosen ones) to a list that
+    `forward` returns: a feature extractor's per-depth outputs, not one output for a head."""
+    blocks = {n.value for n in walk(loop.target) if type(n) is cst.Name}  # `block`, `idx, block`
+    stream: set[str] = set()  # `x = block(x)`, `x, attn = block(x)`: the names the blocks' outputs go to
+    for node in walk(loop.body):
+        if (type(node) is cst.Assign and type(node.value) is cst.Call and type(node.value.func) is cst.Name
+                and node.value.func.value in blocks):
+            for assigned in node.targets:
+                target = assigned.target
+                first = target.elements[0].value if type(target) is cst.Tuple and target.elements else target
+                if type(first) is cst.Name:
+                    stream.add(first.value)
+    collected: set[str] = set()
+    for node in walk(loop.body):
+        if (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "append"
+                and type(node.func.value) is cst.Name and node.args
+                and any(type(n) is cst.Name and n.value in stream for n in walk(node.args[0].value))):
+            collected.add(node.func.value.value)
+    if not collected:
+        return False
+    returns = [node.value for node in walk(forward.body, into_functions=False)
+               if type(node) is cst.Return and node.value is not None]
+    names = [{n.value for n in walk(value) if type(n) is cst.Name} for value in returns]
+    # every return hands back the collected features and not the last stream itself
+    return bool(returns) and all(found & collected and not found & stream for found in names)
+
+
 def _normalises_input(view, sub) -> bool:
     """Is `sub` a module of the file whose `forward` normalises its input before any learned
-    sub-layer reads it (`x = self.norm(x)`, `self.ln_q(x.view(-1, d))`)?"""
+    sub-layer reads it (`x = self.norm(x)`, `self.ln_q(x.view(-1, d))`; a DiT final layer
+    that first maps the condition, `self.adaLN_modulation(c)`, then `self.norm_final(x)`)?"""
     held = view.classes.get(sub.ctor or "") if sub is not None and not sub.is_list else None
     if held is None:
         return False
@@ -162,12 +219,15 @@ def _normalises_input(view, sub) -> bool:
     flow = view.attention.flow(calls[0])
     # statements in order; within one, nested calls first (`self.fc(self.norm(x))` normalises first)
     order = sorted(range(len(calls)), key=lambda i: (flow.order_of(calls[i], view.index), -i))
+    def reads_input(expr) -> bool:
+        return any(type(node) is cst.Name and node.value == first for node in walk(expr))
+
     for call in (calls[i] for i in order):
         if held.is_norm_call(call):
-            if call.args and any(type(node) is cst.Name and node.value == first for node in walk(call.args[0].value)):
+            if call.args and reads_input(call.args[0].value):
                 return True
-        elif held.is_sublayer_call(call):
-            return False
+        elif held.is_sublayer_call(call) and any(reads_input(arg.value) for arg in call.args):
+            return False  # a learned layer reads the input first (DiT's `adaLN_modulation(c)` reads the condition)
     return False
 
 
