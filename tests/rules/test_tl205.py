@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.lintutil import lint_paths
 from tests.rules.conftest import expected, lint
 
@@ -412,3 +414,56 @@ def test_table_built_through_a_class_held_in_an_attribute(tmp_path):
     assert not lint(tmp_path, added, [CODE])
     unknown = {"m.py": template.format(held="pick_embedding_class()", mark="", result="words")}
     assert not lint(tmp_path, unknown, [CODE])
+
+
+
+@pytest.mark.parametrize("layer, reported", [
+    ("nn.GRU(d, d, batch_first=True)", False),  # the recurrence sees the order
+    ("nn.LSTM(d, d, batch_first=True)", False),
+    ("nn.Conv1d(d, d, 3, padding=1)", False),  # so does a convolution's kernel
+    ("nn.Linear(d, d)", True),  # a position-wise layer does not
+])
+def test_an_order_aware_layer_in_the_model(tmp_path, layer, reported):
+    marker = "  # expect: TL205" if reported else ""
+    files = {"m.py": f"""
+        import torch.nn as nn
+
+
+        class Encoder(nn.Module):
+            def __init__(self, vocab, d=64):
+                super().__init__()
+                self.embedding = nn.Embedding(vocab, d){marker}
+                self.mix = {layer}
+                self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+
+            def forward(self, ids):
+                x = self.embedding(ids)
+                return self.attn(x, x, x)[0]
+    """}
+    assert lint(tmp_path, files, ["TL205"]) == expected(files, "TL205")
+
+
+@pytest.mark.parametrize("value, reported", [
+    ("torch.zeros(n, dtype=torch.long)", False),  # position counters
+    ("torch.zeros(n).long()", False),
+    ("nn.Parameter(torch.zeros(1, n, d))", True),  # a learned table never added
+])
+def test_an_integer_tensor_is_not_a_table(tmp_path, value, reported):
+    marker = "  # expect: TL205" if reported else ""
+    files = {"m.py": f"""
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def __init__(self, vocab, n=128, d=64):
+                super().__init__()
+                self.tok = nn.Embedding(vocab, d)
+                self.pos = {value}{marker}
+                self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+
+            def forward(self, ids):
+                x = self.tok(ids)
+                return self.attn(x, x, x)[0]
+    """}
+    assert lint(tmp_path, files, ["TL205"]) == expected(files, "TL205")

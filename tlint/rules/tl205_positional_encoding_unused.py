@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.cst import dotted_name, snake_parts, walk
+from tlint.cst import dotted_name, get_arg, snake_parts, walk
 from tlint.rules.base import Rule
 from tlint.views.model import TORCH_ATTENTION
 from tlint.views.vocabulary import POSITIONAL_PARTS, is_positional_name
@@ -115,6 +115,31 @@ def _index_buffer(call: cst.Call) -> bool:
 
 
 _FACTORIES = frozenset({"zeros", "ones", "randn", "rand", "empty", "Tensor", "FloatTensor"})
+_ORDER_AWARE = frozenset({"torch.nn.GRU", "torch.nn.LSTM", "torch.nn.RNN", "torch.nn.GRUCell", "torch.nn.LSTMCell",
+                          "torch.nn.RNNCell", "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d",
+                          "torch.nn.ConvTranspose1d", "torch.nn.ConvTranspose2d", "torch.nn.ConvTranspose3d"})
+_INTEGER_DTYPES = frozenset({"long", "int", "int64", "int32", "int16", "int8", "uint8", "bool"})
+
+
+def _integer_tensor(call: cst.Call) -> bool:
+    """Positions counted, not encoded: a tensor of an integer dtype (`torch.zeros(batch,
+    dtype=torch.long)`, a KV cache's per-sample position counter) holds indices; an
+    encoding is a float table added to the embeddings."""
+    values: list[cst.BaseExpression] = [call]
+    func = call.func
+    if type(func) is cst.Attribute and func.attr.value in ("register_buffer", "register_parameter"):
+        values = [call.args[1].value] if len(call.args) > 1 else []
+    elif (dotted_name(func) or "").split(".")[-1] in ("Parameter", "Buffer") and call.args:
+        values = [call.args[0].value]
+    for value in values:
+        if type(value) is not cst.Call:
+            continue
+        if type(value.func) is cst.Attribute and value.func.attr.value in _INTEGER_DTYPES and not value.args:
+            return True  # `torch.zeros(n).long()`
+        dtype = get_arg(value, "dtype")
+        if dtype is not None and (dotted_name(dtype.value) or "").split(".")[-1] in _INTEGER_DTYPES:
+            return True
+    return False
 
 
 def _one_vector(call: cst.Call) -> bool:
@@ -328,7 +353,8 @@ class PositionalEncodingUnused(Rule):
                 inspected = "." not in name and _read_in(module_class, name) and _only_inspected(module_class, name)
                 if (_read_in(module_class, name) and not inspected) or name.split(".")[0] in _handed_over(module_class):
                     continue
-                if _index_buffer(call) or _one_vector(call) or _behaviour_inherited(module_class, ctx):
+                if (_index_buffer(call) or _one_vector(call) or _integer_tensor(call)
+                        or _behaviour_inherited(module_class, ctx)):
                     continue
                 if through_owners is None:
                     through_owners = _read_through_owners(ctx.index)
@@ -416,7 +442,10 @@ class PositionalEncodingUnused(Rule):
                 module_class.name in attention_classes
                 or any(sub.ctor in TORCH_ATTENTION for sub in module_class.submodules())
                 for module_class in group)
-            if not has_attention:
+            # a recurrence or a convolution sees the order of what it reads (a GRU encoder, a
+            # convolutional VQ autoencoder with attention blocks)
+            if not has_attention or any(sub.ctor in _ORDER_AWARE for module_class in group
+                                        for sub in module_class.submodules()):
                 continue
             for module_class in group:
                 called = {call.func.attr.value for call in index.calls
