@@ -265,3 +265,23 @@ def test_a_peft_adapter_or_a_model_factory_loads_the_model_from_the_checkpoint(t
     (tmp_path / "again").mkdir()
     found_files = {path for path, _, _ in lint_project(tmp_path / "again", files, [CODE])}
     assert found_files == {"merge.py", "infer.py", "quantize.py"}  # the adapter is no longer loaded
+
+
+@pytest.mark.parametrize("second, reported", [
+    # each script builds its model from its tokenizer's family: independent
+    ('config = AutoConfig.from_pretrained("bert-base-cased", num_hidden_layers=2)\n'
+     'model = AutoModel.from_config(config)', False),
+    ('generation_config = GenerationConfig.from_pretrained("bert-base-cased")', False),
+    # the second script's model is another checkpoint's (or a saved folder's): one pipeline
+    ('config = AutoConfig.from_pretrained("roberta-base")\nmodel = AutoModel.from_config(config)', True),
+    ('model = AutoModel.from_pretrained("out/")', True),
+])
+def test_a_model_built_from_the_tokenizers_configuration(tmp_path, second, reported):
+    first = ('from transformers import AutoConfig, AutoModel, AutoTokenizer\n\n'
+             'tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")\n'
+             'config = AutoConfig.from_pretrained("bert-base-uncased", num_hidden_layers=2)\n'
+             'model = AutoModel.from_config(config)\n')
+    other = ('from transformers import AutoConfig, AutoModel, AutoTokenizer, GenerationConfig\n\n'
+             'tokenizer = AutoTokenizer.from_pretrained("bert-base-cased")\n' + second + '\n')
+    got = set(lint_project(tmp_path, {"tiny/make_a.py": first, "tiny/make_b.py": other}, [CODE]))
+    assert got == ({("tiny/make_a.py", 3, CODE), ("tiny/make_b.py", 3, CODE)} if reported else set())

@@ -699,7 +699,8 @@ def tokenizer_sites(ctx):
             continue
         if "Tokenizer" in cls:
             tokenizers.append(call)
-        elif "Config" not in cls and "Processor" not in cls and "Extractor" not in cls:
+        elif "Processor" not in cls and "Extractor" not in cls and cls not in ("PeftConfig", "LoraConfig"):
+            # a model or the (Auto/Generation) config one is built from; not an adapter's config
             checkpoint = _checkpoint_of(data, call)
             if checkpoint is None:  # `PeftModel.from_pretrained(base_model, adapter_id)`: the adapter's
                 adapter = get_arg(call, "model_id", 1)
