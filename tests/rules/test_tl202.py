@@ -113,7 +113,7 @@ def test_blocks_of_another_file(tmp_path, body, ret, reported):
     assert set(lint(tmp_path, files, [CODE])) == ({("stack.py", line, "TL202")} if reported else set())
 
 
-MERGER = """
+PRE_NORM_BLOCK = """
     import torch.nn as nn
 
 
@@ -128,6 +128,9 @@ MERGER = """
             x = x + self.attn(self.norm1(x), self.norm1(x), self.norm1(x))[0]
             x = x + self.ff(self.norm2(x))
             return x
+"""
+
+MERGER = PRE_NORM_BLOCK + """
 
 
     class Merger(nn.Module):
@@ -165,21 +168,7 @@ def test_a_following_module_that_normalises_its_input(tmp_path, body, reported):
     assert set(lint(tmp_path, {"m.py": src}, [CODE])) == ({("m.py", line, "TL202")} if reported else set())
 
 
-ENDINGS = """
-    import torch.nn as nn
-
-
-    class Block(nn.Module):
-        def __init__(self, d):
-            super().__init__()
-            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
-            self.ff = nn.Linear(d, d)
-
-        def forward(self, x):
-            x = x + self.attn(self.norm1(x), self.norm1(x), self.norm1(x))[0]
-            x = x + self.ff(self.norm2(x))
-            return x
+ENDINGS = PRE_NORM_BLOCK + """
 
 
     class Final(nn.Module):
