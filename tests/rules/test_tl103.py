@@ -946,3 +946,28 @@ def test_a_mask_function_handed_to_a_layer(tmp_path, body, keyword, reported):
     ''')
     found = lint(tmp_path, {"m.py": src})
     assert found == ({("m.py", 5, CODE)} if reported else set())
+
+
+@pytest.mark.parametrize("manual, reported", [
+    ("scores = scores.masked_fill(~mask[:, None, None, :], float('-inf'))", False),
+    ("bias = (~mask[:, None, None, :]).float() * -1e9\n        scores = scores + bias", False),
+    ("scores = scores - scores.amax(-1, keepdim=True)", True),  # the fill was lost on this path
+])
+def test_a_mask_applied_on_the_flash_path_only(tmp_path, manual, reported):
+    """A mask handed to the fused kernel in one branch and never to the scores the function
+    soft-maxes itself in the other: padded keys are attended to on the hand-written path."""
+    src = _src(f'''
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class Attend(nn.Module):
+            def forward(self, q, k, v, mask=None):
+                if self.flash:
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+                scores = torch.einsum("b h i d, b h j d -> b h i j", q, k) * q.shape[-1] ** -0.5
+                {manual}
+                return scores.softmax(dim=-1) @ v
+    ''')
+    assert lint(tmp_path, {"m.py": src}) == ({("m.py", 7, CODE)} if reported else set())

@@ -9,8 +9,9 @@ import libcst as cst
 
 from tlint.cst import dotted_name, last_name, snake_parts, walk
 from tlint.rules.base import Rule
+from tlint.views.attention import SDPA
 from tlint.views.bindings import PARAM, assignment_targets
-from tlint.views.value_flow import parameter_sinks
+from tlint.views.value_flow import ParameterFlow
 from tlint.views.vocabulary import documented_unused, string_literals
 
 if TYPE_CHECKING:
@@ -525,6 +526,11 @@ class _CallSites:
         return True
 
 
+# masks that are not applied to attention scores
+_NOT_SCORE_MASKS = frozenset({"head", "query", "q", "out", "output", "label", "labels", "loss", "pixel", "image",
+                              "special", "token", "tokens", "word", "span", "value", "v"})
+
+
 class UnusedMaskArgument(Rule):
     code = "TL103"
     name = "unused-mask-argument"
@@ -545,7 +551,7 @@ class UnusedMaskArgument(Rule):
         seen: set[int] = set()
         self._texts: list[str] | None = None
         self._ctx = ctx
-        self._flows: dict[tuple[int, str], bool] = {}
+        self._flows: dict[tuple[int, str], ParameterFlow] = {}
         # method name -> [(class, parameter names)] over the file, for interchangeable families
         self._signatures: dict[str, list[tuple[cst.ClassDef, tuple[str, ...]]]] = {}
         # method -> its class, over the whole file (call sites may be in any class)
@@ -631,9 +637,13 @@ class UnusedMaskArgument(Rule):
             # where it attends, so does a mask whose value reaches nothing the function
             # returns or updates (converted, then dropped or shadowed by a causal mask)
             attends = _does_attention(fn)
-            if name in reads and not _assigned_only(fn, name) and not _feeds_only_itself(fn, name) \
-                    and not ((_none_tests(fn, name) or _inspected_only(fn, name)) and attends) \
-                    and not (attends and not self._applied(fn, name)):
+            used = name in reads and not _assigned_only(fn, name) and not _feeds_only_itself(fn, name) \
+                and not ((_none_tests(fn, name) or _inspected_only(fn, name)) and attends) \
+                and not (attends and not self._applied(fn, name))
+            # used, but on another path than the hand-written attention of the function (the
+            # flash call of one branch), or only after its softmax: that attention never sees it
+            bypassed = self._bypassed_site(fn, name) if used and attends else None
+            if used and bypassed is None:
                 continue
             if self._deleted(fn, name):
                 continue
@@ -666,7 +676,9 @@ class UnusedMaskArgument(Rule):
                 continue
             if where is None:
                 where = "forward" if fn.name.value == "forward" else f"`{fn.name.value}` (called from forward)"
-            how = ("is never read" if name not in reads or _assigned_only(fn, name)
+            how = ("never reaches the query-key scores the function soft-maxes itself (it is used elsewhere: "
+                   "on another path, or after the softmax)" if bypassed is not None
+                   else "is never read" if name not in reads or _assigned_only(fn, name)
                    else "is only tested against None, its value never used" if _none_tests(fn, name)
                    else "is only converted into a new value of itself, which nothing reads"
                    if _feeds_only_itself(fn, name)
@@ -677,14 +689,42 @@ class UnusedMaskArgument(Rule):
             ctx.report(param, f"parameter `{name}` of {where} {how}: the mask is silently ignored, "
                               "so padded or future positions are attended to")
 
+    def _flow(self, fn: cst.FunctionDef, name: str) -> ParameterFlow:
+        key = (id(fn), name)
+        found: ParameterFlow | None = self._flows.get(key)
+        if found is None:
+            found = self._flows[key] = ParameterFlow(fn, name, self._ctx.bindings)
+        return found
+
     def _applied(self, fn: cst.FunctionDef, name: str) -> bool:
         """Some value computed from parameter `name` reaches a sink of `fn` (a statement
         that uses it, a return, a store: `tlint.views.value_flow`)."""
-        key = (id(fn), name)
-        found = self._flows.get(key)
-        if found is None:
-            found = self._flows[key] = bool(parameter_sinks(fn, name, self._ctx.bindings))
-        return found
+        return bool(self._flow(fn, name).sinks)
+
+    def _bypassed_site(self, fn: cst.FunctionDef, name: str):
+        """The hand-written attention of `fn` (a softmax over a query-key product) when no
+        attention of `fn` sees the mask: no value computed from it reaches the scores
+        between the product and the softmax, nor the queries and keys. None otherwise,
+        and for masks that are not meant for the scores (`head_mask` scales the
+        probabilities; query, output and label masks mask something else)."""
+        if set(snake_parts(name)) & _NOT_SCORE_MASKS:
+            return None
+        sites = [site for site in self._ctx.models.attention.sites if site.function is fn]
+        if not sites:
+            return None
+        flow = self._flow(fn, name)
+        index = self._ctx.index
+        # the other path: the mask handed to an attention kernel (`F.scaled_dot_product_attention`,
+        # `self.flash_attn(...)`), so it is a mask for the scores
+        if not any(type(node) is cst.Call and (index.qualify(node.func) in SDPA or any(
+                word in (last_name(node.func) or "").lower() for word in ("attn", "attention", "flash")))
+                for sink in flow.sinks for node in index.ancestors(sink)
+                if isinstance(node, cst.BaseExpression)):
+            return None
+        for site in sites:
+            if any(flow.reaches(node) for node in (*site.between, *site.upstream)):
+                return None
+        return sites[0]
 
     def _deleted(self, fn: cst.FunctionDef, name: str) -> bool:
         """`del mask` while it still holds the parameter's own value: ignored on purpose (a

@@ -42,38 +42,57 @@ _TARGET_KINDS = (cst.Name, cst.Tuple, cst.List, cst.StarredElement, cst.Element)
 _FLOW, _INSPECT, _SINK = 0, 1, 2
 
 
+class ParameterFlow:
+    """The value of parameter `name` of `fn` followed through the function: `sinks`, the
+    reads of it (or of values computed from it) that reach a sink, in source order;
+    `tainted`, the bindings (name, id of the binding node) that hold a value computed from
+    it."""
+
+    def __init__(self, fn: cst.FunctionDef, name: str, bindings: BindingsView) -> None:
+        self.bindings = bindings
+        self.sinks: list[cst.Name] = []
+        param = next((b for b in bindings.in_scope(fn, name) if b.kind == PARAM), None)
+        self.tainted: set[tuple[str, int]] = {(name, id(param.node))} if param is not None else set()
+        self.names = {name} if param is not None else set()
+        if param is None:
+            return
+        index = bindings.index
+        reads = [node for node in walk(fn.body) if type(node) is cst.Name and _is_read(node, index)]
+        done: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for read in reads:
+                if id(read) in done or not self.holds(read):
+                    continue
+                done.add(id(read))
+                kind, targets = _classify(read, fn, index)
+                if kind == _SINK:
+                    self.sinks.append(read)
+                elif kind == _FLOW:
+                    for key in targets:
+                        if key not in self.tainted:
+                            self.tainted.add(key)
+                            self.names.add(key[0])
+                            changed = True
+        self.sinks.sort(key=lambda n: index.position[id(n)])
+
+    def holds(self, name: cst.Name) -> bool:
+        """This read of a name may hold the parameter's value (or one computed from it)."""
+        return name.value in self.names and any((b.name, id(b.node)) in self.tainted
+                                                for b in self.bindings.reaching(name))
+
+    def reaches(self, expr: cst.CSTNode) -> bool:
+        """Some name `expr` reads may hold the parameter's value."""
+        return any(type(node) is cst.Name and self.holds(node) for node in walk(expr))
+
+
 def parameter_sinks(fn: cst.FunctionDef, name: str, bindings: BindingsView) -> list[cst.Name] | None:
     """The reads of `fn`'s parameter `name`'s value (or of values computed from it) that
     reach a sink, in source order; None when `name` is not a parameter of `fn`."""
-    param = next((b for b in bindings.in_scope(fn, name) if b.kind == PARAM), None)
-    if param is None:
+    if not any(b.kind == PARAM for b in bindings.in_scope(fn, name)):
         return None
-    index = bindings.index
-    tainted: set[tuple[str, int]] = {(name, id(param.node))}
-    names = {name}
-    reads = [node for node in walk(fn.body) if type(node) is cst.Name and _is_read(node, index)]
-    done: set[int] = set()
-    sinks: list[cst.Name] = []
-    changed = True
-    while changed:
-        changed = False
-        for read in reads:
-            if read.value not in names or id(read) in done:
-                continue
-            if not any((b.name, id(b.node)) in tainted for b in bindings.reaching(read)):
-                continue
-            done.add(id(read))
-            kind, targets = _classify(read, fn, index)
-            if kind == _SINK:
-                sinks.append(read)
-            elif kind == _FLOW:
-                for key in targets:
-                    if key not in tainted:
-                        tainted.add(key)
-                        names.add(key[0])
-                        changed = True
-    sinks.sort(key=lambda n: index.position[id(n)])
-    return sinks
+    return ParameterFlow(fn, name, bindings).sinks
 
 
 def _is_read(node: cst.Name, index) -> bool:
