@@ -560,3 +560,34 @@ def test_a_plain_mask_local_holding_the_filler_positions(tmp_path, binding, flag
     marker = "  # expect: TL102" if flagged else ""
     files = {"policy.py": FILLER_MASK.format(binding=binding, marker=marker)}
     assert lint(tmp_path, files) == set(expected(files, "TL102"))
+
+
+INHERITED = """
+    import torch.nn as nn
+
+    from .layers import DecoderLayerBase
+
+
+    class AugLayer(DecoderLayerBase):
+        def __init__(self, cfg):
+            super().__init__(cfg)
+            self.cross2 = nn.MultiheadAttention(cfg.d, cfg.h)
+
+        def forward(self, x, memory, memory_padding_mask, self_attn_padding_mask=None):
+            x, _ = self.self_attn({self_call}){marker}
+            x, _ = self.cross2(query=x, key=memory, value=memory, {cross})
+            return x
+"""
+
+
+@pytest.mark.parametrize(("self_call", "cross", "flagged"), [
+    ("query=x, key=x, value=x", "key_padding_mask=memory_padding_mask", True),
+    ("query=x, key=x, value=x, key_padding_mask=self_attn_padding_mask", "key_padding_mask=memory_padding_mask",
+     False),
+    ("query=x, key=x, value=x", "**self.extra", False),  # no call of the file shows the slot
+    ("x, x, x", "key_padding_mask=memory_padding_mask", False),  # not called as the others are
+])
+def test_an_inherited_attention_called_like_the_masked_ones(tmp_path, self_call, cross, flagged):
+    marker = "  # expect: TL102" if flagged else ""
+    files = {"layer.py": INHERITED.format(self_call=self_call, cross=cross, marker=marker)}
+    assert lint(tmp_path, files) == set(expected(files, "TL102"))

@@ -116,6 +116,8 @@ def _check_inferred(ctx: FileContext, call: cst.Call, sub, padding_params: list[
     """A module of the project (not torch's) that takes a padding mask (`_padding_slots`),
     called without one in a forward that holds one."""
     slot = slots.get(("ctor", sub.ctor)) if sub.ctor is not None else slots.get(("name", sub.name))
+    if slot is None and sub.ctor is None and _attention_call(call):
+        slot = slots.get(("qkv", ""))  # `self.self_attn(query=..., key=..., value=...)` built by a base elsewhere
     if slot is None or any(arg.star for arg in call.args):
         return
     keyword, position, why = slot
@@ -130,6 +132,11 @@ def _check_inferred(ctx: FileContext, call: cst.Call, sub, padding_params: list[
     ctx.report(call, f"`self.{sub.name}` takes a padding mask ({why}) but is called {without} `{keyword}=` "
                      f"although forward holds the padding mask `{padding_params[0]}`: padded positions "
                      "are attended to as if they were real tokens")
+
+
+def _attention_call(call: cst.Call) -> bool:
+    """Called as an attention module is: `query=`, `key=` and `value=` keywords."""
+    return {"query", "key", "value"} <= {arg.keyword.value for arg in call.args if arg.keyword is not None}
 
 
 def _padding_locals(forward: cst.FunctionDef) -> list[str]:
@@ -181,7 +188,9 @@ def _padding_slots(ctx: FileContext) -> dict[tuple[str, str], tuple[str, int | N
     ("ctor", constructor) or ("name", attribute) -> (keyword, position or None, why). A
     module class of this file whose forward has a `*padding_mask` parameter (its
     signature); a constructor one of whose calls in this file (or, the constructor unknown,
-    an attribute one of whose calls) passes a non-empty `*padding_mask=` keyword."""
+    an attribute one of whose calls) passes a non-empty `*padding_mask=` keyword; ("qkv", "")
+    when such a call is an attention call (`query=`, `key=`, `value=`), for the attention
+    modules of a base class of another file (known by their name only) called the same way."""
     slots: dict[tuple[str, str], tuple[str, int | None, str]] = {}
     classes = ctx.models.classes
     for name, module_class in classes.items():
@@ -192,13 +201,18 @@ def _padding_slots(ctx: FileContext) -> dict[tuple[str, str], tuple[str, int | N
     for module_class in classes.values():
         for call in module_class.calls_of(module_class.forward):
             sub = module_class.attribute_of(call.func)
-            if sub is None or sub.ctor in PADDING_MASK_ARGS:
+            if sub is None:
                 continue
             arg = next((a for a in call.args if a.keyword is not None and _padding_keyword(a.keyword.value)
                         and not ctx.bindings.empty(a.value)), None)
             if arg is None or arg.keyword is None:
                 continue
             keyword = arg.keyword.value
+            if _attention_call(call):
+                slots.setdefault(("qkv", ""), (keyword, None, f"the attention calls of this file given `query=`, "
+                                                             f"`key=`, `value=` take `{keyword}=`"))
+            if sub.ctor in PADDING_MASK_ARGS:
+                continue
             if sub.ctor is not None:
                 why = f"another `{sub.ctor.rsplit('.', 1)[-1]}` of this file is given `{keyword}=`"
                 slots.setdefault(("ctor", sub.ctor), (keyword, None, why))
