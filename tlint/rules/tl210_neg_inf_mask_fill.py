@@ -137,58 +137,57 @@ def _unsqueezes_keep_keys_last(expr: cst.Call) -> cst.BaseExpression | None:
     return current if dims else None
 
 
-def _keys_only(ctx: FileContext, expr: cst.BaseExpression, depth: int) -> bool:
-    """The mask is a (batch, keys) padding mask broadcast on the key axis only."""
+def _follow(ctx: FileContext, expr: cst.BaseExpression, depth: int) -> tuple[cst.BaseExpression, int] | None:
+    """`expr` past `_peel` and the local names bound to a value (not a parameter's default):
+    the expression reached and its depth; None when that goes too deep."""
     for _ in range(8):
         if depth > 4:
-            return False
+            return None
         inner = _peel(expr)
         if inner is not None:
             expr = inner
             continue
-        if type(expr) is cst.Subscript:
-            return _key_axis_subscript(expr) and _plain(ctx, expr.value, depth + 1)
-        if type(expr) is cst.Call and type(expr.func) is cst.Attribute:
-            method = expr.func.attr.value
-            if method == "unsqueeze":
-                base = _unsqueezes_keep_keys_last(expr)
-                return base is not None and _plain(ctx, base, depth + 1)
-            if method in ("view", "reshape"):  # `.view(b, 1, 1, -1)`
-                sizes = [literal_value(arg.value, None) for arg in expr.args]
-                return (len(sizes) >= 3 and all(size == 1 for size in sizes[1:-1]) and sizes[-1] != 1
-                        and not any(arg.star for arg in expr.args) and _plain(ctx, expr.func.value, depth + 1))
-            return False
         if type(expr) is cst.Name:
             bound = ctx.bindings.expression(expr)
-            if bound is None or type(ctx.index.parent(bound)) is cst.Param:
-                return False
-            expr, depth = bound, depth + 1
-            continue
+            if bound is not None and type(ctx.index.parent(bound)) is not cst.Param:
+                expr, depth = bound, depth + 1
+                continue
+        return expr, depth
+    return None
+
+
+def _keys_only(ctx: FileContext, expr: cst.BaseExpression, depth: int) -> bool:
+    """The mask is a (batch, keys) padding mask broadcast on the key axis only."""
+    reached = _follow(ctx, expr, depth)
+    if reached is None:
         return False
-    return False
+    expr, depth = reached
+    if type(expr) is cst.Subscript:
+        return _key_axis_subscript(expr) and _plain(ctx, expr.value, depth + 1)
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+        method = expr.func.attr.value
+        if method == "unsqueeze":
+            base = _unsqueezes_keep_keys_last(expr)
+            return base is not None and _plain(ctx, base, depth + 1)
+        if method in ("view", "reshape"):  # `.view(b, 1, 1, -1)`
+            sizes = [literal_value(arg.value, None) for arg in expr.args]
+            return (len(sizes) >= 3 and all(size == 1 for size in sizes[1:-1]) and sizes[-1] != 1
+                    and not any(arg.star for arg in expr.args) and _plain(ctx, expr.func.value, depth + 1))
+    return False  # a parameter or an unknown name: not known to be key-only
 
 
 def _plain(ctx: FileContext, expr: cst.BaseExpression, depth: int) -> bool:
     """A plain 2-D mask: a parameter or attribute, a comparison of one with a scalar, or a
     local name bound to one (nothing combined with it)."""
-    for _ in range(8):
-        if depth > 4:
-            return False
-        inner = _peel(expr)
-        if inner is not None:
-            expr = inner
-            continue
-        if type(expr) is cst.Attribute:
-            return True
-        if type(expr) is not cst.Name:
-            return False
-        bound = ctx.bindings.expression(expr)
-        if bound is None:
-            return ctx.bindings.parameter(expr) is not None
-        if type(ctx.index.parent(bound)) is cst.Param:
-            return True  # a parameter with a default
-        expr, depth = bound, depth + 1
-    return False
+    reached = _follow(ctx, expr, depth)
+    if reached is None:
+        return False
+    expr = reached[0]
+    if type(expr) is cst.Attribute:
+        return True
+    # a parameter (with a default, or none: then no binding gives it a value)
+    return type(expr) is cst.Name and (ctx.bindings.expression(expr) is not None
+                                       or ctx.bindings.parameter(expr) is not None)
 
 
 def _combined_or_causal(ctx: FileContext, site, use) -> bool:
