@@ -4,6 +4,7 @@ every finding judged.
     python bench/ecosystem.py --mirrors /work/.mirror [--repo OWNER/NAME ...] [--jobs N]
                               [--json OUT] [--update] [--tlint PATH_OR_COMMAND]
     python bench/ecosystem.py --fetch-list         # owner/name of every pinned repository
+    python bench/ecosystem.py --sample N --seed S ...   # fresh samples: bench/ecosystem_sample.py
 
 `bench/ecosystem/repos.toml` pins each repository at a full commit SHA, with optional
 `take` paths (files or folders) that bound the run. Each pinned tree is materialised from
@@ -65,6 +66,16 @@ def _load_realbugs():
 
 
 rb = _load_realbugs()
+
+
+def _load_sample():
+    name = "tlint_bench_ecosystem_sample"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / "ecosystem_sample.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 ECOSYSTEM = HERE / "ecosystem"
 REPOS_FILE = ECOSYSTEM / "repos.toml"
@@ -241,6 +252,9 @@ def verdict_table(per_repo: dict[str, dict]) -> dict[str, dict[str, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    sample = _load_sample()
+    if sample.wants_sample(sys.argv[1:] if argv is None else argv):
+        return sample.main(argv)  # --sample/--report/--headline/--build-pool: bench/ecosystem_sample.py
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mirrors", type=Path, help="folder of fetched mirrors (owner+name/repo)")
