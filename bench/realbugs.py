@@ -1,14 +1,20 @@
 """The real-bug benchmark runner (issue 18): does tlint find documented bugs, and does the
 finding go away with the authors' own fix?
 
-    python bench/realbugs.py --mirrors /work/.mirror [--case ID ...] [--family data|model|training]
-                             [--json OUT] [--jobs N] [--tlint PATH_OR_COMMAND]
-    python bench/realbugs.py --fetch-list        # owner/name of every repository the cases need
+    python bench/realbugs.py --mirrors /work/.mirror [--batch ID ...] [--case ID ...]
+                             [--family data|model|training] [--json OUT] [--jobs N]
+                             [--tlint PATH_OR_COMMAND] [--headline]
+    python bench/realbugs.py --mirrors /work/.mirror --batch b1 --record-first-sight
+    python bench/realbugs.py --headline          # first-sight recall per batch (markdown), no run
+    python bench/realbugs.py --fetch-list [--batch ID]   # owner/name of every repository needed
 
-The manifest is `bench/realbugs/cases/<family>.toml` (format: bench/realbugs/README.md) and
-the judgements `bench/realbugs/judgements/<family>.toml`. Only coordinates are committed;
+Batch 0 is `bench/realbugs/cases/<family>.toml` with the judgements
+`bench/realbugs/judgements/<family>.toml`; batches 1, 2, ... are the folders
+`bench/realbugs/batches/<id>/` (cases-<family>.toml, log-<family>.toml, SEARCH*.md,
+described.toml, first_sight.toml). Formats, first sight and how the figures are defined:
+bench/realbugs/README.md. Only coordinates are committed;
 each case's trees are materialised from a local mirror with `git archive <sha> -- <the .py
-and .gitignore files under take> | tar -x` into a temporary folder (the mirror is never
+(batches b1, ...: and .ipynb) and .gitignore files under take> | tar -x` into a temporary folder (the mirror is never
 checked out or written; naming files keeps a blob that a fetched snapshot lacks, files of
 4 MiB and more, from failing the whole archive: such files are listed as absent). A mirror of
 `owner/name` is `MIRRORS/owner+name/repo` (what the `fetch` tool makes) or
@@ -16,7 +22,8 @@ checked out or written; naming files keeps a blob that a fetched snapshot lacks,
 
 tlint runs as a subprocess with its DEFAULT rules plus the case's own rule (`check --format
 json --no-cache --exit-zero --jobs 1 --extend-select <rule>`: a rule that is off by
-default, such as TL315, is measured too, and nothing else is added), from this checkout by
+default, such as TL315, is measured too, and nothing else is added; an out-of-catalogue
+case has no rule and runs with the defaults), from this checkout by
 default (`python -m tlint` with this checkout first on PYTHONPATH); `--tlint DIR` runs
 another checkout (e.g. a `git worktree` of an older commit) the same way, and `--tlint
 "CMD ..."` any command line that takes tlint's `check` arguments after it. The
@@ -27,6 +34,16 @@ Definitions (all lines are 1-based; a finding's line is the start line of its ra
 
 - **found**: the buggy tree has a finding of the case's `rule` in a site's `path` whose
   line is within 3 lines of one of that site's `lines` (|finding - site| <= 3).
+  Outside the catalogue (`in_catalogue = false`): every finding of any rule and severity
+  (the tool codes TL001-TL003 aside) within 3 lines of a site line is "near"; each is
+  judged in the batch's described.toml (describes = true | false); found when one near
+  finding describes the bug; the others are "incidental". An unjudged near finding makes
+  the run NOT A RESULT (printed as paste-ready [[near]] TOML).
+- **notebooks**: a finding in a `.ipynb` has a cell and a line in it; a notebook site is
+  `cell = N` with lines in the cell, or lines of the .ipynb file itself (carried to
+  cell and line through the cells' `source` values). Both sides are compared in one
+  numbering, the cells laid end to end (`notebook_lines`), and the fix's line mapping
+  comes from difflib on those laid-out lines (git's hunks are of the JSON).
 - **mapped site**: each site line L of the buggy tree is carried to the fixed tree through
   the hunks of `git diff -U0 -M <buggy> <fixed> -- <take>`. A line outside every hunk moves
   by the net line count of the hunks above it, to one line [L', L']. A line inside a hunk
@@ -36,7 +53,8 @@ Definitions (all lines are 1-based; a finding's line is the start line of its ra
   A renamed file maps to its new path; a deleted file maps to nothing.
 - **fix-sensitive**: found, and for every site line of the case, the fixed tree has no
   finding of `rule` in the mapped site's path whose line lies in [lo - 3, hi + 3] of the
-  mapped range (a site whose file the fix deleted has none by definition).
+  mapped range (a site whose file the fix deleted has none by definition). Outside the
+  catalogue: no finding of the code of any describing near finding lies there.
 - **fixed-tree findings**: every error and warning finding on the fixed tree (whatever its
   rule, the case's own included) is looked up in the judgements by (case, path, code,
   line) and counted as tp / fp / advisory, or unjudged. Unjudged findings are printed as
@@ -44,6 +62,16 @@ Definitions (all lines are 1-based; a finding's line is the start line of its ra
   Tool findings (TL001 parse errors, TL002 suppression findings, TL003 internal errors)
   are listed apart, not judged. The verdicts are tabled per rule and per family (the
   case's family: data, model, training), with the info findings counted beside them.
+  Batch cases (b1, ...) count their fixed-tree findings without judging them (precision
+  is measured on fresh samples by bench/ecosystem.py).
+- **first sight** (batches b1, ...): `--record-first-sight --batch ID` scores the
+  batch's cases that have no first sight at HEAD and appends `[[first_sight]]` entries to
+  its first_sight.toml; refused unless tlint/ and rules/ are clean, the batch's cases,
+  log and SEARCH files are committed as they are, nothing under tlint/ or rules/ changed
+  since each case's adding commit, and the run is a result. Entries are never rewritten;
+  `check_first_sight_history` checks them against git history (tests/test_realbugs_batches.py).
+  Every run prints, per batch, first-sight recall (from first_sight.toml) and "found now"
+  (this run), in and outside the catalogue; the JSON's `batches` carries both.
 - **tool failure**: tlint did not do its job on one of the case's trees: the subprocess
   could not start, ran past its time limit, exited with a status other than 0 or 1, or
   printed output that does not parse as tlint's JSON; or it reported any TL003 (internal
@@ -65,7 +93,9 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
+import dataclasses
 import datetime
+import difflib
 import io
 import json
 import os
@@ -85,6 +115,11 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench" / "realbugs"
 CASES_DIR = BENCH / "cases"
 JUDGEMENTS_DIR = BENCH / "judgements"
+BATCHES_DIR = BENCH / "batches"
+BATCH0 = "b0"  # the cases of cases/*.toml: no first sight
+BATCH_RE = re.compile(r"^b[0-9]+$")
+KINDS = ("library", "script", "notebook")
+MAX_PER_REPO = 2  # cases per repository within a batch
 
 FAMILIES = {"data": "TL1", "model": "TL2", "training": "TL3"}
 VERDICTS = ("tp", "fp", "advisory")
@@ -99,6 +134,13 @@ DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 CASE_KEYS = {"id", "repo", "buggy", "fixed", "rule", "take", "sites", "source", "summary", "recorded"}
 CASE_OPTIONAL = {"notes"}
+BATCH_CASE_KEYS = (CASE_KEYS - {"rule"}) | {"in_catalogue", "kind", "candidate"}
+BATCH_CASE_OPTIONAL = {"notes", "rule"}  # rule: exactly when in_catalogue = true
+LOG_KEYS = {"n", "repo", "ref", "found_by", "verdict", "criterion", "note"}
+LOG_VERDICTS = ("accept", "reject")
+NEAR_KEYS = {"case", "path", "line", "code", "describes", "reason"}
+FIRST_SIGHT_KEYS = {"case", "commit", "found", "fix_sensitive", "recorded"}
+FIRST_SIGHT_OPTIONAL = {"in_catalogue", "rule", "near"}
 JUDGEMENT_KEYS = {"path", "line", "code", "verdict", "reason"}
 
 
@@ -134,6 +176,7 @@ def family_of(code: str) -> str | None:
 class Site:
     path: str
     lines: tuple[int, ...]
+    cell: int | None = None  # a notebook's site: the cell (1-based over all cells), lines within it
 
 
 @dataclass(frozen=True)
@@ -142,7 +185,7 @@ class Case:
     repo: str
     buggy: str
     fixed: str
-    rule: str
+    rule: str | None
     take: tuple[str, ...]
     sites: tuple[Site, ...]
     source: str
@@ -150,6 +193,10 @@ class Case:
     recorded: str
     family: str
     file: str
+    batch: str = BATCH0  # rule (above) is None for an out-of-catalogue case
+    in_catalogue: bool = True
+    kind: str | None = None
+    candidate: int | None = None
 
 
 @dataclass(frozen=True)
@@ -201,10 +248,14 @@ def inside_take(path: str, take: tuple[str, ...]) -> bool:
     return False
 
 
-def validate_case(raw: object, where: str, family: str | None, codes: set[str]) -> tuple[Case | None, list[str]]:
+def validate_case(raw: object, where: str, family: str | None, codes: set[str],
+                  batch: str | None = None) -> tuple[Case | None, list[str]]:
     """One `[[case]]` table: the Case, or None and its problems. `family` is the file's
-    (None for a scratch file whose name starts with `_`: the family follows the rule)."""
+    (None for a scratch file whose name starts with `_`: the family follows the rule).
+    `batch`: the batch of a `batches/<id>/cases-<family>.toml` case (the extended schema:
+    in_catalogue, kind, candidate; rule exactly when in_catalogue); None for batch 0."""
     problems: list[str] = []
+    required, optional = (CASE_KEYS, CASE_OPTIONAL) if batch is None else (BATCH_CASE_KEYS, BATCH_CASE_OPTIONAL)
 
     def bad(message: str) -> None:
         problems.append(f"{where}: {message}")
@@ -212,12 +263,27 @@ def validate_case(raw: object, where: str, family: str | None, codes: set[str]) 
     if not isinstance(raw, dict):
         bad("a [[case]] entry is not a table")
         return None, problems
-    missing = sorted(CASE_KEYS - raw.keys())
-    unknown = sorted(raw.keys() - CASE_KEYS - CASE_OPTIONAL)
+    missing = sorted(required - raw.keys())
+    unknown = sorted(raw.keys() - required - optional)
     if missing:
         bad(f"missing key(s): {', '.join(missing)}")
     if unknown:
-        bad(f"unknown key(s): {', '.join(unknown)} (allowed: {', '.join(sorted(CASE_KEYS | CASE_OPTIONAL))})")
+        bad(f"unknown key(s): {', '.join(unknown)} (allowed: {', '.join(sorted(required | optional))})")
+    in_catalogue = True
+    if batch is not None:
+        in_catalogue = raw.get("in_catalogue")
+        if "in_catalogue" in raw and not isinstance(in_catalogue, bool):
+            bad(f"in_catalogue {in_catalogue!r} must be true or false")
+        elif in_catalogue is True and "rule" not in raw:
+            bad("in_catalogue = true needs rule (the rule whose document covers the bug)")
+        elif in_catalogue is False and "rule" in raw:
+            bad("rule is given only when in_catalogue = true (an out-of-catalogue case is scored with any rule)")
+        kind = raw.get("kind")
+        if "kind" in raw and kind not in KINDS:
+            bad(f"kind {kind!r} must be one of {', '.join(KINDS)}")
+        candidate = raw.get("candidate")
+        if "candidate" in raw and (type(candidate) is not int or candidate < 1):
+            bad(f"candidate {candidate!r} must be the case's n (>= 1) in the family's log")
     cid = raw.get("id")
     if "id" in raw and (not isinstance(cid, str) or not ID_RE.match(cid)):
         bad(f"id {cid!r} must be lower-case letters, digits, '.', '_' or '-' (e.g. nanogpt-warmup-lr0)")
@@ -256,12 +322,19 @@ def validate_case(raw: object, where: str, family: str | None, codes: set[str]) 
             bad("sites must be a non-empty list of { path = ..., lines = [...] }")
         else:
             for n, site in enumerate(sites, 1):
-                if not isinstance(site, dict) or set(site) != {"path", "lines"}:
-                    bad(f"site {n} must have exactly the keys path and lines")
+                if not isinstance(site, dict) or set(site) not in ({"path", "lines"}, {"path", "cell", "lines"}):
+                    bad(f"site {n} must have exactly the keys path and lines (and cell, in a notebook)")
                     continue
-                path, lines = site["path"], site["lines"]
+                path, lines, cell = site["path"], site["lines"], site.get("cell")
                 if not valid_relpath(path) or path == ".":
                     bad(f"site {n}: path {path!r} must be a relative file path")
+                    continue
+                if is_notebook(path) and "cell" in site and (type(cell) is not int or cell < 1):
+                    bad(f"site {n}: cell {cell!r} must be a cell number (1-based over all the notebook's cells, "
+                        "as tlint numbers them)")
+                    continue
+                if not is_notebook(path) and "cell" in site:
+                    bad(f"site {n}: cell is for a notebook (.ipynb) site only")
                     continue
                 if (not isinstance(lines, list) or not lines
                         or not all(type(x) is int and x >= 1 for x in lines)):
@@ -269,7 +342,7 @@ def validate_case(raw: object, where: str, family: str | None, codes: set[str]) 
                     continue
                 if take_ok and not inside_take(path, tuple(take)):
                     bad(f"site {n}: {path} is not inside take {take}")
-                parsed_sites.append(Site(path, tuple(lines)))
+                parsed_sites.append(Site(path, tuple(lines), cell))
     source = raw.get("source")
     if "source" in raw and (not isinstance(source, str) or not URL_RE.match(source)):
         bad(f"source {source!r} must be an http(s) URL of the issue, PR or commit")
@@ -291,8 +364,13 @@ def validate_case(raw: object, where: str, family: str | None, codes: set[str]) 
     return Case(
         id=cid, repo=repo, buggy=raw["buggy"], fixed=raw["fixed"], rule=rule, take=tuple(take),
         sites=tuple(parsed_sites), source=source, summary=summary.strip(), recorded=recorded,
-        family=family or rule_family, file=where.split(":")[0],
+        family=family or rule_family, file=where.split(":")[0], batch=batch or BATCH0,
+        in_catalogue=in_catalogue, kind=raw.get("kind"), candidate=raw.get("candidate"),
     ), []
+
+
+def is_notebook(path: str) -> bool:
+    return path[-6:].lower() == ".ipynb"
 
 
 def validate_judgement(raw: object, where: str, owner_key: str, codes: set[str]) -> tuple[Judgement | None, list[str]]:
@@ -444,6 +522,298 @@ def load_manifest(cases_dir: Path = CASES_DIR, judgements_dir: Path = JUDGEMENTS
     return Manifest(cases, {j.key: j for j in judgements})
 
 
+# --------------------------------------------------------------------------- batches
+
+
+@dataclass(frozen=True)
+class Described:
+    """A `[[near]]` verdict of described.toml: does this finding describe the bug?"""
+    case: str
+    path: str
+    line: int
+    code: str
+    describes: bool
+    reason: str
+    cell: int | None = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.case, self.path, self.cell, self.line, self.code)
+
+
+@dataclass
+class Batch:
+    id: str
+    folder: Path
+    cases: list[Case] = field(default_factory=list)
+    log: dict[str, list[dict]] = field(default_factory=dict)  # family -> [[candidate]] entries
+    first_sight: dict[str, dict] = field(default_factory=dict)  # case id -> its [[first_sight]] entry
+    described: dict[tuple, Described] = field(default_factory=dict)
+    search: list[str] = field(default_factory=list)  # SEARCH*.md file names
+
+
+def _one_line(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip()) and "\n" not in value.strip()
+
+
+def _date_ok(value: object) -> bool:
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return True
+    try:
+        return isinstance(value, str) and bool(DATE_RE.match(value)) and bool(datetime.date.fromisoformat(value))
+    except ValueError:
+        return False
+
+
+def _entries(path: Path, key: str, problems: list[str]) -> list | None:
+    data = _load_toml(path, problems)
+    if data is None:
+        return None
+    unknown = sorted(set(data) - {key})
+    if unknown:
+        problems.append(f"{_rel(path)}: unknown top-level key(s): {', '.join(unknown)} (only [[{key}]])")
+    entries = data.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        problems.append(f"{_rel(path)}: {key} must be an array of tables ([[{key}]])")
+        return None
+    return entries
+
+
+def _check_keys(raw: dict, required: set[str], optional: set[str], bad) -> None:
+    missing = sorted(required - raw.keys())
+    unknown = sorted(raw.keys() - required - optional)
+    if missing:
+        bad(f"missing key(s): {', '.join(missing)}")
+    if unknown:
+        bad(f"unknown key(s): {', '.join(unknown)} (allowed: {', '.join(sorted(required | optional))})")
+
+
+def validate_log(path: Path, family: str, problems: list[str]) -> list[dict]:
+    """log-<family>.toml: the ordered [[candidate]] log (n = 1, 2, 3 ... in file order)."""
+    entries = _entries(path, "candidate", problems)
+    if entries is None:
+        return []
+    out = []
+    for index, raw in enumerate(entries, 1):
+        where = f"{_rel(path)}: candidate {raw.get('n', index)}"
+
+        def bad(message: str, where: str = where) -> None:
+            problems.append(f"{where}: {message}")
+
+        _check_keys(raw, LOG_KEYS, {"case"}, bad)
+        n = raw.get("n")
+        if "n" in raw and n != index:
+            bad(f"n = {n!r} but it is entry {index} of the log: n counts the candidates in the order "
+                "considered, 1, 2, 3 ... with none left out")
+        if "repo" in raw and (not isinstance(raw["repo"], str) or not REPO_RE.match(raw["repo"])):
+            bad(f"repo {raw['repo']!r} must be owner/name as GitHub spells it")
+        if "ref" in raw and (not isinstance(raw["ref"], str) or not URL_RE.match(raw["ref"])):
+            bad(f"ref {raw['ref']!r} must be an http(s) URL (commit, issue or PR)")
+        for key in ("found_by", "criterion", "note"):
+            if key in raw and not _one_line(raw[key]):
+                bad(f"{key} must be a non-empty one-line string")
+        verdict = raw.get("verdict")
+        if "verdict" in raw and verdict not in LOG_VERDICTS:
+            bad(f"verdict {verdict!r} must be accept or reject")
+        if verdict == "accept" and not (isinstance(raw.get("case"), str) and ID_RE.match(raw["case"])):
+            bad("an accepted candidate names its case id (case = \"...\")")
+        if verdict == "reject" and "case" in raw:
+            bad("a rejected candidate has no case")
+        out.append(raw)
+    return out
+
+
+def validate_first_sight(path: Path, cases: dict[str, Case], codes: set[str], problems: list[str]) -> dict[str, dict]:
+    entries = _entries(path, "first_sight", problems)
+    if entries is None:
+        return {}
+    out: dict[str, dict] = {}
+    for index, raw in enumerate(entries, 1):
+        cid = raw.get("case")
+        where = f"{_rel(path)}: first_sight {cid if isinstance(cid, str) else index}"
+
+        def bad(message: str, where: str = where) -> None:
+            problems.append(f"{where}: {message}")
+
+        _check_keys(raw, FIRST_SIGHT_KEYS, FIRST_SIGHT_OPTIONAL, bad)
+        if "case" in raw and cid not in cases:
+            bad(f"case {cid!r} is not a case of this batch")
+        if isinstance(cid, str) and cid in out:
+            bad("a case has one first sight; this one is given twice")
+        if "commit" in raw and (not isinstance(raw["commit"], str) or not HEX40.match(raw["commit"])):
+            bad(f"commit {raw['commit']!r} must be a full 40-hex tlint commit")
+        for key in ("found", "fix_sensitive") + (("in_catalogue",) if "in_catalogue" in raw else ()):
+            if key in raw and not isinstance(raw[key], bool):
+                bad(f"{key} must be true or false")
+        if raw.get("fix_sensitive") is True and raw.get("found") is False:
+            bad("fix_sensitive = true needs found = true")
+        if "recorded" in raw and not _date_ok(raw["recorded"]):
+            bad(f"recorded {raw['recorded']!r} must be a date YYYY-MM-DD")
+        for n, item in enumerate(raw.get("near", []) if isinstance(raw.get("near", []), list) else [None], 1):
+            if not isinstance(item, dict) or not {"path", "line", "code", "describes"} <= set(item) \
+                    or not set(item) <= {"path", "line", "code", "describes", "cell"}:
+                bad(f"near {n} must be {{ path, line, code, describes }} (and cell in a notebook)")
+        if isinstance(cid, str) and cid not in out:
+            out[cid] = raw
+    return out
+
+
+def validate_described(path: Path, cases: dict[str, Case], codes: set[str], problems: list[str]) -> dict:
+    entries = _entries(path, "near", problems)
+    if entries is None:
+        return {}
+    out: dict[tuple, Described] = {}
+    for index, raw in enumerate(entries, 1):
+        where = f"{_rel(path)}: near {index}"
+
+        def bad(message: str, where: str = where) -> None:
+            problems.append(f"{where}: {message}")
+
+        before = len(problems)
+        _check_keys(raw, NEAR_KEYS, {"cell"}, bad)
+        case = cases.get(raw.get("case"))
+        if "case" in raw and case is None:
+            bad(f"case {raw['case']!r} is not a case of this batch")
+        elif case is not None and case.in_catalogue:
+            bad(f"case {case.id} is in the catalogue (scored by its rule, {case.rule}): no described verdicts")
+        p = raw.get("path")
+        if "path" in raw and (not valid_relpath(p) or p == "."):
+            bad(f"path {p!r} must be a relative file path")
+        elif case is not None and not inside_take(p, case.take):
+            bad(f"{p} is not inside case {case.id}'s take")
+        line = raw.get("line")
+        if "line" in raw and (type(line) is not int or line < 1):
+            bad(f"line {line!r} must be a line number (>= 1)")
+        cell = raw.get("cell")
+        if isinstance(p, str) and is_notebook(p) and (type(cell) is not int or cell < 1):
+            bad("a notebook's finding names its cell (cell = N) and its line within the cell")
+        elif isinstance(p, str) and not is_notebook(p) and "cell" in raw:
+            bad("cell is for a notebook (.ipynb) finding only")
+        code = raw.get("code")
+        if "code" in raw and (not isinstance(code, str) or code not in codes):
+            bad(f"code {code!r} is not a tlint rule code")
+        if "describes" in raw and not isinstance(raw["describes"], bool):
+            bad(f"describes {raw['describes']!r} must be true or false")
+        if "reason" in raw and not _one_line(raw["reason"]):
+            bad("reason must be a non-empty one-line string (why it does or does not describe the bug)")
+        if len(problems) > before:
+            continue
+        verdict = Described(raw["case"], p, line, code, raw["describes"], raw["reason"].strip(), cell)
+        if verdict.key in out:
+            bad(f"{raw['case']} {p}:{line} {code} is judged twice")
+            continue
+        out[verdict.key] = verdict
+    return out
+
+
+def load_batch(folder: Path, codes: set[str], ids: dict[str, str], problems: list[str]) -> Batch:
+    """One batch folder, validated (problems appended); `ids` (case id -> file) spans all
+    batches so far and is extended."""
+    batch = Batch(folder.name, folder)
+    batch.search = sorted(p.name for p in folder.glob("SEARCH*.md"))
+    known = {"first_sight.toml", "described.toml"}
+    invalid: set[str] = set()  # ids of every [[case]], valid or not (no second problem for an invalid one)
+    for path in sorted(folder.glob("*.toml")):
+        match = re.fullmatch(r"(cases|log)-(.+)\.toml", path.name)
+        if path.name in known:
+            continue
+        if match is None or match.group(2) not in FAMILIES:
+            problems.append(f"{_rel(path)}: a batch holds cases-<family>.toml, log-<family>.toml "
+                            f"(family: {', '.join(FAMILIES)}), first_sight.toml and described.toml")
+            continue
+        kind, family = match.groups()
+        if kind == "log":
+            batch.log[family] = validate_log(path, family, problems)
+            continue
+        entries = _entries(path, "case", problems)
+        for n, raw in enumerate(entries or [], 1):
+            label = raw["id"] if isinstance(raw.get("id"), str) else f"{n}"
+            invalid.add(label)
+            case, errs = validate_case(raw, f"{_rel(path)}: case {label}", family, codes, batch=batch.id)
+            problems.extend(errs)
+            if case is None:
+                continue
+            if case.id in ids:
+                problems.append(f"{_rel(path)}: case id {case.id!r} is not unique (also in {ids[case.id]})")
+                continue
+            ids[case.id] = _rel(path)
+            batch.cases.append(case)
+    if (batch.cases or batch.log) and not batch.search:
+        problems.append(f"{_rel(folder)}: no SEARCH*.md (the search procedure, committed before the cases)")
+    per_repo: dict[str, list[str]] = {}
+    for case in batch.cases:
+        per_repo.setdefault(case.repo.lower(), []).append(case.id)
+    for repo, cids in sorted(per_repo.items()):
+        if len(cids) > MAX_PER_REPO:
+            problems.append(f"{_rel(folder)}: {len(cids)} cases from {repo} ({', '.join(cids)}); "
+                            f"at most {MAX_PER_REPO} per repository in a batch")
+    by_id = {case.id: case for case in batch.cases}
+    for case in batch.cases:
+        log = batch.log.get(case.family)
+        where = f"{_rel(folder / f'cases-{case.family}.toml')}: case {case.id}"
+        if log is None:
+            problems.append(f"{where}: there is no log-{case.family}.toml with its candidate {case.candidate}")
+            continue
+        entry = log[case.candidate - 1] if case.candidate <= len(log) else None
+        if entry is None or entry.get("n") != case.candidate:
+            problems.append(f"{where}: candidate {case.candidate} is not in log-{case.family}.toml")
+        elif entry.get("verdict") != "accept" or entry.get("case") != case.id:
+            problems.append(f"{where}: log-{case.family}.toml candidate {case.candidate} does not say "
+                            f"verdict = \"accept\" with case = \"{case.id}\"")
+        elif isinstance(entry.get("repo"), str) and entry["repo"].lower() != case.repo.lower():
+            problems.append(f"{where}: log-{case.family}.toml candidate {case.candidate} is {entry['repo']}, "
+                            f"the case is {case.repo}")
+    for family, log in sorted(batch.log.items()):
+        for entry in log:
+            cid = entry.get("case")
+            if entry.get("verdict") == "accept" and isinstance(cid, str):
+                case = by_id.get(cid)
+                if case is None and cid in invalid:
+                    continue
+                if case is None or case.family != family or case.candidate != entry.get("n"):
+                    problems.append(f"{_rel(folder / f'log-{family}.toml')}: candidate {entry.get('n')} is accepted "
+                                    f"as case {cid!r}, but cases-{family}.toml has no such case with "
+                                    f"candidate = {entry.get('n')}")
+    if (folder / "described.toml").is_file():
+        batch.described = validate_described(folder / "described.toml", by_id, codes, problems)
+    if (folder / "first_sight.toml").is_file():
+        batch.first_sight = validate_first_sight(folder / "first_sight.toml", by_id, codes, problems)
+    return batch
+
+
+def load_batches(batches_dir: Path, codes: set[str], ids: dict[str, str], problems: list[str]) -> dict[str, Batch]:
+    """Every `batches/<id>/` folder (id b1, b2, ...), validated into problems."""
+    batches: dict[str, Batch] = {}
+    if not batches_dir.is_dir():
+        return batches
+    for folder in sorted(p for p in batches_dir.iterdir() if p.is_dir()):
+        if not BATCH_RE.match(folder.name) or folder.name == BATCH0:
+            problems.append(f"{_rel(folder)}: a batch folder is named b1, b2, ... (b0 is cases/)")
+            continue
+        batches[folder.name] = load_batch(folder, codes, ids, problems)
+    return dict(sorted(batches.items(), key=lambda item: int(item[0][1:])))
+
+
+def load_all(cases_dir: Path = CASES_DIR, judgements_dir: Path = JUDGEMENTS_DIR, batches_dir: Path = BATCHES_DIR,
+             codes: set[str] | None = None) -> tuple[Manifest, dict[str, Batch]]:
+    """Batch 0 (cases/, judgements/) and every batch folder, validated together (ids are
+    unique over all of them); raises ManifestError listing every problem."""
+    codes = rule_codes() if codes is None else codes
+    problems: list[str] = []
+    try:
+        manifest = load_manifest(cases_dir, judgements_dir, codes)
+    except ManifestError as error:
+        problems.extend(error.problems)
+        manifest = None
+    ids: dict[str, str] = {}
+    if manifest is not None:
+        ids = {case.id: case.file for case in manifest.cases}
+    batches = load_batches(batches_dir, codes, ids, problems)
+    if problems:
+        raise ManifestError(problems)
+    return manifest, batches
+
+
 # --------------------------------------------------------------------------- mirrors and trees
 
 
@@ -479,11 +849,15 @@ def path_exists(gitdir: Path, sha: str, path: str) -> bool:
     return git(gitdir, "cat-file", "-e", f"{sha}:{path.rstrip('/')}", check=False).returncode == 0
 
 
-LINTED_NAMES = (".gitignore",)  # besides *.py: what tlint's file discovery reads
+LINTED_NAMES = (".gitignore",)  # besides the linted suffixes: what tlint's file discovery reads
+PY_ONLY = (".py",)  # batch 0 (its figures were defined on .py files) and bench/ecosystem.py
+LINTED_SUFFIXES = (".py", ".ipynb")  # batches b1, ...: notebooks are linted too
 
 
-def tree_files(gitdir: Path, sha: str, take: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
-    """(path, blob) of the regular `.py` and `.gitignore` files under the take paths."""
+def tree_files(gitdir: Path, sha: str, take: tuple[str, ...] | list[str],
+               suffixes: tuple[str, ...] = PY_ONLY) -> list[tuple[str, str]]:
+    """(path, blob) of the regular files with these suffixes, and `.gitignore` files,
+    under the take paths."""
     spec = [] if "." in take else [f":(literal){p.rstrip('/')}" for p in take]
     out = git(gitdir, "ls-tree", "-r", "-z", "--full-tree", sha, "--", *spec).stdout
     files = []
@@ -494,7 +868,7 @@ def tree_files(gitdir: Path, sha: str, take: tuple[str, ...] | list[str]) -> lis
         mode, kind, blob = meta.decode().split()
         path = raw_path.decode("utf-8", "surrogateescape")
         if kind == "blob" and mode in ("100644", "100755") and (
-                path.endswith(".py") or path.rsplit("/", 1)[-1] in LINTED_NAMES):
+                path.lower().endswith(suffixes) or path.rsplit("/", 1)[-1] in LINTED_NAMES):
             files.append((path, blob))
     return files
 
@@ -507,8 +881,9 @@ def absent_blobs(gitdir: Path, blobs: list[str]) -> set[str]:
     return {line.split()[0] for line in out.decode().splitlines() if line.endswith(" missing")}
 
 
-def materialise(gitdir: Path, sha: str, take: tuple[str, ...] | list[str], dest: Path) -> tuple[list[str], list[str]]:
-    """Extract the `.py` (and `.gitignore`) files of the `take` paths of commit `sha` into
+def materialise(gitdir: Path, sha: str, take: tuple[str, ...] | list[str], dest: Path,
+                suffixes: tuple[str, ...] = PY_ONLY) -> tuple[list[str], list[str]]:
+    """Extract the `.py` (`suffixes`: also `.ipynb`) and `.gitignore` files of the `take` paths of commit `sha` into
     `dest` with `git archive <sha> -- <files> | tar -x` (the mirror is only read; naming
     the files, rather than the folders, keeps a blob the mirror lacks from failing the
     whole archive). Returns (take paths the commit does not have, files whose blob the
@@ -517,7 +892,7 @@ def materialise(gitdir: Path, sha: str, take: tuple[str, ...] | list[str], dest:
     dest.mkdir(parents=True, exist_ok=True)
     (dest / ".git").mkdir(exist_ok=True)
     missing = [p for p in take if not path_exists(gitdir, sha, p)]
-    files = tree_files(gitdir, sha, [p for p in take if p not in missing]) if len(missing) < len(take) else []
+    files = tree_files(gitdir, sha, [p for p in take if p not in missing], suffixes) if len(missing) < len(take) else []
     absent = absent_blobs(gitdir, [blob for _, blob in files])
     wanted = [path for path, blob in files if blob not in absent]
     for start in range(0, len(wanted), 500):
@@ -565,10 +940,20 @@ class Finding:
     code: str
     severity: str
     message: str
+    cell: int | None = None  # in a notebook: the cell `line` is in (tlint's numbering)
+    pos: int | None = None  # in a notebook: the line in its cells laid end to end (notebook_lines)
+
+    @property
+    def at(self) -> int:
+        """The line compared with sites: `line`, or in a notebook `pos`."""
+        return self.line if self.pos is None else self.pos
 
     def as_dict(self) -> dict:
-        return {"path": self.path, "line": self.line, "end_line": self.end_line, "column": self.column,
-                "code": self.code, "severity": self.severity, "message": self.message}
+        out = {"path": self.path, "line": self.line, "end_line": self.end_line, "column": self.column,
+               "code": self.code, "severity": self.severity, "message": self.message}
+        if self.cell is not None:
+            out["cell"] = self.cell
+        return out
 
 
 class TlintFailed(Exception):
@@ -624,7 +1009,7 @@ def parse_tlint_json(text: str) -> list[Finding]:
                 path = path[2:]
             start, end = diag["range"]["start"], diag["range"]["end"]
             finding = Finding(path, start["line"], end["line"], start["column"], diag["code"],
-                              diag["severity"], diag["message"])
+                              diag["severity"], diag["message"], diag.get("cell"))
             if not (isinstance(finding.line, int) and isinstance(finding.code, str)
                     and isinstance(finding.severity, str) and isinstance(finding.message, str)):
                 raise TypeError("a field has the wrong type")
@@ -640,10 +1025,24 @@ def python_compiles(file: Path) -> bool:
         source = file.read_bytes()
     except OSError:
         return False
-    try:
-        compile(source, str(file), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
+    if is_notebook(file.name):
+        # a notebook: its JSON loads and each code cell compiles once IPython's line
+        # magics and shell escapes (lines starting with % or !) are set aside
+        try:
+            cells = json.loads(source)["cells"]
+            sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                       for c in cells if c.get("cell_type") == "code"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return False
+        chunks = ["\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
+                  for text in sources]
+    else:
+        chunks = [source]
+    for chunk in chunks:
+        try:
+            compile(chunk, str(file), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return False
     return True
 
 
@@ -774,25 +1173,177 @@ def map_site(diffs: dict[str, FileDiff], path: str, line: int) -> tuple[str, int
     return diff.new_path, lo, hi
 
 
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def notebook_lines(file: Path) -> tuple[list[str], list[int]] | None:
+    """A notebook's cells laid end to end: (lines, starts) where `lines` holds each cell's
+    lines (split as tlint splits them) followed by one boundary line, and cell N's line L
+    is `lines[starts[N-1] + L - 1]`, position `starts[N-1] + L`. Cells are numbered over
+    all the notebook's cells, markdown included, as tlint numbers them. None when the file
+    is not a notebook that loads."""
+    try:
+        cells = json.loads(file.read_bytes())["cells"]
+        lines: list[str] = []
+        starts: list[int] = []
+        for cell in cells:
+            source = cell.get("source", "")
+            text = "".join(source) if isinstance(source, list) else source
+            starts.append(len(lines))
+            parts = _NEWLINE.split(text) if text else []
+            if parts and parts[-1] == "":
+                parts.pop()
+            lines.extend(parts)
+            lines.append("\0 cell boundary")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return lines, starts
+
+
+def notebook_hunks(old: list[str], new: list[str]) -> list[Hunk]:
+    """`git diff -U0`'s hunks between two notebooks' laid-out lines (difflib; a pure
+    insertion starts after old line `old_start`, a pure deletion after new line `new_start`)."""
+    hunks = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        hunks.append(Hunk(i1 + 1 if i2 > i1 else i1, i2 - i1, j1 + 1 if j2 > j1 else j1, j2 - j1))
+    return hunks
+
+
+class NotebookSiteError(Exception):
+    pass
+
+
+_SOURCE_KEY = re.compile(r'"source"\s*:\s*')
+
+
+def notebook_file_lines(file: Path) -> dict[int, tuple[int, int]] | None:
+    """{line of the .ipynb file itself (as GitHub shows it): (cell, line in the cell)} for
+    every line of a cell's source, found by reading the cells' `source` values in order
+    through the file's text. None when the file does not load or a value is not found."""
+    try:
+        text = file.read_text(encoding="utf-8")
+        cells = json.loads(text)["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    out: dict[int, tuple[int, int]] = {}
+    cursor = 0
+    for number, cell in enumerate(cells, 1):
+        source = cell.get("source", "") if isinstance(cell, dict) else ""
+        key = _SOURCE_KEY.search(text, cursor)
+        if key is None:
+            return None
+        cursor = key.end()
+        parts = source if isinstance(source, list) else [source]
+        line_in_cell = 1
+        for part in parts:
+            if not isinstance(part, str):
+                return None
+            for encoded in (json.dumps(part, ensure_ascii=False), json.dumps(part)):
+                at = text.find(encoded, cursor)
+                if at >= 0:
+                    break
+            else:
+                return None
+            out.setdefault(text.count("\n", 0, at) + 1, (number, line_in_cell))
+            line_in_cell += len(_NEWLINE.findall(part))  # an item is a line (with its line end) in nbformat
+            cursor = at + len(encoded)
+    return out
+
+
+def notebook_positions(case: Case, trees: dict[str, Path], findings: dict[str, list[Finding]],
+                       diffs: dict[str, FileDiff]) -> tuple[Case, dict[str, list[Finding]], dict[str, FileDiff]]:
+    """Carry a case's notebooks into one line numbering (notebook_lines): each notebook
+    finding gets its `pos`, each notebook site its positions, and each notebook site's
+    file its hunks (difflib on the laid-out lines: git's hunks are of the JSON)."""
+    tables: dict[tuple[str, str], tuple[list[str], list[int]] | None] = {}
+
+    def table(side: str, path: str):
+        if (side, path) not in tables:
+            tables[side, path] = notebook_lines(trees[side] / path)
+        return tables[side, path]
+
+    def position(side: str, path: str, cell: int, line: int) -> int | None:
+        laid = table(side, path)
+        if laid is None or not 1 <= cell <= len(laid[1]):
+            return None
+        return laid[1][cell - 1] + line
+
+    out_findings = {}
+    for side, items in findings.items():
+        out_findings[side] = [dataclasses.replace(f, pos=position(side, f.path, f.cell, f.line))
+                              if f.cell is not None and is_notebook(f.path) else f for f in items]
+    sites = []
+    diffs = dict(diffs)
+    for site in case.sites:
+        if not is_notebook(site.path):
+            sites.append(site)
+            continue
+        if site.cell is None:  # lines of the .ipynb file itself
+            in_file = notebook_file_lines(trees["buggy"] / site.path) or {}
+            places = [in_file.get(line) for line in site.lines]
+            if None in places:
+                raise NotebookSiteError(f"line {site.lines[places.index(None)]} of the buggy tree's {site.path} "
+                                        "is not a line of a cell's source (give cell = N and lines in the cell)")
+            lines = tuple(position("buggy", site.path, cell, line) for cell, line in places)
+        else:
+            lines = tuple(position("buggy", site.path, site.cell, line) for line in site.lines)
+        if None in lines:
+            raise NotebookSiteError(f"the buggy tree's {site.path} has no cell {site.cell} (or does not load)")
+        sites.append(Site(site.path, lines))
+        diff = diffs.get(site.path)
+        new_path = site.path if diff is None else diff.new_path
+        if new_path is not None and table("buggy", site.path) and table("fixed", new_path):
+            diffs[site.path] = FileDiff(site.path, new_path,
+                                        notebook_hunks(table("buggy", site.path)[0], table("fixed", new_path)[0]))
+    return dataclasses.replace(case, sites=tuple(sites)), out_findings, diffs
+
+
 # --------------------------------------------------------------------------- evaluation
 
 
-def near(findings: list[Finding], code: str, path: str, lo: int, hi: int, radius: int = RADIUS) -> list[Finding]:
-    return [f for f in findings if f.code == code and f.path == path and lo - radius <= f.line <= hi + radius]
+def near(findings: list[Finding], code: str | None, path: str, lo: int, hi: int,
+         radius: int = RADIUS) -> list[Finding]:
+    """The findings of `code` (None: of any rule but the tool codes) in `path` whose line
+    (a notebook's: its position) lies in [lo - radius, hi + radius]."""
+    return [f for f in findings
+            if (f.code == code if code is not None else f.code not in TOOL_CODES)
+            and f.path == path and lo - radius <= f.at <= hi + radius]
 
 
 def evaluate(case: Case, buggy: list[Finding], fixed: list[Finding], diffs: dict[str, FileDiff],
              judgements: dict[tuple[str, str, str, int], Judgement],
-             fixed_take: tuple[str, ...] | None = None) -> dict:
+             fixed_take: tuple[str, ...] | None = None, described: dict | None = None) -> dict:
     """found, fix-sensitive and the judged fixed-tree findings of one case. `fixed_take`:
     the take paths the fixed commit has (a site mapped outside them cannot be checked,
-    so the case is not counted fix-sensitive)."""
+    so the case is not counted fix-sensitive). `described`: the batch's described.toml
+    verdicts (an out-of-catalogue case's near findings)."""
     fixed_take = case.take if fixed_take is None else fixed_take
     hits: list[Finding] = []
     for site in case.sites:
         for line in site.lines:
             hits.extend(f for f in near(buggy, case.rule, site.path, line, line) if f not in hits)
-    found = bool(hits)
+    extra: dict = {}
+    codes: tuple[str | None, ...] = (case.rule,)
+    if not case.in_catalogue:
+        # outside the catalogue: every finding near a site is judged in described.toml;
+        # found when one of them describes the bug
+        verdicts = {} if described is None else described
+        near_out, unjudged_near = [], []
+        for f in hits:
+            verdict = verdicts.get((case.id, f.path, f.cell, f.line, f.code))
+            if verdict is None:
+                unjudged_near.append(f.as_dict())
+            else:
+                near_out.append({**f.as_dict(), "describes": verdict.describes, "reason": verdict.reason})
+        describing = [f for f in near_out if f["describes"]]
+        extra = {"near": near_out, "near_unjudged": unjudged_near,
+                 "incidental": [f for f in near_out if not f["describes"]]}
+        codes = tuple(sorted({f["code"] for f in describing}))
+        found = bool(describing)
+    else:
+        found = bool(hits)
     mapped, remaining, unchecked = [], [], []
     for site in case.sites:
         for line in site.lines:
@@ -806,17 +1357,26 @@ def evaluate(case: Case, buggy: list[Finding], fixed: list[Finding], diffs: dict
                            "fixed": {"path": new_path, "lo": lo, "hi": hi, "linted": linted}})
             if not linted:
                 unchecked.append(new_path)
-            remaining.extend(f for f in near(fixed, case.rule, new_path, lo, hi) if f not in remaining)
+            for code in codes:
+                remaining.extend(f for f in near(fixed, code, new_path, lo, hi) if f not in remaining)
     fix_sensitive = found and not remaining and not unchecked
-    judged = judge(case.id, fixed, judgements)
+    if case.batch == BATCH0:
+        judged = judge(case.id, fixed, judgements)
+    else:
+        # a batch's fixed-tree findings are counted, not judged (precision: bench/ecosystem samples)
+        split = judge(case.id, fixed, {})
+        judged = {"judged": [], "unjudged": [], "info": split["info"], "tool": split["tool"],
+                  "fixed_findings": len(split["unjudged"])}
     return {
         "found": found,
         "fix_sensitive": fix_sensitive,
-        "buggy_hits": [f.as_dict() for f in hits],
-        "buggy_rule_findings": [f.as_dict() for f in buggy if f.code == case.rule],
+        "buggy_hits": [f.as_dict() for f in hits] if case.in_catalogue else [f for f in extra["near"]
+                                                                                if f["describes"]],
+        "buggy_rule_findings": [f.as_dict() for f in buggy if case.rule is not None and f.code == case.rule],
         "mapped_sites": mapped,
         "fixed_remaining": [f.as_dict() for f in remaining],
         "unchecked_sites": sorted(set(unchecked)),
+        **extra,
         **judged,
     }
 
@@ -862,8 +1422,12 @@ def paste_ready(owner_key: str, owner: str, finding: dict) -> str:
     )
 
 
-def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: Path | None = None) -> dict:
+def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: Path | None = None,
+             described: dict | None = None) -> dict:
+    """One case's trees materialised and linted; `described`: its batch's described.toml
+    verdicts (out-of-catalogue cases)."""
     result: dict = {"id": case.id, "repo": case.repo, "rule": case.rule, "family": case.family,
+                    "batch": case.batch, "in_catalogue": case.in_catalogue, "kind": case.kind,
                     "buggy": case.buggy, "fixed": case.fixed, "source": case.source}
     gitdir = resolve_mirror(mirrors, case.repo)
     if gitdir is None:
@@ -878,7 +1442,8 @@ def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: 
         trees = {}
         for side in ("buggy", "fixed"):
             tree = work / side
-            missing, absent = materialise(gitdir, getattr(case, side), case.take, tree)
+            suffixes = PY_ONLY if case.batch == BATCH0 else LINTED_SUFFIXES
+            missing, absent = materialise(gitdir, getattr(case, side), case.take, tree, suffixes)
             if absent:
                 result.setdefault("absent_files", []).extend(f"{side}:{path}" for path in absent)
             if side == "buggy" and missing:
@@ -889,7 +1454,8 @@ def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: 
         failures: list[dict] = []
         for side, (tree, paths) in trees.items():
             try:
-                findings[side] = run_tlint(command, tree, paths, extra=["--extend-select", case.rule]) if paths else []
+                extra = ["--extend-select", case.rule] if case.rule else []  # outside the catalogue: defaults
+                findings[side] = run_tlint(command, tree, paths, extra=extra) if paths else []
             except TlintFailed as error:
                 failures.append({"side": side, "kind": "tlint-failed", "detail": str(error)})
                 continue
@@ -898,8 +1464,13 @@ def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: 
             return {**result, "status": "tool-failure", "detail": describe_failure(failures[0]),
                     "tool_failures": failures}
         diffs = diff_between(gitdir, case.buggy, case.fixed, case.take)
-        outcome = evaluate(case, findings["buggy"], findings["fixed"], diffs, judgements,
-                           tuple(trees["fixed"][1]))
+        try:
+            scored, findings, diffs = notebook_positions(case, {side: tree for side, (tree, _) in trees.items()},
+                                                         findings, diffs)
+        except NotebookSiteError as error:
+            return {**result, "status": "missing-path", "detail": str(error)}
+        outcome = evaluate(scored, findings["buggy"], findings["fixed"], diffs, judgements,
+                           tuple(trees["fixed"][1]), described)
         stale = stale_judgements(case.id, findings["fixed"], judgements)
         return {**result, "status": "ok", **outcome,
                 "stale_judgements": [{"path": j.path, "line": j.line, "code": j.code} for j in stale]}
@@ -912,6 +1483,9 @@ def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: 
 
 
 # --------------------------------------------------------------------------- reporting
+
+
+OUTSIDE = "outside"  # the rule column of an out-of-catalogue case
 
 
 def tally(results: list[dict]) -> dict:
@@ -929,7 +1503,8 @@ def tally(results: list[dict]) -> dict:
                  for family in FAMILIES if any(r["family"] == family for r in results)}
     total = empty()
     for r in results:
-        for bucket in (per_rule.setdefault(r["rule"], empty()), per_family.setdefault(r["family"], empty()), total):
+        rule_key = r["rule"] or OUTSIDE
+        for bucket in (per_rule.setdefault(rule_key, empty()), per_family.setdefault(r["family"], empty()), total):
             bucket["cases"] += 1
             if r["status"] == "ok":
                 bucket["run"] += 1
@@ -959,21 +1534,28 @@ def tally(results: list[dict]) -> dict:
 def render(results: list[dict], figures: dict, out) -> tuple[int, int]:
     """Print the readable report; returns (unjudged findings, cases with a tool failure)."""
     w = out.write
-    w(f"{'case':<40} {'rule':<6} {'status':<15} {'found':<6} {'fix-sens':<8} fixed-tree (tp/fp/adv/unjudged)\n")
+    w(f"{'case':<40} {'rule':<7} {'status':<15} {'found':<6} {'fix-sens':<8} fixed-tree (tp/fp/adv/unjudged)\n")
     for r in results:
+        rule = r["rule"] or OUTSIDE
         if r["status"] == "tool-failure":
-            w(f"{r['id']:<40} {r['rule']:<6} {r['status']:<15} {'-':<6} {'-':<8} "
+            w(f"{r['id']:<40} {rule:<7} {r['status']:<15} {'-':<6} {'-':<8} "
               f"{len(r['tool_failures'])} tool failure(s)\n")
             for failure in r["tool_failures"]:
                 w(f"    tool failure: {describe_failure(failure)}\n")
             continue
         if r["status"] != "ok":
-            w(f"{r['id']:<40} {r['rule']:<6} {r['status']:<15} {'-':<6} {'-':<8} {r.get('detail', '')}\n")
+            w(f"{r['id']:<40} {rule:<7} {r['status']:<15} {'-':<6} {'-':<8} {r.get('detail', '')}\n")
             continue
         counts = {v: sum(f["verdict"] == v for f in r["judged"]) for v in VERDICTS}
-        w(f"{r['id']:<40} {r['rule']:<6} {'ok':<15} {'yes' if r['found'] else 'no':<6} "
-          f"{'yes' if r['fix_sensitive'] else 'no':<8} {counts['tp']}/{counts['fp']}/{counts['advisory']}/"
-          f"{len(r['unjudged'])}\n")
+        verdicts = (f"{counts['tp']}/{counts['fp']}/{counts['advisory']}/{len(r['unjudged'])}"
+                    if r.get("batch", BATCH0) == BATCH0 else f"{r.get('fixed_findings', 0)} (not judged)")
+        w(f"{r['id']:<40} {rule:<7} {'ok':<15} {'yes' if r['found'] else 'no':<6} "
+          f"{'yes' if r['fix_sensitive'] else 'no':<8} {verdicts}\n")
+        for f in r.get("near", []):
+            w(f"    near the site: {where(f)} {f['code']} "
+              f"{'DESCRIBES the bug' if f['describes'] else 'incidental'}: {f['reason']}\n")
+        for f in r.get("near_unjudged", []):
+            w(f"    near the site, unjudged: {where(f)} {f['code']}\n")
         if not r["found"] and r["buggy_rule_findings"]:
             lines = ", ".join(f"{f['path']}:{f['line']}" for f in r["buggy_rule_findings"][:5])
             w(f"    {r['rule']} elsewhere in the buggy tree: {lines}\n")
@@ -1009,6 +1591,12 @@ def render(results: list[dict], figures: dict, out) -> tuple[int, int]:
             w(f"{family:<29} {row['tp']:>4} {row['fp']:>4} {row['advisory']:>4} {row['unjudged']:>8} "
               f"{row['info']:>5}\n")
     unjudged = [(r["id"], f) for r in results if r["status"] == "ok" for f in r["unjudged"]]
+    near_unjudged = [(r, f) for r in results if r["status"] == "ok" for f in r.get("near_unjudged", [])]
+    if near_unjudged:
+        w("\n# Unjudged findings near an out-of-catalogue case's site: paste into "
+          "bench/realbugs/batches/<batch>/described.toml, then fill describes and reason\n\n")
+        for r, f in near_unjudged:
+            w(paste_ready_near(r["id"], f) + "\n")
     if unjudged:
         w("\n# Unjudged fixed-tree findings: paste into bench/realbugs/judgements/<family>.toml, "
           "then fill verdict and reason\n\n")
@@ -1032,7 +1620,382 @@ def render(results: list[dict], figures: dict, out) -> tuple[int, int]:
         w(f"\nNOT A RESULT: {len(failed)} tool failures\n")
     if unjudged:
         w(f"\nNOT A RESULT: {len(unjudged)} unjudged findings\n")
-    return len(unjudged), len(failed)
+    if near_unjudged:
+        w(f"\nNOT A RESULT: {len(near_unjudged)} unjudged findings near out-of-catalogue sites\n")
+    return len(unjudged) + len(near_unjudged), len(failed)
+
+
+def where(finding: dict) -> str:
+    """`path:line`, or `path cell N line L` in a notebook."""
+    if finding.get("cell") is not None:
+        return f"{finding['path']} cell {finding['cell']} line {finding['line']}"
+    return f"{finding['path']}:{finding['line']}"
+
+
+def paste_ready_near(case_id: str, finding: dict) -> str:
+    """A described.toml [[near]] table to paste, describes and reason left for the judge."""
+    message = " ".join(finding["message"].split())
+    cell = f"cell = {finding['cell']}\n" if finding.get("cell") is not None else ""
+    return (
+        f"[[near]]\n"
+        f"case = {toml_string(case_id)}\n"
+        f"path = {toml_string(finding['path'])}\n"
+        f"{cell}"
+        f"line = {finding['line']}\n"
+        f"code = {toml_string(finding['code'])}\n"
+        f"describes = \"\"  # true (it describes the bug) | false (incidental)\n"
+        f"reason = \"\"\n"
+        f"# {finding['severity']}: {message}\n"
+    )
+
+
+# --------------------------------------------------------------------------- batches: figures
+
+
+def _split() -> dict:
+    return {"cases": 0, "found": 0, "fix_sensitive": 0}
+
+
+def first_sight_figures(batch: Batch) -> dict:
+    """A batch's first-sight figures, from first_sight.toml only: found and fix-sensitive
+    over the cases recorded, in and outside the catalogue (as recorded)."""
+    by_id = {case.id: case for case in batch.cases}
+    parts = {"in_catalogue": _split(), "outside": _split(), "all": _split()}
+    commits, dates = set(), set()
+    for cid, entry in batch.first_sight.items():
+        inside = entry.get("in_catalogue", by_id[cid].in_catalogue if cid in by_id else True)
+        for key in ("in_catalogue" if inside else "outside", "all"):
+            parts[key]["cases"] += 1
+            parts[key]["found"] += bool(entry.get("found"))
+            parts[key]["fix_sensitive"] += bool(entry.get("fix_sensitive"))
+        commits.add(entry.get("commit"))
+        dates.add(str(entry.get("recorded")))
+    return {**parts, "batch_cases": len(batch.cases), "unrecorded": len(batch.cases) - parts["all"]["cases"],
+            "commits": sorted(c for c in commits if c), "recorded": sorted(dates)}
+
+
+def found_now_figures(results: list[dict]) -> dict:
+    """This run's found / fix-sensitive over the cases that ran, in and outside the catalogue."""
+    parts = {"in_catalogue": _split(), "outside": _split(), "all": _split()}
+    parts["not_run"] = 0
+    for r in results:
+        if r["status"] != "ok":
+            parts["not_run"] += 1
+            continue
+        for key in ("in_catalogue" if r.get("in_catalogue", True) else "outside", "all"):
+            parts[key]["cases"] += 1
+            parts[key]["found"] += r["found"]
+            parts[key]["fix_sensitive"] += r["fix_sensitive"]
+    return parts
+
+
+def batch_figures(results: list[dict] | None, batches: dict[str, Batch], selected: list[str]) -> dict:
+    """Per selected batch: first sight (None for batch 0) and found now (None when not run);
+    "all": the first-sight sums over the batches with first sights, and found now over the run."""
+    out: dict = {}
+    for bid in selected:
+        first = first_sight_figures(batches[bid]) if bid in batches else None
+        now = None if results is None else found_now_figures([r for r in results if r.get("batch", BATCH0) == bid])
+        out[bid] = {"first_sight": first, "found_now": now}
+    total: dict = {key: _split() for key in ("in_catalogue", "outside", "all")}
+    for row in out.values():
+        if row["first_sight"]:
+            for key in total:
+                for field_name in ("cases", "found", "fix_sensitive"):
+                    total[key][field_name] += row["first_sight"][key][field_name]
+    out["all"] = {"first_sight": total, "found_now": None if results is None else found_now_figures(results)}
+    return out
+
+
+def _ratio(part: dict, key: str = "found") -> str:
+    if not part["cases"]:
+        return "–"
+    return f"{part[key]}/{part['cases']} ({100 * part[key] / part['cases']:.0f} %)"
+
+
+def render_batches(figures: dict, out) -> None:
+    w = out.write
+    w(f"\n{'batch':<6} {'first sight: in catalogue':>26} {'outside':>15} {'fix-sens':>15} │ "
+      f"{'found now: in catalogue':>24} {'outside':>15} {'fix-sens':>15}\n")
+    for bid, row in figures.items():
+        first, now = row["first_sight"], row["found_now"]
+        left = (f"{_ratio(first['in_catalogue']):>26} {_ratio(first['outside']):>15} "
+                f"{_ratio(first['all'], 'fix_sensitive'):>15}") if first else f"{'(no first sight)':>26} {'':>31}"
+        right = (f"{_ratio(now['in_catalogue']):>24} {_ratio(now['outside']):>15} "
+                 f"{_ratio(now['all'], 'fix_sensitive'):>15}") if now else f"{'(not run)':>24}"
+        w(f"{bid:<6} {left} │ {right}\n")
+        if first and first.get("unrecorded"):
+            w(f"       {first['unrecorded']} of the batch's {first['batch_cases']} cases have no first sight yet\n")
+
+
+def headline(figures: dict, commit: str | None) -> str:
+    """The README's markdown: first-sight recall per batch and overall, found now beneath."""
+    lines = ["| first sight | cases | in the catalogue | outside it | fix-sensitive | recorded (tlint commit) |",
+             "|---|---:|---:|---:|---:|---|"]
+    for bid, row in figures.items():
+        first = row["first_sight"]
+        if bid == "all" or first is None:
+            continue
+        when = ", ".join(first["recorded"]) + " (" + ", ".join(c[:10] for c in first["commits"]) + ")" \
+            if first["commits"] else "not recorded"
+        pending = f" ({first['unrecorded']} not recorded)" if first["unrecorded"] else ""
+        lines.append(f"| {bid} | {first['all']['cases']}{pending} | {_ratio(first['in_catalogue'])} | "
+                     f"{_ratio(first['outside'])} | {_ratio(first['all'], 'fix_sensitive')} | {when} |")
+    total = figures["all"]["first_sight"]
+    lines.append(f"| **all batches** | {total['all']['cases']} | {_ratio(total['in_catalogue'])} | "
+                 f"{_ratio(total['outside'])} | {_ratio(total['all'], 'fix_sensitive')} | |")
+    lines.append("")
+    if figures["all"]["found_now"] is None:
+        lines.append("Found now: not run (give --mirrors).")
+        return "\n".join(lines) + "\n"
+    lines += [f"| found now (tlint {commit[:10] if commit else 'unknown'}) | cases run | in the catalogue | "
+              "outside it | fix-sensitive |", "|---|---:|---:|---:|---:|"]
+    for bid, row in figures.items():
+        now = row["found_now"]
+        if now is None:
+            continue
+        name = "**all**" if bid == "all" else bid
+        lines.append(f"| {name} | {now['all']['cases']} | {_ratio(now['in_catalogue'])} | "
+                     f"{_ratio(now['outside'])} | {_ratio(now['all'], 'fix_sensitive')} |")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- first sight: git checks
+
+
+class HistoryMissing(Exception):
+    """A shallow clone lacks the history a first-sight check needs."""
+
+
+def gitc(top: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    env = dict(os.environ, LC_ALL="C")
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        env.pop(name, None)
+    return subprocess.run(["git", "-C", str(top), "-c", "core.quotepath=false", *args], env=env,
+                          capture_output=True, text=True, check=check)
+
+
+def git_toplevel(path: Path) -> Path | None:
+    proc = gitc(path, "rev-parse", "--show-toplevel")
+    return Path(proc.stdout.strip()) if proc.returncode == 0 else None
+
+
+def shallow_commits(top: Path) -> set[str]:
+    proc = gitc(top, "rev-parse", "--git-path", "shallow")
+    if proc.returncode != 0:
+        return set()
+    path = Path(proc.stdout.strip())
+    path = path if path.is_absolute() else top / path
+    return set(path.read_text().split()) if path.is_file() else set()
+
+
+def is_ancestor(top: Path, older: str, newer: str) -> bool:
+    return gitc(top, "merge-base", "--is-ancestor", older, newer).returncode == 0
+
+
+def tool_changes(top: Path, older: str, newer: str) -> list[str]:
+    """The files under tlint/ and rules/ that differ between two commits."""
+    proc = gitc(top, "diff", "--name-only", older, newer, "--", "tlint", "rules", check=True)
+    return proc.stdout.split()
+
+
+class History:
+    """Reads of one repository's history, cached (the first-sight checks)."""
+
+    def __init__(self, top: Path):
+        self.top = top
+        self.shallow = shallow_commits(top)
+        self._ids: dict[tuple[str, str], set[str]] = {}
+
+    def show(self, commit: str, path: str) -> str | None:
+        proc = gitc(self.top, "show", f"{commit}:{path}")
+        return proc.stdout if proc.returncode == 0 else None
+
+    def case_ids(self, commit: str, folder: str) -> set[str]:
+        """The case ids of the cases-*.toml files of `folder` at `commit`."""
+        key = (commit, folder)
+        if key not in self._ids:
+            ids: set[str] = set()
+            listing = gitc(self.top, "ls-tree", "--name-only", f"{commit}:{folder}").stdout.split()
+            for name in listing:
+                if re.fullmatch(r"cases-.+\.toml", name):
+                    try:
+                        data = tomllib.loads(self.show(commit, f"{folder}/{name}") or "")
+                    except tomllib.TOMLDecodeError:
+                        continue
+                    ids |= {c.get("id") for c in data.get("case", []) if isinstance(c, dict)}
+            self._ids[key] = ids
+        return self._ids[key]
+
+    def adding_commit(self, folder: str, case_id: str, upto: str = "HEAD") -> str | None:
+        """The first commit (oldest first) in `upto`'s history whose cases file in `folder`
+        holds `case_id`."""
+        commits = gitc(self.top, "log", "--topo-order", "--reverse", "--format=%H", upto, "--",
+                       f":(glob){folder}/cases-*.toml").stdout.split()
+        for commit in commits:
+            if case_id in self.case_ids(commit, folder):
+                if commit in self.shallow:
+                    raise HistoryMissing(f"{case_id}: its first commit here is a shallow clone's boundary")
+                return commit
+        return None
+
+    def entries(self, commit: str | None, path: str) -> dict[str, dict] | None:
+        """{case: entry} of a first_sight.toml at `commit` (None: the working tree); None
+        when it cannot be read as TOML, {} when absent."""
+        if commit is None:
+            file = self.top / path
+            text = file.read_text(encoding="utf-8") if file.is_file() else ""
+        else:
+            text = self.show(commit, path) or ""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            return None
+        out: dict[str, dict] = {}
+        for entry in data.get("first_sight", []):
+            if isinstance(entry, dict):
+                out.setdefault(str(entry.get("case")), entry)
+        return out
+
+
+def check_entry(history: History, folder: str, entry: dict, head: str = "HEAD") -> list[str]:
+    """One first-sight entry against git history: its commit exists and is HEAD or an
+    ancestor of it; the case's adding commit is its commit or an ancestor; nothing under
+    tlint/ or rules/ changed between them."""
+    top, cid, commit = history.top, entry.get("case"), entry.get("commit")
+    where = f"{folder}/first_sight.toml: {cid}"
+    if not isinstance(commit, str) or gitc(top, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+        if history.shallow:
+            raise HistoryMissing(f"{where}: commit {commit} is not in this shallow clone")
+        return [f"{where}: commit {commit} does not exist"]
+    if not is_ancestor(top, commit, head):
+        return [f"{where}: commit {commit[:12]} is not HEAD nor an ancestor of it"]
+    adding = history.adding_commit(folder, cid, head)
+    if adding is None:
+        return [f"{where}: no commit's cases file in {folder} holds case {cid}"]
+    if not is_ancestor(top, adding, commit):
+        return [f"{where}: the commit that added the case, {adding[:12]}, is not {commit[:12]} nor an ancestor "
+                "of it (first sight before the case was committed)"]
+    changed = tool_changes(top, adding, commit)
+    if changed:
+        return [f"{where}: tlint/ or rules/ changed between the commit that added the case ({adding[:12]}) "
+                f"and the first sight ({commit[:12]}): {', '.join(changed[:5])}"]
+    return []
+
+
+def check_first_sight_history(top: Path = ROOT, batches_rel: str = "bench/realbugs/batches") -> list[str]:
+    """Every first sight of every batch against git history (check_entry), and no entry
+    present in a parent version of a first_sight.toml changed or removed in a later one
+    (every commit that touched one, merges against each parent; then the working tree
+    against HEAD). Returns the problems; raises HistoryMissing when a shallow clone lacks
+    history the checks need."""
+    history = History(top)
+    glob = f":(glob){batches_rel}/*/first_sight.toml"
+    paths = set(gitc(top, "log", "--format=", "--name-only", "--full-history", "HEAD", "--", glob).stdout.split())
+    paths |= {str(p.relative_to(top)) for p in (top / batches_rel).glob("*/first_sight.toml")}
+    problems: list[str] = []
+    for path in sorted(paths):
+        folder = path.rsplit("/", 1)[0]
+        seen: set[tuple] = set()
+        for version in ("HEAD", None):
+            entries = history.entries(version, path)
+            if entries is None:
+                problems.append(f"{path} ({version or 'working tree'}): cannot be read as TOML")
+                continue
+            for cid, entry in entries.items():
+                key = (cid, entry.get("commit"))
+                if key not in seen:
+                    seen.add(key)
+                    problems.extend(check_entry(history, folder, entry))
+        log = gitc(top, "log", "--topo-order", "--reverse", "--full-history", "--format=%H %P", "HEAD", "--",
+                   path).stdout.splitlines()
+        steps = [(line.split()[0], line.split()[1:]) for line in log]
+        steps.append((None, ["HEAD"]))  # the working tree against HEAD
+        for commit, parents in steps:
+            if commit in history.shallow and history.entries(commit, path):
+                raise HistoryMissing(f"{path}: its history goes back past this shallow clone's boundary")
+            new = history.entries(commit, path)
+            if new is None:
+                continue
+            for parent in parents:
+                old = history.entries(parent, path) or {}
+                for cid, entry in old.items():
+                    label = commit[:12] if commit else "the working tree"
+                    if cid not in new:
+                        problems.append(f"{path}: {label} removes the first sight of {cid} (recorded in "
+                                        f"{parent[:12]})")
+                    elif new[cid] != entry:
+                        problems.append(f"{path}: {label} changes the first sight of {cid}: {entry} -> {new[cid]}")
+    return problems
+
+
+# --------------------------------------------------------------------------- first sight: recording
+
+
+def record_refusals(top: Path, batch: Batch, cases: list[Case], named: list[str]) -> list[str]:
+    """Why --record-first-sight may not run now (empty: it may)."""
+    problems = []
+    dirty = gitc(top, "status", "--porcelain", "--", "tlint", "rules").stdout.strip()
+    if dirty:
+        problems.append("tlint/ or rules/ has uncommitted changes:\n    " + dirty.replace("\n", "\n    "))
+    folder = batch.folder.resolve().relative_to(top.resolve()).as_posix()
+    for path in sorted(batch.folder.glob("cases-*.toml")) + sorted(batch.folder.glob("log-*.toml")) \
+            + sorted(batch.folder.glob("SEARCH*.md")):
+        rel = f"{folder}/{path.name}"
+        tracked = gitc(top, "ls-files", "--error-unmatch", "--", rel).returncode == 0
+        if not tracked or gitc(top, "diff", "--quiet", "HEAD", "--", rel).returncode != 0:
+            problems.append(f"{rel} is not committed as it is (commit it first: first sight scores committed cases)")
+    for cid in named:
+        if cid in batch.first_sight:
+            problems.append(f"case {cid} has a first sight already (recorded {batch.first_sight[cid].get('recorded')}"
+                            f" at {str(batch.first_sight[cid].get('commit'))[:12]}); it is never rewritten")
+    if problems:
+        return problems
+    history = History(top)
+    for case in cases:
+        try:
+            adding = history.adding_commit(folder, case.id)
+        except HistoryMissing as error:
+            problems.append(str(error))
+            continue
+        if adding is None:
+            problems.append(f"case {case.id}: no commit holds it in {folder}/cases-*.toml")
+        elif tool_changes(top, adding, "HEAD"):
+            problems.append(f"case {case.id}: tlint/ or rules/ changed since the commit that added it "
+                            f"({adding[:12]}): its first sight can no longer be recorded")
+    return problems
+
+
+def first_sight_entry(result: dict, commit: str, today: str) -> str:
+    lines = ["[[first_sight]]", f"case = {toml_string(result['id'])}", f"commit = {toml_string(commit)}",
+             f"found = {'true' if result['found'] else 'false'}",
+             f"fix_sensitive = {'true' if result['fix_sensitive'] else 'false'}",
+             f"recorded = {toml_string(today)}",
+             f"in_catalogue = {'true' if result['in_catalogue'] else 'false'}"]
+    if result["in_catalogue"]:
+        lines.append(f"rule = {toml_string(result['rule'])}")
+    else:
+        lines.append("near = [")
+        for f in result.get("near", []):
+            cell = f"cell = {f['cell']}, " if f.get("cell") is not None else ""
+            lines.append(f"  {{ path = {toml_string(f['path'])}, {cell}line = {f['line']}, "
+                         f"code = {toml_string(f['code'])}, describes = {'true' if f['describes'] else 'false'} }},")
+        lines.append("]")
+    return "\n".join(lines) + "\n"
+
+
+def record_first_sight(batch: Batch, results: list[dict], commit: str, today: str | None = None) -> int:
+    """Append one [[first_sight]] per result to the batch's first_sight.toml (the file is
+    only ever appended to). Returns the number appended."""
+    today = today or datetime.date.today().isoformat()
+    file = batch.folder / "first_sight.toml"
+    text = "".join("\n" + first_sight_entry(r, commit, today) for r in results)
+    if not file.exists():
+        text = ("# First sight (issue 40): written by `bench/realbugs.py --record-first-sight`, one entry per case,\n"
+                "# never rewritten. Format: bench/realbugs/README.md.\n") + text
+    with file.open("a", encoding="utf-8") as fh:
+        fh.write(text)
+    return len(results)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1041,6 +2004,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirrors", type=Path, help="folder of fetched mirrors (owner+name/repo)")
     parser.add_argument("--case", action="append", default=[], metavar="ID", help="run only these cases")
     parser.add_argument("--family", choices=sorted(FAMILIES), help="run only this family")
+    parser.add_argument("--batch", action="append", default=[], metavar="ID",
+                        help="run only this batch (b0: cases/*.toml; b1, b2, ...: batches/<id>/)")
+    parser.add_argument("--record-first-sight", action="store_true",
+                        help="with --batch: score the batch's cases that have no first sight and append them to "
+                             "its first_sight.toml (refused unless everything it scores is committed)")
+    parser.add_argument("--headline", action="store_true",
+                        help="print the README's markdown table: first-sight recall per batch, found now beneath "
+                             "(found now only with --mirrors)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the results as JSON")
     parser.add_argument("--jobs", type=int, default=1, help="cases run at once (each tlint run uses one core)")
     parser.add_argument("--tlint", metavar="PATH_OR_COMMAND",
@@ -1049,39 +2020,88 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the materialised trees under DIR")
     parser.add_argument("--cases-dir", type=Path, default=CASES_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--judgements-dir", type=Path, default=JUDGEMENTS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--batches-dir", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    batches_dir = args.batches_dir or args.cases_dir.parent / "batches"
     try:
-        manifest = load_manifest(args.cases_dir, args.judgements_dir)
+        manifest, batches = load_all(args.cases_dir, args.judgements_dir, batches_dir)
     except ManifestError as error:
         print(f"invalid manifest ({len(error.problems)} problem(s)):", file=sys.stderr)
         for problem in error.problems:
             print(f"  {problem}", file=sys.stderr)
         return 2
+    known = [BATCH0, *batches]
+    unknown_batches = [b for b in args.batch if b not in known]
+    if unknown_batches:
+        print(f"unknown batch(es): {', '.join(unknown_batches)} (there are: {', '.join(known)})", file=sys.stderr)
+        return 2
+    selected = [b for b in known if b in args.batch] if args.batch else known
+    all_cases = list(manifest.cases) + [case for batch in batches.values() for case in batch.cases]
+    cases = [c for c in all_cases if c.batch in selected]
     if args.fetch_list:
-        for repo in sorted({case.repo for case in manifest.cases}):
+        for repo in sorted({case.repo for case in cases}):
             print(repo)
         return 0
-    if args.mirrors is None:
-        parser.error("--mirrors DIR is required (or --fetch-list)")
-    cases = manifest.cases
     unknown = [cid for cid in args.case if cid not in {c.id for c in cases}]
     if unknown:
-        print(f"unknown case id(s): {', '.join(unknown)}", file=sys.stderr)
+        print(f"unknown case id(s){' in ' + ', '.join(selected) if args.batch else ''}: {', '.join(unknown)}",
+              file=sys.stderr)
         return 2
     if args.case:
         cases = [c for c in cases if c.id in args.case]
     if args.family:
         cases = [c for c in cases if c.family == args.family]
+    if args.headline and args.mirrors is None and not args.record_first_sight:
+        sys.stdout.write(headline(batch_figures(None, batches, selected), None))
+        return 0
+    if args.mirrors is None:
+        parser.error("--mirrors DIR is required (or --fetch-list, or --headline alone)")
+    record_batch, head = None, None
+    if args.record_first_sight:
+        if len(selected) != 1 or not args.batch or selected[0] == BATCH0:
+            print("--record-first-sight needs --batch ID, one batch other than b0 (batch 0 has no first sight)",
+                  file=sys.stderr)
+            return 2
+        if args.tlint:
+            print("--record-first-sight runs this checkout's tlint: --tlint is refused", file=sys.stderr)
+            return 2
+        record_batch = batches[selected[0]]
+        top = git_toplevel(record_batch.folder)
+        if top is None:
+            print(f"--record-first-sight: {record_batch.folder} is not in a git repository", file=sys.stderr)
+            return 2
+        cases = [c for c in cases if c.id not in record_batch.first_sight or c.id in args.case]
+        refusals = record_refusals(top, record_batch, cases, args.case)
+        if refusals:
+            print(f"refusing --record-first-sight ({len(refusals)} reason(s)):", file=sys.stderr)
+            for problem in refusals:
+                print(f"  {problem}", file=sys.stderr)
+            return 2
+        if not cases:
+            print(f"every case of {record_batch.id} has a first sight: nothing to record")
+            return 0
+        head = gitc(top, "rev-parse", "HEAD", check=True).stdout.strip()
+        args.tlint = str(top)
     command = tlint_command(args.tlint)
     commit = tlint_commit(args.tlint)  # before the run: what runs is what the checkout holds now
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
+
+    def one(case: Case) -> dict:
+        described = batches[case.batch].described if case.batch in batches else None
+        return run_case(case, args.mirrors, command, manifest.judgements, args.keep, described)
+
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda c: run_case(c, args.mirrors, command, manifest.judgements, args.keep), cases))
+        results = list(pool.map(one, cases))
     figures = tally(results)
+    per_batch = batch_figures(results, batches, [b for b in selected if any(c.batch == b for c in cases)])
     buffer = io.StringIO()
     unjudged, failed = render(results, figures, buffer)
+    render_batches(per_batch, buffer)
+    if args.headline:
+        buffer.write("\n" + headline(per_batch, commit))
     sys.stdout.write(buffer.getvalue())
+    result = unjudged == 0 and failed == 0 and all(r["status"] == "ok" for r in results)
     if args.json:
         payload = {
             "tool": "bench/realbugs.py",
@@ -1091,12 +2111,39 @@ def main(argv: list[str] | None = None) -> int:
             "radius": RADIUS,
             "cases": results,
             "figures": figures,
+            "batches": per_batch,
             "unjudged": unjudged,
             "tool_failures": failed,
-            "result": unjudged == 0 and failed == 0 and all(r["status"] == "ok" for r in results),
+            "result": result,
         }
         args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if record_batch is not None:
+        return finish_recording(record_batch, results, top, head, result)
     return 1 if failed else 0
+
+
+def finish_recording(batch: Batch, results: list[dict], top: Path, head: str, result: bool) -> int:
+    """Append the first sights when the run is a result and nothing under tlint/ or rules/
+    moved while it ran; otherwise refuse (exit 2)."""
+    problems = []
+    if not result:
+        problems.append("the run is not a result (a case not run, a tool failure or an unjudged finding near an "
+                        "out-of-catalogue site: judge them in described.toml, commit nothing under tlint/ or rules/, "
+                        "and run again)")
+    if gitc(top, "status", "--porcelain", "--", "tlint", "rules").stdout.strip():
+        problems.append("tlint/ or rules/ changed while the cases ran")
+    now = gitc(top, "rev-parse", "HEAD", check=True).stdout.strip()
+    if now != head and tool_changes(top, head, now):
+        problems.append(f"HEAD moved to {now[:12]} with changes under tlint/ or rules/ while the cases ran")
+    if problems:
+        print(f"refusing --record-first-sight ({len(problems)} reason(s)):", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    n = record_first_sight(batch, results, head)
+    print(f"\nrecorded the first sight of {n} case(s) of {batch.id} at {head} in "
+          f"{_rel(batch.folder / 'first_sight.toml')} (commit it)")
+    return 0
 
 
 def checkout_commit(root: Path = ROOT) -> str | None:

@@ -1,0 +1,487 @@
+"""bench/realbugs batches (issue 40): the extended schema and its validation, notebooks,
+out-of-catalogue scoring (described / incidental), recording first sight, and the check
+that first sights are what git history says they are: on the real repository, and on
+synthetic git repositories with a fake tlint (no network, no mirrors, no real tlint run)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(name: str, path: Path):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+rb = _load("tlint_bench_realbugs", ROOT / "bench" / "realbugs.py")
+CODES = rb.rule_codes()
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(repo), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    return subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _commit(repo: Path, message: str, *paths: str) -> str:
+    _git(repo, "add", "--", *paths)
+    _git(repo, "commit", "-q", "-m", message, "--", *paths)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
+def _tables(name: str, entries: list[dict]) -> str:
+    return "".join(f"[[{name}]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in e.items()) + "\n"
+                   for e in entries)
+
+
+# --------------------------------------------------------------------------- the real repository
+
+
+def test_committed_batches_are_valid():
+    manifest, batches = rb.load_all(codes=CODES)  # raises ManifestError listing every problem
+    ids = [c.id for c in manifest.cases] + [c.id for b in batches.values() for c in b.cases]
+    assert len(ids) == len(set(ids))
+    for batch in batches.values():
+        for case in batch.cases:
+            assert (case.rule is not None) == case.in_catalogue and case.kind in rb.KINDS
+
+
+def test_real_first_sight_history():
+    """Every first sight of every batch is what git history says (check_first_sight_history),
+    and no recorded first sight was ever changed or removed."""
+    shallow = rb.gitc(ROOT, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+    try:
+        problems = rb.check_first_sight_history(ROOT)
+    except rb.HistoryMissing as error:
+        assert shallow, error
+        pytest.skip(f"shallow clone: first-sight history cannot be checked ({error})")
+    assert problems == []
+
+
+# --------------------------------------------------------------------------- a synthetic project
+
+FAKE_TLINT = r'''
+import json, os, re, sys
+MARK = re.compile(r"#!(TL\d{3})")
+paths, skip = [], False
+for arg in sys.argv[2:]:
+    if skip:
+        skip = False
+    elif arg in ("--format", "--jobs", "--extend-select", "--select"):
+        skip = True
+    elif not arg.startswith("--"):
+        paths.append(arg)
+files = []
+for p in paths:
+    if os.path.isdir(p):
+        files += [os.path.join(d, n) for d, _, names in os.walk(p) for n in names if n.endswith((".py", ".ipynb"))]
+    else:
+        files.append(p)
+def diag(code, path, line, cell=None):
+    out = {"code": code, "name": "x", "severity": "warning", "message": "m", "path": path,
+           "range": {"start": {"line": line, "column": 1}, "end": {"line": line, "column": 2}}}
+    if cell is not None:
+        out["cell"] = cell
+    return out
+diags = []
+for f in sorted(files):
+    text = open(f, encoding="utf-8").read()
+    if f.endswith(".ipynb"):
+        for n, cell in enumerate(json.loads(text)["cells"], 1):
+            for i, line in enumerate("".join(cell["source"]).splitlines(), 1):
+                diags += [diag(code, f, i, n) for code in MARK.findall(line)]
+    else:
+        for i, line in enumerate(text.splitlines(), 1):
+            diags += [diag(code, f, i) for code in MARK.findall(line)]
+print(json.dumps({"diagnostics": diags}))
+'''
+
+BUGGY = """\
+import torch
+
+
+def train(model, loader):
+    opt = torch.optim.AdamW(model.parameters())
+    for batch in loader:
+        loss = model(batch)  #!TL304
+        loss.backward()
+        opt.step()  #!TL301
+        opt.zero_grad()
+"""
+SITE = 9  # opt.step()
+FIXED = BUGGY.replace("import torch\n", "import torch\n\nCLIP = 1.0\n").replace(
+    "        opt.step()  #!TL301\n", "        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)\n        opt.step()\n")
+
+
+def _notebook(cells: list[str]) -> str:
+    return json.dumps({"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                                  "source": [line + "\n" for line in text.splitlines()]} for text in cells],
+                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
+NB_BUGGY = _notebook(["import torch", "x = 1\ny = x * 2  #!TL205\nprint(y)"])
+NB_FIXED = _notebook(["import torch\nimport math", "x = 1\ny = x * 3\nprint(y)"])
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    """someone/demo: train.py and demo.ipynb, buggy then fixed."""
+    repo = tmp_path_factory.mktemp("mirrors") / "someone+demo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "train.py").write_text(BUGGY)
+    (repo / "demo.ipynb").write_text(NB_BUGGY)
+    (repo / "big.bin").write_text("not linted\n")
+    buggy = _commit(repo, "buggy", "train.py", "demo.ipynb", "big.bin")
+    (repo / "train.py").write_text(FIXED)
+    (repo / "demo.ipynb").write_text(NB_FIXED)
+    fixed = _commit(repo, "fix", "train.py", "demo.ipynb")
+    return repo, buggy, fixed
+
+
+def _cases(buggy: str, fixed: str) -> list[dict]:
+    common = {"repo": "someone/demo", "buggy": buggy, "fixed": fixed, "source": "https://example.org/pr/1",
+              "summary": "s", "recorded": "2026-12-07"}
+    return [
+        {"id": "demo-no-clip", **common, "in_catalogue": True, "rule": "TL301", "kind": "script",
+         "take": ["train.py"], "sites": [{"path": "train.py", "lines": [SITE]}], "candidate": 1},
+        {"id": "demo-step-order", **common, "in_catalogue": False, "kind": "script", "take": ["train.py"],
+         "sites": [{"path": "train.py", "lines": [SITE]}], "candidate": 3},
+    ]
+
+
+LOG = [
+    {"n": 1, "repo": "someone/demo", "ref": "https://example.org/c/1", "found_by": "q1", "verdict": "accept",
+     "criterion": "A1", "note": "n", "case": "demo-no-clip"},
+    {"n": 2, "repo": "other/thing", "ref": "https://example.org/c/2", "found_by": "q1", "verdict": "reject",
+     "criterion": "R1", "note": "a crash"},
+    {"n": 3, "repo": "someone/demo", "ref": "https://example.org/c/3", "found_by": "q2", "verdict": "accept",
+     "criterion": "A1", "note": "n", "case": "demo-step-order"},
+]
+DESCRIBED = [
+    {"case": "demo-step-order", "path": "train.py", "line": SITE, "code": "TL301", "describes": True,
+     "reason": "it names the missing clip"},
+    {"case": "demo-step-order", "path": "train.py", "line": 7, "code": "TL304", "describes": False,
+     "reason": "another matter"},
+]
+
+
+def _write_batch(folder: Path, cases: list[dict], log: list[dict] = LOG, family: str = "training") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SEARCH-training.md").write_text("# search\n- q1: fix gradient\n- A1 accept, R1 reject\n")
+    (folder / f"cases-{family}.toml").write_text(_tables("case", cases))
+    (folder / f"log-{family}.toml").write_text(_tables("candidate", log))
+
+
+@pytest.fixture
+def project(tmp_path, mirror):
+    """A git repository laid out like this one: a fake tlint package, rules/, and
+    bench/realbugs/{cases,judgements,batches/b1}."""
+    repo, buggy, fixed = mirror
+    proj = tmp_path / "proj"
+    (proj / "tlint").mkdir(parents=True)
+    (proj / "tlint" / "__init__.py").write_text("")
+    (proj / "tlint" / "__main__.py").write_text(FAKE_TLINT)
+    (proj / "rules").mkdir()
+    (proj / "rules" / "TL301.md").write_text("# TL301\n")
+    bench = proj / "bench" / "realbugs"
+    (bench / "cases").mkdir(parents=True)
+    (bench / "judgements").mkdir()
+    _write_batch(bench / "batches" / "b1", _cases(buggy, fixed))
+    _git(proj, "init", "-q", "-b", "main")
+    _commit(proj, "tool", "tlint", "rules")
+    args = ["--mirrors", str(repo.parent), "--cases-dir", str(bench / "cases"),
+            "--judgements-dir", str(bench / "judgements")]
+    return proj, bench / "batches" / "b1", args
+
+
+def _main(args: list[str], capsys) -> tuple[int, str, str]:
+    rc = rb.main(args)
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def test_record_first_sight_and_its_history(project, capsys, tmp_path):
+    proj, b1, args = project
+    record = [*args, "--batch", "b1", "--record-first-sight"]
+    # the cases are not committed yet: refused
+    rc, out, err = _main(record, capsys)
+    assert rc == 2 and "is not committed as it is" in err, err
+    adding = _commit(proj, "batch 1 cases", "bench")
+    # the near findings of the out-of-catalogue case are unjudged: not a result, refused, nothing written
+    rc, out, err = _main(record, capsys)
+    assert rc == 2 and "not a result" in err, err
+    assert "[[near]]" in out and 'case = "demo-step-order"' in out and "NOT A RESULT" in out
+    assert not (b1 / "first_sight.toml").exists()
+    # judged (described.toml need not be committed): recorded at HEAD
+    (b1 / "described.toml").write_text(_tables("near", DESCRIBED))
+    rc, out, err = _main(record, capsys)
+    assert rc == 0, err
+    entries = {e["case"]: e for e in tomllib.loads((b1 / "first_sight.toml").read_text())["first_sight"]}
+    assert set(entries) == {"demo-no-clip", "demo-step-order"}
+    assert all(e["commit"] == adding for e in entries.values())
+    assert entries["demo-no-clip"]["found"] and entries["demo-no-clip"]["fix_sensitive"]
+    assert entries["demo-no-clip"]["rule"] == "TL301" and "near" not in entries["demo-no-clip"]
+    out_case = entries["demo-step-order"]
+    assert out_case["found"] and out_case["fix_sensitive"] and out_case["in_catalogue"] is False
+    assert {(n["code"], n["describes"]) for n in out_case["near"]} == {("TL301", True), ("TL304", False)}
+    text = (b1 / "first_sight.toml").read_text()
+    # every case recorded: nothing to do; naming a recorded case: refused; the file unchanged
+    rc, out, err = _main(record, capsys)
+    assert rc == 0 and "nothing to record" in out
+    rc, out, err = _main([*record, "--case", "demo-no-clip"], capsys)
+    assert rc == 2 and "has a first sight already" in err
+    assert (b1 / "first_sight.toml").read_text() == text
+    # a normal run: first sight and found now per batch, in the JSON too; the headline
+    report = tmp_path / "out.json"
+    rc, out, err = _main([*args, "--tlint", str(proj), "--json", str(report), "--headline"], capsys)
+    assert rc == 0, err
+    payload = json.loads(report.read_text())
+    assert payload["result"] is True
+    first, now = payload["batches"]["b1"]["first_sight"], payload["batches"]["b1"]["found_now"]
+    assert first["in_catalogue"] == {"cases": 1, "found": 1, "fix_sensitive": 1}
+    assert first["outside"] == {"cases": 1, "found": 1, "fix_sensitive": 1}
+    assert now["all"] == {"cases": 2, "found": 2, "fix_sensitive": 2}
+    assert "| b1 | 2 | 1/1 (100 %) | 1/1 (100 %) | 2/2 (100 %) |" in out, out
+    assert "| found now (tlint" in out
+    rc, out, err = _main([*args, "--headline"][2:], capsys)  # without --mirrors: first sight only
+    assert rc == 0 and "| **all batches** | 2 |" in out and "not run" in out
+    # committed: the history checker agrees
+    _commit(proj, "first sight", "bench")
+    assert rb.check_first_sight_history(proj) == []
+    # (a) a first sight changed later: reported (and a removal too)
+    (b1 / "first_sight.toml").write_text(text.replace("found = true", "found = false", 1))
+    problems = rb.check_first_sight_history(proj)
+    assert any("the working tree changes the first sight of demo-no-clip" in p for p in problems), problems
+    _commit(proj, "rewrite history", "bench")
+    problems = rb.check_first_sight_history(proj)
+    assert any("changes the first sight of demo-no-clip" in p and "working tree" not in p for p in problems)
+    (b1 / "first_sight.toml").write_text("")
+    _commit(proj, "drop", "bench")
+    assert any("removes the first sight of demo-step-order" in p for p in rb.check_first_sight_history(proj))
+    # tlint/ dirty: refused
+    (proj / "tlint" / "extra.py").write_text("x = 1\n")
+    rc, out, err = _main(record, capsys)
+    assert rc == 2 and "uncommitted changes" in err
+
+
+def test_a_tool_change_between_adding_and_recording_is_reported(project, capsys):
+    proj, b1, args = project
+    adding = _commit(proj, "batch 1 cases", "bench")
+    (proj / "rules" / "TL301.md").write_text("# TL301, widened\n")
+    changed = _commit(proj, "a rule change", "rules")
+    (b1 / "described.toml").write_text(_tables("near", DESCRIBED))
+    rc, out, err = _main([*args, "--batch", "b1", "--record-first-sight"], capsys)
+    assert rc == 2 and "changed since the commit that added it" in err, err
+    # (b) written by hand at a later commit: the history check reports it
+    entry = {"case": "demo-no-clip", "commit": changed, "found": True, "fix_sensitive": True,
+             "recorded": "2026-12-07"}
+    (b1 / "first_sight.toml").write_text(_tables("first_sight", [entry]))
+    _commit(proj, "first sight", "bench")
+    problems = rb.check_first_sight_history(proj)
+    assert len(problems) == 1 and "tlint/ or rules/ changed between" in problems[0] and "rules/TL301.md" in problems[0]
+    # a first sight before the case was committed, or at a commit that is not in history
+    early = {**entry, "commit": _git(proj, "rev-parse", f"{adding}~1")}
+    (b1 / "first_sight.toml").write_text(_tables("first_sight", [entry, {**early, "case": "demo-step-order"}]))
+    _commit(proj, "more", "bench")
+    problems = rb.check_first_sight_history(proj)
+    assert any("demo-step-order" in p and "before the case was committed" in p for p in problems), problems
+    history = rb.History(proj)
+    assert rb.check_entry(history, "bench/realbugs/batches/b1", {**entry, "commit": "f" * 40})[0].endswith(
+        "does not exist")
+
+
+def test_shallow_clone_says_so(project, tmp_path):
+    proj, b1, args = project
+    _commit(proj, "cases", "bench")
+    head = _git(proj, "rev-parse", "HEAD")
+    (b1 / "first_sight.toml").write_text(_tables("first_sight", [
+        {"case": "demo-no-clip", "commit": head, "found": True, "fix_sensitive": True, "recorded": "2026-12-07"}]))
+    _commit(proj, "first sight", "bench")
+    (proj / "rules" / "TL301.md").write_text("later\n")
+    _commit(proj, "later", "rules")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{proj}", str(clone)], check=True,
+                   capture_output=True)
+    with pytest.raises(rb.HistoryMissing):
+        rb.check_first_sight_history(clone)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _batch_problems(tmp_path: Path, cases: list[dict], log: list[dict] = LOG, extra: dict | None = None,
+                    b0_ids: dict | None = None) -> list[str]:
+    folder = tmp_path / "batches" / "b1"
+    _write_batch(folder, cases, log)
+    for name, text in (extra or {}).items():
+        (folder / name).write_text(text)
+    problems: list[str] = []
+    rb.load_batches(tmp_path / "batches", CODES, dict(b0_ids or {}), problems)
+    return problems
+
+
+def test_batch_validator_accepts_good_files(tmp_path):
+    extra = {"described.toml": _tables("near", DESCRIBED)}
+    assert _batch_problems(tmp_path, _cases("a" * 40, "b" * 40), extra=extra) == []
+
+
+@pytest.mark.parametrize("index, change, expected", [
+    (0, {"in_catalogue": False}, "rule is given only when in_catalogue = true"),
+    (1, {"in_catalogue": True}, "in_catalogue = true needs rule"),
+    (1, {"in_catalogue": "no"}, "in_catalogue 'no' must be true or false"),
+    (0, {"kind": "tutorial"}, "kind 'tutorial' must be one of library, script, notebook"),
+    (0, {"candidate": 2}, "does not say verdict = \"accept\" with case = \"demo-no-clip\""),
+    (0, {"candidate": 9}, "candidate 9 is not in log-training.toml"),
+    (0, {"rule": "TL101"}, "family 'data'"),
+    (0, {"sites": [{"path": "train.py", "cell": 2, "lines": [3]}]}, "cell is for a notebook"),
+    (0, {"repo": "someone/other"}, "the case is someone/other"),
+])
+def test_batch_validator_rejects_cases(tmp_path, index, change, expected):
+    cases = _cases("a" * 40, "b" * 40)
+    cases[index] = {**cases[index], **change}
+    problems = _batch_problems(tmp_path, cases)
+    assert any(expected in p for p in problems), problems
+
+
+def test_batch_validator_rejects_logs_and_verdicts(tmp_path):
+    cases = _cases("a" * 40, "b" * 40)
+    gap = [LOG[0], {**LOG[2], "n": 4}]
+    problems = _batch_problems(tmp_path / "1", cases, log=gap)
+    assert any("n = 4 but it is entry 2" in p for p in problems), problems
+    orphan = [*LOG, {**LOG[0], "n": 4, "case": "demo-ghost"}]
+    problems = _batch_problems(tmp_path / "2", cases, log=orphan)
+    assert any("accepted as case 'demo-ghost'" in p for p in problems), problems
+    rejected = [LOG[0], {**LOG[1], "case": "x"}, LOG[2]]
+    assert any("a rejected candidate has no case" in p for p in _batch_problems(tmp_path / "3", cases, log=rejected))
+    third = {**cases[0], "id": "demo-third", "candidate": 4}
+    log4 = [*LOG, {**LOG[0], "n": 4, "case": "demo-third"}]
+    problems = _batch_problems(tmp_path / "4", [*cases, third], log=log4)
+    assert any("3 cases from someone/demo" in p and "at most 2" in p for p in problems), problems
+    problems = _batch_problems(tmp_path / "5", cases, b0_ids={"demo-no-clip": "cases/training.toml"})
+    assert any("'demo-no-clip' is not unique (also in cases/training.toml)" in p for p in problems), problems
+    bad_near = [{**DESCRIBED[0], "case": "demo-no-clip"}, {**DESCRIBED[1], "describes": "maybe", "reason": ""},
+                DESCRIBED[0], DESCRIBED[0]]
+    problems = _batch_problems(tmp_path / "6", cases, extra={"described.toml": _tables("near", bad_near)})
+    assert any("is in the catalogue" in p for p in problems), problems
+    assert any("describes 'maybe' must be true or false" in p for p in problems), problems
+    assert any("judged twice" in p for p in problems), problems
+    fs = {"case": "demo-no-clip", "commit": "c" * 40, "found": False, "fix_sensitive": True, "recorded": "2026-12-07"}
+    problems = _batch_problems(tmp_path / "7", cases, extra={"first_sight.toml": _tables("first_sight", [
+        fs, fs, {**fs, "case": "nobody", "commit": "abc"}])})
+    assert any("fix_sensitive = true needs found = true" in p for p in problems), problems
+    assert any("given twice" in p for p in problems), problems
+    assert any("'nobody' is not a case of this batch" in p for p in problems), problems
+    assert any("must be a full 40-hex" in p for p in problems), problems
+    (tmp_path / "8" / "batches" / "b1").mkdir(parents=True)
+    problems = _batch_problems(tmp_path / "8", cases)
+    (tmp_path / "8" / "batches" / "b1" / "SEARCH-training.md").unlink()
+    (tmp_path / "8" / "batches" / "misc").mkdir()
+    problems = []
+    rb.load_batches(tmp_path / "8" / "batches", CODES, {}, problems)
+    assert any("no SEARCH*.md" in p for p in problems) and any("named b1, b2" in p for p in problems), problems
+
+
+def test_batch_flags(project, capsys):
+    proj, b1, args = project
+    rc, out, err = _main([*args, "--batch", "b7"], capsys)
+    assert rc == 2 and "unknown batch" in err
+    rc, out, err = _main([*args, "--record-first-sight"], capsys)
+    assert rc == 2 and "needs --batch ID" in err
+    rc, out, err = _main([*args, "--batch", "b1", "--fetch-list"], capsys)
+    assert rc == 0 and out == "someone/demo\n"
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _case(buggy: str, fixed: str, index: int) -> rb.Case:
+    raw = _cases(buggy, fixed)[index]
+    case, problems = rb.validate_case(raw, "t", "training", CODES, batch="b1")
+    assert problems == []
+    return case
+
+
+def _finding(line, code, path="train.py", cell=None):
+    return rb.Finding(path, line, line, 1, code, "warning", "m", cell)
+
+
+def test_out_of_catalogue_found_means_described(mirror):
+    repo, buggy, fixed = mirror
+    case = _case(buggy, fixed, 1)
+    diffs = rb.diff_between(repo / ".git", buggy, fixed, case.take)
+    described = {d.key: d for d in (rb.Described(**{k: v for k, v in e.items()}) for e in DESCRIBED)}
+    mapped = SITE + 2  # two lines inserted above; the site's line is replaced by two
+    # an incidental finding only: not found; an unjudged one: listed, not found
+    out = rb.evaluate(case, [_finding(7, "TL304")], [], diffs, {}, described=described)
+    assert not out["found"] and [f["code"] for f in out["incidental"]] == ["TL304"] and not out["near_unjudged"]
+    out = rb.evaluate(case, [_finding(SITE + 1, "TL210")], [], diffs, {}, described=described)
+    assert not out["found"] and out["near_unjudged"][0]["code"] == "TL210"
+    # 4 lines away: not near; tool codes never near
+    out = rb.evaluate(case, [_finding(SITE + 4, "TL301"), _finding(SITE, "TL003")], [], diffs, {}, described=described)
+    assert out["near"] == [] and out["near_unjudged"] == []
+    # the describing finding: found; still near the mapped site on the fixed tree: not fix-sensitive
+    buggy_findings = [_finding(SITE, "TL301"), _finding(7, "TL304")]
+    out = rb.evaluate(case, buggy_findings, [_finding(mapped, "TL304")], diffs, {}, described=described)
+    assert out["found"] and out["fix_sensitive"]  # another code near the fixed site does not count
+    out = rb.evaluate(case, buggy_findings, [_finding(mapped + 1, "TL301")], diffs, {}, described=described)
+    assert out["found"] and not out["fix_sensitive"]
+    assert out["fixed_findings"] == 1 and out["judged"] == [] and out["unjudged"] == []  # counted, not judged
+
+
+def test_notebooks_are_materialised_and_scored(mirror, tmp_path):
+    repo, buggy, fixed = mirror
+    gitdir = repo / ".git"
+    assert [p for p, _ in rb.tree_files(gitdir, buggy, (".",))] == ["train.py"]  # batch 0, bench/ecosystem.py
+    assert [p for p, _ in rb.tree_files(gitdir, buggy, (".",), rb.LINTED_SUFFIXES)] == ["demo.ipynb", "train.py"]
+    missing, absent = rb.materialise(gitdir, buggy, ["."], tmp_path / "tree", rb.LINTED_SUFFIXES)
+    assert (tmp_path / "tree" / "demo.ipynb").read_text() == NB_BUGGY and not (tmp_path / "tree" / "big.bin").exists()
+    # a site given as a line of the .ipynb file itself (as GitHub shows it) or as cell + line
+    file_line = NB_BUGGY.splitlines().index('    "y = x * 2  #!TL205\\n",') + 1
+    assert rb.notebook_file_lines(tmp_path / "tree" / "demo.ipynb")[file_line] == (2, 2)
+    mirrors = repo.parent
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_TLINT)
+    command = ([sys.executable, str(script)], {})
+    for site in ({"path": "demo.ipynb", "lines": [file_line]}, {"path": "demo.ipynb", "cell": 2, "lines": [2]}):
+        raw = {**_cases(buggy, fixed)[0], "id": "demo-nb", "rule": "TL205", "kind": "notebook",
+               "take": ["demo.ipynb"], "sites": [site]}
+        case, problems = rb.validate_case(raw, "t", "model", CODES, batch="b1")
+        assert problems == [], problems
+        result = rb.run_case(case, mirrors, command, {})
+        assert result["status"] == "ok", result
+        assert result["found"] and result["fix_sensitive"], result
+        assert result["buggy_hits"][0]["cell"] == 2 and result["buggy_hits"][0]["line"] == 2
+    # the fixed notebook: one line added in cell 1, so cell 2's line 2 moves down by one
+    table = rb.notebook_lines(tmp_path / "tree" / "demo.ipynb")
+    assert table[1] == [0, 2]
+    bad = {"path": "demo.ipynb", "lines": [1]}
+    case, _ = rb.validate_case({**_cases(buggy, fixed)[0], "id": "demo-nb", "rule": "TL205", "take": ["demo.ipynb"],
+                                "sites": [bad]}, "t", "model", CODES, batch="b1")
+    assert rb.run_case(case, mirrors, command, {})["status"] == "missing-path"
