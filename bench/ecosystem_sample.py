@@ -26,8 +26,10 @@ the seed, N, the pool's commit, the date and the first `--draw-size` repositorie
 that file (it refuses one whose draw differs from what the seed gives, and, unless told
 otherwise, one that is not committed), and takes the repositories in order:
 
-- **skipped** (status "skipped", with the reason): its mirror is missing (`MIRRORS/owner+name`),
-  its pinned sha is not in the mirror, or it has **no transformer training code** by this test:
+- **skipped** (status "skipped", with the reason): its mirror is missing (`MIRRORS/owner+name`)
+  because the fetch tool could not bring it (`--unfetchable OWNER/NAME=ANSWER`; any other
+  missing mirror stops the run and nothing is written: fetch in draw order first), its pinned
+  sha is not in the mirror, or it has **no transformer training code** by this test:
   among its `.py` and `.ipynb` files, one that imports torch or a torch-based training library
   (torch, transformers, peft, trl, accelerate, lightning, pytorch_lightning, deepspeed) mentions
   "attention" or "transformer" (any case), and one that imports such a library trains
@@ -113,6 +115,10 @@ def _rb():
 
 class SampleError(Exception):
     pass
+
+
+class NotFetched(Exception):
+    """A drawn repository has no mirror and was not declared unfetchable: fetch it first."""
 
 
 # --------------------------------------------------------------------------- the pool
@@ -433,13 +439,19 @@ def has_transformer_training_code(tree: Path) -> bool:
     return False
 
 
-def lint_repo(entry: dict, mirrors: Path, command) -> tuple[dict, list[dict]]:
-    """One drawn repository: (its draw record with status, its error/warning findings)."""
+def lint_repo(entry: dict, mirrors: Path, command,
+              unfetchable: dict[str, str] | None = None) -> tuple[dict, list[dict]]:
+    """One drawn repository: (its draw record with status, its error/warning findings). A
+    missing mirror is a skip only when `unfetchable` names the repository (with the fetch
+    tool's answer); otherwise NotFetched is raised, and nothing is recorded."""
     rb = _rb()
     record = {k: entry[k] for k in ("order", "repo", "sha", "found_by")}
     gitdir = rb.resolve_mirror(mirrors, entry["repo"])
     if gitdir is None:
-        return {**record, "status": "skipped", "reason": "missing-mirror: no mirror fetched"}, []
+        why = (unfetchable or {}).get(entry["repo"])
+        if why is None:
+            raise NotFetched(f"{entry['repo']} (draw order {entry['order']}) has no mirror under {mirrors}")
+        return {**record, "status": "skipped", "reason": f"missing-mirror: {why}"}, []
     if not rb.has_commit(gitdir, entry["sha"]):
         return {**record, "status": "skipped", "reason": "missing-commit: the pinned sha is not in the mirror"}, []
     work = Path(tempfile.mkdtemp(prefix="ecosample-"))
@@ -479,7 +491,7 @@ def lint_repo(entry: dict, mirrors: Path, command) -> tuple[dict, list[dict]]:
 
 
 def run_sample(sample: dict, extension: list[PoolEntry], mirrors: Path, command, tlint_commit: str | None,
-               log=print) -> dict:
+               log=print, unfetchable: dict[str, str] | None = None) -> dict:
     """Lint the draw in order until >= n linted and >= min_findings default error/warning
     findings; the draw is extended from `extension` (the rest of the seed's order) when needed."""
     pending = [dict(d) for d in sample["draw"]]
@@ -495,7 +507,7 @@ def run_sample(sample: dict, extension: list[PoolEntry], mirrors: Path, command,
             e = more.pop(0)
             pending.append({"order": len(done) + 1, "repo": e.repo, "sha": e.sha, "found_by": e.found_by})
         entry = pending.pop(0)
-        record, found = lint_repo(entry, mirrors, command)
+        record, found = lint_repo(entry, mirrors, command, unfetchable)
         done.append(record)
         findings += found
         if record["status"] == "linted":
@@ -641,6 +653,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="print the sample's figures")
     parser.add_argument("--headline", action="store_true", help="print the README's table of every sample")
     parser.add_argument("--tlint", metavar="PATH_OR_COMMAND", help="a tlint checkout (folder) or command line")
+    parser.add_argument("--unfetchable", action="append", default=[], metavar="OWNER/NAME=WHY",
+                        help="a drawn repository the fetch tool could not bring, and its answer (recorded as a "
+                             "skip); any other missing mirror stops the run, writing nothing")
     parser.add_argument("--allow-uncommitted-draw", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--pool-file", type=Path, default=POOL_FILE, help=argparse.SUPPRESS)
     parser.add_argument("--queries-dir", type=Path, default=QUERIES_DIR, help=argparse.SUPPRESS)
@@ -734,8 +749,19 @@ def _main(args, parser) -> int:
     rb = _rb()
     command = rb.tlint_command(args.tlint)
     commit = rb.tlint_commit(args.tlint)
+    unfetchable = {}
+    for item in args.unfetchable:
+        repo, sep, why = item.partition("=")
+        if not sep or not why.strip():
+            parser.error(f"--unfetchable {item!r}: give OWNER/NAME=WHY")
+        unfetchable[repo] = why.strip()
     print(f"{'#':>3} {'repository':<55} {'status':<12} {'dflt':>4} {'all':>4} reason")
-    result = run_sample(sample, order[len(recorded):], args.mirrors, command, commit)
+    try:
+        result = run_sample(sample, order[len(recorded):], args.mirrors, command, commit, unfetchable=unfetchable)
+    except NotFetched as error:
+        print(f"stopped, nothing written: {error}; fetch it (or name it with --unfetchable) and run again",
+              file=sys.stderr)
+        return 3
     path.write_text(render_sample(result), encoding="utf-8")
     s = result["summary"]
     print(f"\nwrote {path}: drawn {s['drawn']}, linted {s['linted']}, skipped {s['skipped']}, "

@@ -176,10 +176,13 @@ def _sample(draw, n, min_findings):
             "excluded": [], "draw": draw}
 
 
-def _run(mirrors, fake_tlint, sample, extension=()):
+UNFETCHABLE = {"x/missing": "No snapshot of that repository can be had here."}
+
+
+def _run(mirrors, fake_tlint, sample, extension=(), unfetchable=UNFETCHABLE):
     base, _ = mirrors
     return es.run_sample(sample, list(extension), base, es._rb().tlint_command(fake_tlint), "abc",
-                         log=lambda *_: None)
+                         log=lambda *_: None, unfetchable=unfetchable)
 
 
 def test_draws_continue_until_both_thresholds(mirrors, fake_tlint):
@@ -223,6 +226,11 @@ def test_skips_and_findings_are_recorded(mirrors, fake_tlint):
     assert ("e/notebook", "finetune.ipynb", "TL301", "default", "") in rows
     assert ("b/two", "model.py", "TL399", "all", "") in rows
     assert not [f for f in result["finding"] if f["severity"] == "info"]
+    missing = next(d for d in result["draw"] if d["repo"] == "x/missing")
+    assert missing["reason"] == "missing-mirror: No snapshot of that repository can be had here."
+    # a mirror missing for no stated reason (not fetched yet) stops the run: nothing is recorded
+    with pytest.raises(es.NotFetched, match="x/missing"):
+        _run(mirrors, fake_tlint, _sample(draw, 2, 1), unfetchable={})
     # the file round-trips and stays unjudged
     text = es.render_sample(result)
     again = es.load_sample_text(text)
@@ -250,6 +258,14 @@ def test_the_command_line_writes_the_draw_then_lints_it(mirrors, fake_tlint, tmp
     lint = ["--sample", "2", "--seed", "7", "--mirrors", str(base), "--tlint", fake_tlint, *common]
     assert eco.main(lint) == 2  # the draw is not committed
     assert "not committed" in capsys.readouterr().err
+    first = base / expected[0].repo.replace("/", "+")
+    first.rename(first.with_name("away"))  # the first drawn repository is not fetched: stop, write nothing
+    try:
+        assert eco.main([*lint, "--allow-uncommitted-draw"]) == 3
+    finally:
+        first.with_name("away").rename(first)
+    assert "stopped, nothing written" in capsys.readouterr().err
+    assert es.load_sample(samples / "sample-1.toml")["state"] == "drawn"
     assert eco.main([*lint, "--allow-uncommitted-draw"]) == 0
     linted = es.load_sample(samples / "sample-1.toml")
     assert linted["state"] == "linted" and linted["tlint_commit"] == ""  # a command: commit unknown
