@@ -245,6 +245,7 @@ def test_rule_all_json(tmp_path):
 # --- packaging and README -----------------------------------------------------------------
 
 
+@pytest.mark.slow  # builds the wheel
 def test_wheel_ships_rule_docs_and_prints_them_installed(tmp_path):
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation", "-q",
@@ -283,7 +284,11 @@ def test_readme_test_command_is_what_ci_runs():
     quick_start = readme.split("## Quick start", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     commands = quick_start.strip().splitlines()
     assert commands == ["pip install . && tlint check fixtures/demo",
-                        "pip install torch==2.13.0 -e '.[dev]' && TLINT_REQUIRE_TORCH=1 python -m pytest -q"]
+                        "pip install torch==2.13.0 -e '.[dev]' && TLINT_REQUIRE_TORCH=1 python -m pytest -q -n auto "
+                        "--dist loadgroup"]
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert ci[-1] == commands[1]
+    words = commands[1].split("-m pytest", 1)[1].split()
+    assert "-n" in words and "-m" not in words and "-k" not in words  # in parallel, and every test
+    assert '-m "not slow"' in readme.split("## Quick start", 1)[1].split("## ", 1)[0]  # the quick subset
     assert "export TLINT_REQUIRE_TORCH=1" in ci  # the house checks' own steps run with it too

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# slow: a benchmark: lints sampled files of installed packages with every rule
+pytestmark = pytest.mark.slow
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 import corpus_run

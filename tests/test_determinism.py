@@ -44,6 +44,7 @@ def outputs(project, capsys, monkeypatch):
     return run
 
 
+# duration: the project linted four times (twice at one job, at 2 and at 4 jobs): worker processes start each time
 def test_identical_across_runs_and_jobs(outputs):
     reference = outputs("--jobs", "1", ".")
     assert '"TL001"' in reference["json"] and "TL103" in reference["text"]
@@ -52,6 +53,7 @@ def test_identical_across_runs_and_jobs(outputs):
         assert outputs("--jobs", jobs, ".") == reference, jobs
 
 
+# duration: three runs, two of them in worker processes
 def test_identical_whatever_order_files_are_found(outputs, monkeypatch):
     import tlint.engine
 
@@ -70,6 +72,7 @@ def test_identical_whatever_order_files_are_found(outputs, monkeypatch):
         assert outputs("--jobs", jobs, ".") == reference, seed
 
 
+# duration: three runs, one of them in worker processes
 def test_identical_whatever_order_files_are_named(outputs, project):
     names = sorted(p.relative_to(project).as_posix() for p in project.rglob("*.py"))
     reference = outputs("--jobs", "1", *names)
@@ -107,6 +110,7 @@ def packages(tmp_path):
 NAMED = ("pkg/train/full.py", "pkg/data.py", "pkg/model.py", "tools/report.py")
 
 
+# duration: every order of the four named paths (24) and of their subsets: order independence is claimed for all of them
 def test_explicit_paths_give_one_result_whatever_the_order_cache_and_jobs(packages, capsys, monkeypatch):
     import itertools
 

@@ -17,6 +17,10 @@ import pytest
 from tests.diagnoseutil import diagnose_json, hf_run, kinds, losses, pairs_shifted_twice
 from tlint.diagnose.readers import read_run
 
+# slow: trains tiny GPT-2 runs with the Hugging Face Trainer to read their logs
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_diagnose")]
+
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "diagnose-output.schema.json"
 
 

@@ -15,6 +15,10 @@ from tests.diagnoseutil import diagnose_json, kinds, lightning_run, pairs_shifte
 from tests.test_diagnose import validate
 from tlint.diagnose.readers import read_run
 
+# slow: trains Lightning runs to read their logs
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_diagnose_frameworks")]
+
 pytest.importorskip("lightning")
 
 

@@ -21,6 +21,10 @@ import pytest
 from tlint.cli import main
 from tlint.doctor.steps import Results
 
+# slow: runs the whole procedure on the demo (verify, scan-data, a training run) and opens its report in a browser
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_doctor")]
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from doctor_screenshot import spiky_run  # noqa: E402  (the README example's run folder, also the screenshot's)
@@ -39,6 +43,7 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "TLINT_NO_CACHE": "1"}
 
 
+# duration: the whole procedure once for the module (verify, scan-data, a run read back), shared by its tests
 @pytest.fixture(scope="module")
 def demo_report(tmp_path_factory):
     """doctor on a copy of the demo with a run folder in it: one run of the whole procedure
@@ -173,6 +178,7 @@ def test_no_run_runs_no_user_code(tmp_path, capsys):
     assert code == 1  # the run's loss spike is an error
 
 
+# duration: runs the user's code for real, after the notice, in a child process
 def test_without_no_run_the_code_runs_after_the_notice_and_a_failing_step_is_exit_2(tmp_path):
     from tests.torchutil import import_torch
 

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# slow: starts a headless browser
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import doctor_screenshot as script  # noqa: E402

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = pytest.mark.xdist_group("test_ecosystem_sample")
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 

@@ -11,6 +11,9 @@ import random
 
 import pytest
 
+# slow: fuzzes: generated and mutated programs, linted twice and in a child process
+pytestmark = pytest.mark.slow
+
 hypothesis = pytest.importorskip("hypothesis")
 hypothesmith = pytest.importorskip("hypothesmith")
 
@@ -38,12 +41,14 @@ def test_programs_from_the_grammar(source):
     assert_sound({"generated.py": source})
 
 
+# duration: hypothesmith generates each program from LibCST's node types (~0.3 s an example)
 @settings(SHORT, max_examples=20)  # each example costs ~0.3 s to generate
 @given(hypothesmith.from_node())
 def test_programs_from_the_cst(source):
     assert_sound({"generated.py": source})
 
 
+# duration: each mutant is linted twice (the determinism check)
 @SHORT
 @given(st.sampled_from(range(len(SEEDS))), st.integers(0, 2**32 - 1), st.integers(1, 4))
 def test_mutated_examples_and_fixtures(index, seed, steps):
@@ -61,6 +66,7 @@ def test_line_ends_and_bom(index, newline, bom):
     assert_sound(files)
 
 
+# duration: every seed program linted, and again in a child process under another hash seed
 def test_every_seed_is_sound():
     """The unmutated seeds themselves, with every rule on (the rule-doc tests run each
     example with its own rule only); once each, for time."""

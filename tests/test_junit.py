@@ -16,6 +16,9 @@ from tests.cliutil import REPO, SYNTAX_ERROR, main_in, make_project
 from tlint.diagnostics import Diagnostic, Position, Range
 from tlint.reporters import OutputReport, render
 
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = pytest.mark.xdist_group("test_junit")
+
 XSD = Path(__file__).with_name("junit-10.xsd")
 
 

@@ -13,6 +13,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+# slow: runs the mutation benchmark's operators on real trees
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -74,7 +74,8 @@ def test_unusual_files_fall_back_to_the_whole_module():
     assert _both(TRICKY["decorators and comments"])[1] is not None  # the common case takes the short way
 
 
-@pytest.mark.parametrize("folder", ["fixtures", "tlint"])
+# slow for tlint/: every node of every file of the package, an exhaustive property check (fixtures/ is the quick one)
+@pytest.mark.parametrize("folder", ["fixtures", pytest.param("tlint", marks=pytest.mark.slow)])
 def test_every_node_of_the_projects_own_files(folder):
     checked = 0
     for path in sorted((REPO / folder).rglob("*.py")):

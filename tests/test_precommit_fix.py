@@ -8,25 +8,26 @@ no fix (TL304); a file the project's config excludes is skipped although pre-com
 it (`--force-exclude` in the hook's entry).
 
 The tlint repository is a snapshot of the working tree (tracked and untracked, not
-ignored, files) committed in a temporary repository: `pre-commit try-repo` on the working
-tree would make a shadow commit of the tracked files' changes only (`git add -u`), missing
-new modules, and try-repo builds its environment anew at every call (its store is a
-temporary folder), while `pre-commit run` builds it once for both hooks.
+ignored, files) committed in a temporary repository, shared with the other pre-commit
+tests (tests/precommitutil.py): `pre-commit try-repo` on the working tree would make a
+shadow commit of the tracked files' changes only (`git add -u`), missing new modules, and
+try-repo builds its environment anew at every call (its store is a temporary folder),
+while `pre-commit run` builds it once for every hook and test.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.fixutil import source
+from tests.precommitutil import GROUP, ROOT, git
 
-ROOT = Path(__file__).resolve().parent.parent
+# slow: builds tlint's hook environment (a virtualenv and a pip install) once per run
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(GROUP)]
 
 TRAIN = """\
     \"\"\"Fine-tune BERT on a classification task.\"\"\"
@@ -49,37 +50,6 @@ TRAIN = """\
                 optimizer.zero_grad()
 """
 
-_GIT = ["git", "-c", "user.name=tlint-test", "-c", "user.email=tlint-test@example.invalid",
-        "-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"]
-
-
-def _git(cwd: Path, *args: str) -> str:
-    proc = subprocess.run([*_GIT, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
-
-
-def _snapshot(dest: Path) -> Path:
-    """The working tree's files (tracked and untracked, not ignored) committed in `dest`."""
-    listed = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-    for name in filter(None, listed.split("\0")):
-        path = ROOT / name
-        if path.is_file() and not path.is_symlink():
-            target = dest / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
-    _git(dest, "init", "-q")
-    _git(dest, "add", "-A")
-    _git(dest, "commit", "-q", "-m", "snapshot")
-    return dest
-
-
-def _config(repo: Path) -> str:
-    rev = _git(repo, "rev-parse", "HEAD").strip()  # a commit SHA, as the README's snippet pins
-    return (f"repos:\n-   repo: {repo}\n    rev: {rev}\n    hooks:\n"
-            "    -   id: tlint\n        args: [--fix]\n        files: ^(train\\.py|legacy/.*)$\n"
-            "    -   id: tlint-fix\n        files: ^alias\\.py$\n")
-
 
 def _hook_outputs(output: str) -> dict[str, str]:
     """The output of each hook, by hook id (pre-commit prints `- hook id: ID` first)."""
@@ -98,22 +68,19 @@ LEFT = ("{name}:8:17: TL304 AdamW trains a transformer with no learning-rate war
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
                     reason="pre-commit needs git and the tlint repository")
-def test_one_hook_fixes_and_reports_once(tmp_path):
-    repo = _snapshot(tmp_path / "tlint-src")
-    project = tmp_path / "project"
-    project.mkdir()
-    _git(project, "init", "-q")
+def test_one_hook_fixes_and_reports_once(tmp_path, hook_source):
+    project = hook_source.project(
+        tmp_path / "project",
+        "    -   id: tlint\n        args: [--fix]\n        files: ^(train\\.py|legacy/.*)$\n"
+        "    -   id: tlint-fix\n        files: ^alias\\.py$\n")
     for name in ("train.py", "alias.py", "legacy/old.py"):
         (project / name).parent.mkdir(exist_ok=True)
         (project / name).write_text(source(TRAIN), encoding="utf-8")
     (project / "tlint.toml").write_text('extend-exclude = ["legacy"]\n', encoding="utf-8")
-    (project / ".pre-commit-config.yaml").write_text(_config(repo), encoding="utf-8")
-    _git(project, "add", "-A")
-    _git(project, "commit", "-q", "-m", "train")
-    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"))
-    env.pop("TLINT_OUTPUT_FORMAT", None)
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "train")
     proc = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"],
-                          cwd=project, capture_output=True, text=True, env=env, timeout=600)
+                          cwd=project, capture_output=True, text=True, env=hook_source.env(), timeout=600)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output
     hooks = _hook_outputs(output)

@@ -48,15 +48,16 @@ def _json(root: Path, *args: str, prefilter: bool, capsys, monkeypatch) -> str:
     return done.stdout
 
 
-def _example_projects(root: Path) -> dict[str, Path]:
+def _example_projects(root: Path, which: str) -> dict[str, Path]:
     """Every rule document's examples and their variants, by code: one project per rule
-    (its config selects that rule alone), one folder per example in it."""
+    (its config selects that rule alone), one folder per example in it. `which`:
+    "examples" (as written) or "variants" (their spelling variants alone)."""
     out: dict[str, Path] = {}
     for code, path in rule_documents().items():
         project = make_project(root / code, {"pyproject.toml": f'[tool.tlint]\nselect = ["{code}"]\n'})
         for example in examples(path):
-            sets = {"": example.files}
-            if example.kind == "bad" and example.vary and code not in ENGINE_CODES:
+            sets = {"": example.files} if which == "examples" else {}
+            if which == "variants" and example.kind == "bad" and example.vary and code not in ENGINE_CODES:
                 sets.update(variants(example.files))
             for name, files in sets.items():
                 folder = project / f"{example.kind}{example.number}{'-' + name if name else ''}"
@@ -65,6 +66,11 @@ def _example_projects(root: Path) -> dict[str, Path]:
                     (folder / file).write_text(text, encoding="utf-8")
         out[code] = project
     return out
+
+
+# The spelling variants (imports aliased, code moved into a helper or a method) are
+# generated mutations of the examples: the quick subset checks the examples as written.
+EXAMPLE_SETS = ["examples", pytest.param("variants", marks=pytest.mark.slow)]
 
 
 def test_every_rule_and_extractor_declares_tokens():
@@ -77,6 +83,7 @@ def test_every_rule_and_extractor_declares_tokens():
     assert needed_tokens(Linter(ConfigResolver(), select=["ALL"]).settings_for(FIXTURES)) is not None
 
 
+# duration: the whole fixtures/ tree linted twice with every rule on
 def test_fixtures_output_identical_with_and_without(capsys, monkeypatch):
     with_ = _json(FIXTURES, "--select", "ALL", ".", prefilter=True, capsys=capsys, monkeypatch=monkeypatch)
     without = _json(FIXTURES, "--select", "ALL", ".", prefilter=False, capsys=capsys, monkeypatch=monkeypatch)
@@ -84,21 +91,25 @@ def test_fixtures_output_identical_with_and_without(capsys, monkeypatch):
     assert with_ == without
 
 
-def test_rule_examples_identical_with_and_without(tmp_path, capsys, monkeypatch):
+# duration: every rule's examples (or variants) linted with and without the pre-filter: the identity is the claim
+@pytest.mark.parametrize("which", EXAMPLE_SETS)
+def test_rule_examples_identical_with_and_without(tmp_path, capsys, monkeypatch, which):
     """Each example (and variant) under its own rule alone (its project's config selects
     it: that rule's tokens and the extractors' decide which files are parsed)."""
-    every = sorted(_example_projects(tmp_path))
+    every = sorted(_example_projects(tmp_path, which))
     with_ = _json(tmp_path, *every, prefilter=True, capsys=capsys, monkeypatch=monkeypatch)
     without = _json(tmp_path, *every, prefilter=False, capsys=capsys, monkeypatch=monkeypatch)
     assert json.loads(with_)
     assert with_ == without
 
 
-def test_tokens_sound_on_fixtures_and_examples(tmp_path):
+# duration: each file analysed alone with every rule on, so that a finding is traced to its own file's tokens
+@pytest.mark.parametrize("which", EXAMPLE_SETS)
+def test_tokens_sound_on_fixtures_and_examples(tmp_path, which):
     """Per rule and per extractor (not only their union): whatever reports in a file, or
     yields a fact, has one of its tokens there; `call-args` from Python's tree equal LibCST's."""
-    projects = _example_projects(tmp_path)
-    files = sorted(FIXTURES.rglob("*.py"))
+    projects = _example_projects(tmp_path, which)
+    files = sorted(FIXTURES.rglob("*.py")) if which == "examples" else []
     files += sorted(p for project in projects.values() for p in project.rglob("*.py"))
     problems, _, read = soundness(files)
     assert read > 300

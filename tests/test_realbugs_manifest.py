@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 import tomllib
 
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = pytest.mark.xdist_group("test_realbugs_manifest")
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 

@@ -13,6 +13,9 @@ import pytest
 from tests.cliutil import REPO, make_project, run_tlint
 from tests.torchutil import import_torch
 
+# slow: runs the demo's data loaders and models
+pytestmark = pytest.mark.slow
+
 torch = import_torch()
 
 from tlint.verify.data import CHECKS, DataOptions
@@ -39,6 +42,7 @@ def _assert_schema(document):
                                    "failed": sum(c["status"] == "fail" for c in document["checks"])}
 
 
+# duration: runs the clean loaders over their batches
 def test_clean_loaders_pass_and_text_shows_the_histogram():
     proc = run_tlint("scan-data", cwd=CLEAN)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -75,6 +79,7 @@ def test_static_finding_matched_and_confirmed(tmp_path):
     assert not list(project.rglob("__pycache__"))
 
 
+# duration: each usage error is a separate run of the command in a child process
 def test_usage_and_loader_errors_exit_2(tmp_path):
     project = make_project(tmp_path, {
         "feed.py": ("def broken():\n    raise ValueError('no shards found')\n\n\n"
@@ -94,6 +99,7 @@ def test_usage_and_loader_errors_exit_2(tmp_path):
     assert error["kind"] == "timeout" and "did not finish within 1 s" in error["message"]
 
 
+# duration: runs the demo's real loaders over their batches
 def test_demo_loaders_fail_their_checks_with_figures():
     """`tlint verify --data` on the demo: the probes, then the scan under `data`."""
     proc = run_tlint("verify", "--data", "--probe", "mask-leak", "--format", "json", cwd=DEMO)

@@ -13,6 +13,10 @@ import pytest
 
 from tests.torchutil import import_torch
 
+# slow: builds models and runs the verifier's probes (forward and backward passes)
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_verify")]
+
 torch = import_torch()
 nn = torch.nn
 
@@ -66,6 +70,7 @@ def run_in_process(model: str, root: Path = ZOO, **options) -> dict:
         sys.path[:], sys.dont_write_bytecode = saved_path, saved_bytecode
 
 
+# duration: every broken and correct model of the zoo is built once for the module
 @pytest.fixture(scope="module")
 def zoo():
     results = {}

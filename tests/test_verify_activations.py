@@ -18,6 +18,10 @@ from tests.torchutil import import_torch
 from tlint.verify.activations_report import PLOT_HINT
 from tlint.verify.options import resolve
 
+# slow: runs models to record and draw their attention maps
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_verify_activations")]
+
 torch = import_torch()
 
 from tests.test_verify import ZOO, probes_of, run_in_process
@@ -200,6 +204,7 @@ def test_artifacts_setting_is_relative_to_the_config_folder(tmp_path):
     assert resolve({"model": "a:b"}, None, tmp_path, {}).artifacts is None
 
 
+# duration: two verify runs from the command line (JSON and text), each in a child that imports torch
 def test_cli_json_fields_and_text_tables(tmp_path):
     project = make_project(tmp_path, {"pad_attention.py": PAD_ATTENTION,
                                       "tlint.toml": '[verify]\nmodel = "pad_attention:build_unmasked"\n'

@@ -14,6 +14,9 @@ import pytest
 
 from tests.torchutil import import_torch
 
+# slow: builds models in child processes that import torch
+pytestmark = pytest.mark.slow
+
 torch = import_torch()
 nn = torch.nn
 

@@ -27,7 +27,10 @@ from tlint.verify import child
 from tlint.verify.command import VerifyError, run_worker
 from tlint.verify.options import VerifyOptions
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; POSIX process groups")
+# slow: the verifier's child processes: each imports torch, some hang or run out of memory on purpose
+# one worker for the timing-sensitive modules (timeouts, memory limits, several processes): xdist group "serial"
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial"),
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; POSIX process groups")]
 
 REPO = Path(__file__).resolve().parent.parent
 

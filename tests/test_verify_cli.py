@@ -13,6 +13,9 @@ from tests.cliutil import REPO, make_project, run_tlint
 from tests.torchutil import import_torch
 from tlint.verify.options import PROBES
 
+# slow: `tlint verify` end to end: each run builds a model in a child process
+pytestmark = pytest.mark.slow
+
 import_torch()
 
 # A token tagger: nn.MultiheadAttention called without its key padding mask (TL102, a real

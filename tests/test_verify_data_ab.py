@@ -15,6 +15,10 @@ import pytest
 
 from tests.torchutil import import_torch, torch_required
 
+# slow: trains small models on good and broken data (the data-ab probe)
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_verify_data_ab")]
+
 torch = import_torch()
 if torch_required():  # the dev extra installs transformers
     import transformers

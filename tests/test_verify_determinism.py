@@ -13,6 +13,10 @@ import pytest
 
 from tests.torchutil import import_torch
 
+# slow: runs every probe twice on real models
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_verify_determinism")]
+
 torch = import_torch()
 
 from tests.test_verify import ZOO_MODULES, probes_of, run_in_process  # noqa: E402

@@ -13,6 +13,10 @@ from tests.sarifcheck import check_sarif
 from tests.test_verify_cli import CONFIG, TAGGER
 from tests.torchutil import import_torch
 
+# slow: runs the verifier on the demo's models for each output format
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_verify_formats")]
+
 import_torch()
 
 # The TL102 line gets an emoji before the flagged call: 2 UTF-16 units, 1 code point.
@@ -21,6 +25,7 @@ EMOJI_TAGGER = TAGGER.replace("        x = x + self.attn(h, h, h, need_weights=F
 ARGS = ("verify", "--model", "proj.model:Tagger", "--probe", "mask-leak")
 
 
+# duration: the verifier once per output format, shared by the module's tests
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
     assert EMOJI_TAGGER != TAGGER

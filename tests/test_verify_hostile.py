@@ -24,6 +24,10 @@ from tlint.verify.options import VerifyOptions
 # --- the parent's bookkeeping, with a scripted child (no torch, no process) -------------------
 
 
+# slow: hostile model code: probes that hang until their timeout, crash or exhaust memory
+# one worker for the timing-sensitive modules (timeouts, memory limits, several processes): xdist group "serial"
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]
+
 def _entry(name: str, status: str = "pass") -> dict:
     return {"probe": name, "status": status, "figure": 0.0, "tolerance": 1e-4, "unit": "u", "module": None,
             "detail": "", "extra": {}, "seconds": 0.1}
@@ -146,6 +150,7 @@ def _snapshot(root: Path) -> dict[str, float]:
     return {p.relative_to(root).as_posix(): p.stat().st_mtime for p in root.rglob("*") if ".git" not in p.parts}
 
 
+# duration: a hang is seen only by waiting out its 10 s probe timeout, then the worker restarts for the next probes
 @pytest.mark.skipif(os.name != "posix", reason="ctypes libc sleep and SIGSEGV are POSIX")
 @pytest.mark.parametrize("how, words", [
     ("hang", "stopped after 10 s (`probe-timeout`)"),
@@ -185,6 +190,7 @@ FACTORIES = {
 }
 
 
+# duration: the `hangs` case waits out its 8 s timeout; each case starts a child that imports torch
 @pytest.mark.parametrize("case", list(FACTORIES))
 def test_hostile_factories_and_forwards_exit_2_with_one_paragraph(tmp_path, case):
     source, kind, words = FACTORIES[case]

@@ -18,6 +18,10 @@ from tlint.verify.instantiate import _enclosing_class, _module_name, _owner
 
 # --- which class, which module (no torch) ------------------------------------------------
 
+# slow: builds every flagged model class and runs its probes
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_verify_instantiate")]
+
 NESTED = '''
 class Outer:
     class Inner:
@@ -118,6 +122,7 @@ def project(tmp_path_factory):
     return root
 
 
+# duration: builds every flagged class of the project and runs its probes, in a child process
 def test_flagged_classes_are_built_when_no_model_is_configured(project):
     before = _tree(project)
     proc = run_tlint("verify", "--probe", "mask-leak", "--format", "json", cwd=project)

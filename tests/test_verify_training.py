@@ -16,6 +16,9 @@ import pytest
 
 from tests.torchutil import import_torch
 
+# slow: trains small models (the warmup and clipping probes)
+pytestmark = pytest.mark.slow
+
 torch = import_torch()
 nn = torch.nn
 

@@ -18,6 +18,9 @@ from tests.torchutil import import_torch
 from tlint.verify import output
 from tlint.verify.matching import _verdict
 
+# slow: runs the probes on broken and correct models
+pytestmark = pytest.mark.slow
+
 SCHEMA = json.loads((Path(__file__).parent / "tlint-output.schema.json").read_text(encoding="utf-8"))
 
 
@@ -327,6 +330,7 @@ class Tagger(nn.Module):
 '''
 
 
+# duration: a verify run whose key probe times out on purpose, in a child process
 def test_strict_fails_on_a_skipped_key_probe(tmp_path):
     from tests.cliutil import make_project, run_tlint
 

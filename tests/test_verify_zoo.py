@@ -15,6 +15,10 @@ import pytest
 
 from tests.torchutil import import_torch, torch_required
 
+# slow: runs every probe on each model of the zoo
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_verify_zoo")]
+
 import_torch()
 if torch_required():  # the dev extra installs transformers: with TLINT_REQUIRE_TORCH=1 a missing one fails
     import transformers  # noqa: F401

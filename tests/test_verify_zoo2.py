@@ -11,6 +11,10 @@ import pytest
 
 from tests.torchutil import import_torch
 
+# slow: runs every probe on each model of the second zoo
+# one worker for the module: its module-scoped fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_verify_zoo2")]
+
 import_torch()
 
 from tests.test_verify import probes_of, run_in_process
@@ -127,6 +131,7 @@ def test_broken_variants_name_where_the_bug_shows(results):
 
 
 
+# duration: two verify runs from the command line (every probe, then the adapter-less binding), each in a child
 def test_seq2seq_from_the_command_line_with_its_adapter():
     from tests.cliutil import REPO, run_tlint
 

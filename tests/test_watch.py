@@ -11,6 +11,9 @@ import pytest
 
 from tests.torchutil import import_torch
 
+# slow: trains small models with the watch attached
+pytestmark = pytest.mark.slow
+
 torch = import_torch()
 
 from tests.watchutil import PAD, TinyGPT, V, batches, gpt2, one_thread, validate  # noqa: E402,F401

@@ -11,7 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.torchutil import import_torch
+
+# slow: trains under torchrun with two processes
+# one worker for the timing-sensitive modules (timeouts, memory limits, several processes): xdist group "serial"
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]
 
 torch = import_torch()
 
@@ -29,6 +35,7 @@ def torchrun(mode: str, out: Path) -> list[dict]:
     return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 
+# duration: torchrun starts two ranks that each import torch and train
 def test_ddp_nan_on_one_rank_stops_every_rank(tmp_path):
     out = tmp_path / "ddp"
     ranks = torchrun("ddp", out)
@@ -50,6 +57,7 @@ def test_ddp_nan_on_one_rank_stops_every_rank(tmp_path):
     assert found[-1]["stopped"] == "nonfinite-loss" and found[-1]["steps"] == 6
 
 
+# duration: torchrun starts two ranks that each import torch and transformers and train
 def test_hf_trainer_under_torchrun(tmp_path):
     out = tmp_path / "hf"
     ranks = torchrun("hf", out)

@@ -11,6 +11,9 @@ import pytest
 
 from tests.torchutil import import_torch
 
+# slow: trains with the Hugging Face Trainer, Lightning and accelerate
+pytestmark = pytest.mark.slow
+
 torch = import_torch()
 
 from tests.watchutil import TinyGPT, batches, gpt2, one_thread, rows, validate  # noqa: E402,F401
