@@ -256,7 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     if sample.wants_sample(sys.argv[1:] if argv is None else argv):
         return sample.main(argv)  # --sample/--report/--headline/--build-pool: bench/ecosystem_sample.py
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Fresh samples (first-sight precision): --sample N --seed S, "
+                                            "--report, --headline, --build-pool; `--sample 1 --help` lists "
+                                            "their options (bench/ecosystem_sample.py).")
     parser.add_argument("--mirrors", type=Path, help="folder of fetched mirrors (owner+name/repo)")
     parser.add_argument("--repo", action="append", default=[], metavar="OWNER/NAME", help="run only these")
     parser.add_argument("--jobs", type=int, default=1, help="repositories linted at once (one core each)")
