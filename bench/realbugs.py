@@ -135,7 +135,14 @@ DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 CASE_KEYS = {"id", "repo", "buggy", "fixed", "rule", "take", "sites", "source", "summary", "recorded"}
 CASE_OPTIONAL = {"notes"}
 BATCH_CASE_KEYS = (CASE_KEYS - {"rule"}) | {"in_catalogue", "kind", "candidate"}
-BATCH_CASE_OPTIONAL = {"notes", "rule"}  # rule: exactly when in_catalogue = true
+BATCH_CASE_OPTIONAL = {"notes", "rule", "run"}  # rule: exactly when in_catalogue = true
+# [case.run] of a runnable case (batch b2 on: `tlint trace` runs the script; see README)
+RUN_KEYS = {"command", "steps"}
+RUN_OPTIONAL = {"python", "prepare", "edits", "fixed_edits", "env"}
+EDIT_KEYS = {"path", "line", "text"}
+PREPARE_DIR = "prepare"  # the batch folder's tlint-authored helpers, named {prepare}/FILE in a command
+PIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,.-]+\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
+ENV_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 LOG_KEYS = {"n", "repo", "ref", "found_by", "verdict", "criterion", "note"}
 LOG_VERDICTS = ("accept", "reject")
 NEAR_KEYS = {"case", "path", "line", "code", "describes", "reason"}
@@ -173,6 +180,31 @@ def family_of(code: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class Edit:
+    path: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """How a runnable case's script runs on a CPU: after `prepare` in the materialised tree,
+    with the (size/data-only) `edits` applied, `tlint trace --steps N -- command`."""
+    command: tuple[str, ...]
+    steps: int
+    python: tuple[str, ...] = ()
+    prepare: tuple[str, ...] = ()
+    edits: tuple[Edit, ...] = ()
+    fixed_edits: tuple[Edit, ...] | None = None  # None: the buggy tree's edits apply to the fixed tree too
+    env: tuple[tuple[str, str], ...] = ()
+
+    def edits_for(self, side: str) -> tuple[Edit, ...]:
+        if side == "fixed" and self.fixed_edits is not None:
+            return self.fixed_edits
+        return self.edits
+
+
+@dataclass(frozen=True)
 class Site:
     path: str
     lines: tuple[int, ...]
@@ -197,6 +229,7 @@ class Case:
     in_catalogue: bool = True
     kind: str | None = None
     candidate: int | None = None
+    run: Run | None = None  # a runnable case (its [case.run] table)
 
 
 @dataclass(frozen=True)
@@ -284,6 +317,7 @@ def validate_case(raw: object, where: str, family: str | None, codes: set[str],
         candidate = raw.get("candidate")
         if "candidate" in raw and (type(candidate) is not int or candidate < 1):
             bad(f"candidate {candidate!r} must be the case's n (>= 1) in the family's log")
+    run = validate_run(raw["run"], bad) if batch is not None and "run" in raw else None
     cid = raw.get("id")
     if "id" in raw and (not isinstance(cid, str) or not ID_RE.match(cid)):
         bad(f"id {cid!r} must be lower-case letters, digits, '.', '_' or '-' (e.g. nanogpt-warmup-lr0)")
@@ -365,8 +399,89 @@ def validate_case(raw: object, where: str, family: str | None, codes: set[str],
         id=cid, repo=repo, buggy=raw["buggy"], fixed=raw["fixed"], rule=rule, take=tuple(take),
         sites=tuple(parsed_sites), source=source, summary=summary.strip(), recorded=recorded,
         family=family or rule_family, file=where.split(":")[0], batch=batch or BATCH0,
-        in_catalogue=in_catalogue, kind=raw.get("kind"), candidate=raw.get("candidate"),
+        in_catalogue=in_catalogue, kind=raw.get("kind"), candidate=raw.get("candidate"), run=run,
     ), []
+
+
+def _edits(value: object, key: str, bad) -> tuple[Edit, ...] | None:
+    if not isinstance(value, list):
+        bad(f"run.{key} must be a list of {{ path = ..., line = N, text = ... }}")
+        return None
+    edits: list[Edit] = []
+    seen: set[tuple[str, int]] = set()
+    for n, edit in enumerate(value, 1):
+        if not isinstance(edit, dict) or set(edit) != EDIT_KEYS:
+            bad(f"run.{key} {n} must have exactly the keys path, line and text (a whole-line replacement)")
+            continue
+        path, line, text = edit["path"], edit["line"], edit["text"]
+        if not valid_relpath(path) or path == ".":
+            bad(f"run.{key} {n}: path {path!r} must be a relative file path in the materialised tree")
+        elif type(line) is not int or line < 1:
+            bad(f"run.{key} {n}: line {line!r} must be a line number (>= 1)")
+        elif not isinstance(text, str) or "\n" in text or "\r" in text:
+            bad(f"run.{key} {n}: text must be one line (the whole replacement line, indentation included)")
+        elif (path, line) in seen:
+            bad(f"run.{key} {n}: {path}:{line} is edited twice")
+        else:
+            seen.add((path, line))
+            edits.append(Edit(path, line, text))
+    return tuple(edits)
+
+
+def validate_run(raw: object, bad) -> Run | None:
+    """A case's [case.run] table (see the README's 'Runnable cases'); problems go to `bad`."""
+    if not isinstance(raw, dict):
+        bad("run must be a table ([case.run])")
+        return None
+    errors: list[str] = []
+
+    def fail(message: str) -> None:
+        errors.append(message)
+        bad(message)
+
+    _check_keys(raw, RUN_KEYS, RUN_OPTIONAL, lambda message: fail(f"run: {message}"))
+
+    command = raw.get("command")
+    if "command" in raw and (not isinstance(command, list) or not command
+                             or not all(isinstance(a, str) and a for a in command) or command[0] != "python"):
+        fail("run.command must be a non-empty list of strings starting with \"python\" "
+             "(what follows `tlint trace --`)")
+    steps = raw.get("steps")
+    if "steps" in raw and (type(steps) is not int or steps < 1):
+        fail(f"run.steps {steps!r} must be the number of optimizer steps to trace (>= 1)")
+    python = raw.get("python", [])
+    if not isinstance(python, list) or not all(isinstance(p, str) and PIN_RE.match(p) for p in python):
+        fail(f"run.python {python!r} must be a list of pinned PyPI requirements (name==version)")
+    prepare = raw.get("prepare", [])
+    if not isinstance(prepare, list) or not all(isinstance(c, str) and c.strip() for c in prepare):
+        fail("run.prepare must be a list of commands")
+        prepare = []
+    else:
+        for cmd in prepare:
+            argv = cmd.split()
+            if len(argv) < 2 or argv[0] != "python" or not argv[1].startswith("{prepare}/") \
+                    or not valid_relpath(argv[1][len("{prepare}/"):]):
+                fail(f"run.prepare {cmd!r} must run a tlint-authored helper: python {{prepare}}/FILE ARGS "
+                     "(FILE in the batch folder's prepare/)")
+    edits = _edits(raw["edits"], "edits", fail) if "edits" in raw else ()
+    fixed_edits = _edits(raw["fixed_edits"], "fixed_edits", fail) if "fixed_edits" in raw else None
+    if "fixed_edits" in raw and "edits" not in raw:
+        fail("run.fixed_edits is given only beside run.edits (the fixed tree's form of the same edits)")
+    env = raw.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(k, str) and ENV_RE.match(k) and isinstance(v, str)
+                                            for k, v in env.items()):
+        fail("run.env must be a table of environment variables (NAME = \"value\")")
+        env = {}
+    if errors:
+        return None
+    return Run(command=tuple(command), steps=steps, python=tuple(python), prepare=tuple(prepare),
+               edits=edits or (), fixed_edits=fixed_edits, env=tuple(sorted(env.items())))
+
+
+def prepare_helpers(cmd: str) -> list[str]:
+    """The helper file a prepare command runs (relative to the batch's prepare/)."""
+    argv = cmd.split()
+    return [argv[1][len("{prepare}/"):]] if len(argv) > 1 and argv[1].startswith("{prepare}/") else []
 
 
 def is_notebook(path: str) -> bool:
@@ -738,6 +853,12 @@ def load_batch(folder: Path, codes: set[str], ids: dict[str, str], problems: lis
                 continue
             ids[case.id] = _rel(path)
             batch.cases.append(case)
+    for case in batch.cases:
+        for cmd in case.run.prepare if case.run else ():
+            for helper in prepare_helpers(cmd):
+                if not (folder / PREPARE_DIR / helper).is_file():
+                    problems.append(f"{_rel(folder)}: case {case.id}: run.prepare names {{prepare}}/{helper}, "
+                                    f"which is not a file in {_rel(folder / PREPARE_DIR)}")
     if (batch.cases or batch.log) and not batch.search:
         problems.append(f"{_rel(folder)}: no SEARCH*.md (the search procedure, committed before the cases)")
     per_repo: dict[str, list[str]] = {}

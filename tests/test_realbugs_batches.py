@@ -411,6 +411,73 @@ def test_batch_validator_rejects_logs_and_verdicts(tmp_path):
     assert any("no SEARCH*.md" in p for p in problems) and any("named b1, b2" in p for p in problems), problems
 
 
+RUN = {"python": ["datasets==2.19.0"], "prepare": ["python {prepare}/make_data.py data.txt"],
+       "edits": [{"path": "train.py", "line": 3, "text": "n_layer = 2"}],
+       "fixed_edits": [{"path": "train.py", "line": 4, "text": "n_layer = 2"}],
+       "command": ["python", "train.py", "--max_steps", "8"], "steps": 5, "env": {"WANDB_MODE": "disabled"}}
+
+
+def _run_problems(tmp_path: Path, run: dict, helper: bool = True) -> list[str]:
+    cases = _cases("a" * 40, "b" * 40)
+    cases[0] = {**cases[0], "run": run}
+    helpers = tmp_path / "batches" / "b1" / "prepare"
+    if helper:
+        helpers.mkdir(parents=True, exist_ok=True)
+        (helpers / "make_data.py").write_text("print('tiny data')\n")
+    return _batch_problems(tmp_path, cases)
+
+
+def test_a_runnable_case_carries_its_run_table(tmp_path):
+    assert _run_problems(tmp_path, RUN) == []
+    raw = {**_cases("a" * 40, "b" * 40)[0], "run": RUN}
+    case, problems = rb.validate_case(raw, "t", "training", CODES, batch="b1")
+    assert problems == [] and case.run.steps == 5 and case.run.command[0] == "python"
+    assert case.run.edits_for("buggy")[0].line == 3 and case.run.edits_for("fixed")[0].line == 4
+    assert case.run.env == (("WANDB_MODE", "disabled"),)
+    minimal = {"command": ["python", "-m", "pkg.train"], "steps": 1}
+    case, problems = rb.validate_case({**raw, "run": minimal}, "t", "training", CODES, batch="b1")
+    assert problems == [] and case.run.edits == () and case.run.edits_for("fixed") == ()
+    case, _ = rb.validate_case({k: v for k, v in raw.items() if k != "run"}, "t", "training", CODES, batch="b1")
+    assert case.run is None
+    # batch 0's schema has no run table
+    b0 = {k: v for k, v in raw.items() if k not in ("in_catalogue", "kind", "candidate")}
+    assert any("unknown key(s): run" in p for p in rb.validate_case(b0, "t", "training", CODES)[1])
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"command": ["bash", "train.sh"]}, "run.command must be a non-empty list of strings starting with \"python\""),
+    ({"command": []}, "run.command must be"),
+    ({"steps": 0}, "run.steps 0 must be the number of optimizer steps"),
+    ({"python": ["datasets"]}, "pinned PyPI requirements"),
+    ({"python": ["datasets>=2"]}, "pinned PyPI requirements"),
+    ({"prepare": ["bash make_data.sh"]}, "must run a tlint-authored helper"),
+    ({"prepare": ["python scripts/download.py"]}, "must run a tlint-authored helper"),
+    ({"prepare": ["python {prepare}/../x.py"]}, "must run a tlint-authored helper"),
+    ({"prepare": ["python {prepare}/absent.py"]}, "which is not a file in"),
+    ({"edits": [{"path": "train.py", "line": 3}]}, "exactly the keys path, line and text"),
+    ({"edits": [{"path": "/etc/x", "line": 3, "text": "x"}]}, "must be a relative file path"),
+    ({"edits": [{"path": "train.py", "line": 0, "text": "x"}]}, "line 0 must be a line number"),
+    ({"edits": [{"path": "train.py", "line": 3, "text": "a\nb"}]}, "text must be one line"),
+    ({"edits": [{"path": "t.py", "line": 3, "text": "a"}, {"path": "t.py", "line": 3, "text": "b"}]},
+     "t.py:3 is edited twice"),
+    ({"env": {"lower": "1"}}, "run.env must be a table of environment variables"),
+    ({"retries": 3}, "unknown key(s): retries"),
+])
+def test_run_table_is_validated(tmp_path, change, expected):
+    problems = _run_problems(tmp_path, {**RUN, **change})
+    assert any(expected in p for p in problems), problems
+
+
+def test_run_table_needs_command_and_steps_and_edits_beside_fixed_edits(tmp_path):
+    problems = _run_problems(tmp_path / "1", {"python": []})
+    assert any("missing key(s): command, steps" in p for p in problems), problems
+    only_fixed = {k: v for k, v in RUN.items() if k != "edits"}
+    problems = _run_problems(tmp_path / "2", only_fixed)
+    assert any("fixed_edits is given only beside run.edits" in p for p in problems), problems
+    problems = _run_problems(tmp_path / "3", "python train.py")
+    assert any("run must be a table" in p for p in problems), problems
+
+
 def test_batch_flags(project, capsys):
     proj, b1, args = project
     rc, out, err = _main([*args, "--batch", "b7"], capsys)
