@@ -3,7 +3,6 @@ the figures of bench/ecosystem_sample.py, on synthetic mirrors and a fake tlint 
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import re
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchutil import load
+
 # one worker for the module: its module-scoped fixture runs once
 pytestmark = pytest.mark.xdist_group("test_ecosystem_sample")
 
@@ -21,18 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 
 
-def _load(name: str, path: Path):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-eco = _load("tlint_bench_ecosystem", BENCH / "ecosystem.py")
-es = _load("tlint_bench_ecosystem_sample", BENCH / "ecosystem_sample.py")
+eco = load("tlint_bench_ecosystem", BENCH / "ecosystem.py")
+es = load("tlint_bench_ecosystem_sample", BENCH / "ecosystem_sample.py")
 
 
 # --------------------------------------------------------------------------- the committed pool

@@ -5,7 +5,6 @@ synthetic git repositories with a fake tlint (no network, no mirrors, no real tl
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,23 +14,15 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from tests.benchutil import load
+
 # one worker for the module: its module-scoped fixture runs once
 pytestmark = pytest.mark.xdist_group("test_realbugs_batches")
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load(name: str, path: Path):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rb = _load("tlint_bench_realbugs", ROOT / "bench" / "realbugs.py")
+rb = load("tlint_bench_realbugs", ROOT / "bench" / "realbugs.py")
 CODES = rb.rule_codes()
 
 

@@ -3,7 +3,6 @@ without network or mirrors; the runner's matching logic on a tiny synthetic git 
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import re
@@ -15,6 +14,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from tests.benchutil import load
+
 # one worker for the module: its module-scoped fixture runs once
 pytestmark = pytest.mark.xdist_group("test_realbugs_manifest")
 
@@ -22,18 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 
 
-def _load(name: str, path: Path):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rb = _load("tlint_bench_realbugs", BENCH / "realbugs.py")
-eco = _load("tlint_bench_ecosystem", BENCH / "ecosystem.py")
+rb = load("tlint_bench_realbugs", BENCH / "realbugs.py")
+eco = load("tlint_bench_ecosystem", BENCH / "ecosystem.py")
 CODES = rb.rule_codes()
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 def byte_symbols() -> list[str]:
     """The 256 printable stand-ins byte-level BPE uses for raw bytes (the usual mapping)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+            + list(range(ord("®"), ord("ÿ") + 1)))
     codes = keep[:]
     extra = 0
     for b in range(256):
