@@ -29,9 +29,18 @@ def load():
 EXPECTED = {("src/train.py", 4, CODE), ("src/eval.py", 5, CODE)}
 
 
+def _program(files: dict[str, str], driver: str = "main.py") -> dict[str, str]:
+    """`files` and a script that imports each of them: one program. TL104 compares the
+    tokenizers of one program only (files that import one another, or that one script
+    imports); a folder is not a program."""
+    modules = sorted(name[:-3].replace("/", ".") for name in files if name.endswith(".py"))
+    return {**files, driver: "".join(f"import {module}\n" for module in modules)}
+
+
 def _tree(tmp_path):
     write_tree(tmp_path, {"tlint.toml": "", "src/train.py": textwrap.dedent(TRAIN).lstrip("\n"),
-                          "src/eval.py": textwrap.dedent(EVAL).lstrip("\n")})
+                          "src/eval.py": textwrap.dedent(EVAL).lstrip("\n"),
+                          "src/main.py": "import eval\nimport train\n"})
     return tmp_path / "src" / "train.py", tmp_path / "src" / "eval.py"
 
 
@@ -62,10 +71,38 @@ def test_unrelated_folders_are_not_compared(tmp_path):
     assert got == []
 
 
-def test_an_import_relates_files_in_different_folders(tmp_path):
-    got = lint_project(tmp_path, {"pkg/data.py": TRAIN, "scripts/eval.py": "from pkg.data import tokenizer\n" + EVAL},
-                       [CODE])
-    assert set(got) == {("pkg/data.py", 4, CODE), ("scripts/eval.py", 7, CODE)}
+def test_scripts_of_one_folder_that_share_no_import_are_separate_programs(tmp_path):
+    # two scripts side by side, each run on its own: a folder is not a program
+    assert lint_project(tmp_path / "apart", {"train.py": TRAIN, "eval.py": EVAL}, [CODE]) == []
+    # a script that imports both makes them one program
+    together = lint_project(tmp_path / "together", _program({"train.py": TRAIN, "eval.py": EVAL}), [CODE])
+    assert set(together) == {("train.py", 4, CODE), ("eval.py", 5, CODE)}
+
+
+def _notebook(source: str) -> str:
+    import json
+
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+              "source": textwrap.dedent(source).lstrip("\n").splitlines(keepends=True)}]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_a_folder_of_unrelated_notebooks_gives_nothing(tmp_path):
+    """A notebook collection: each notebook is its own program, whatever the folder holds."""
+    cell = ("{imports}from transformers import AutoTokenizer\n\n"
+            'tokenizer = AutoTokenizer.from_pretrained("{checkpoint}")\n'
+            'batch = tokenizer(["a text"], padding=True, return_tensors="pt")\n')
+    checkpoints = ["gpt2", "bert-base-uncased", "t5-small", "roberta-base"]
+    books = {f"nb{n}.ipynb": _notebook(cell.format(imports="", checkpoint=checkpoint))
+             for n, checkpoint in enumerate(checkpoints)}
+    books["utils.py"] = "def clean(text):\n    return text\n"
+    assert lint_project(tmp_path / "books", books, [CODE]) == []
+    # a notebook that imports a module of the folder is one program with it
+    books["data.py"] = TRAIN
+    books["nb0.ipynb"] = _notebook(cell.format(imports="from data import tokenizer as train_tokenizer\n",
+                                               checkpoint="gpt2"))
+    got = lint_project(tmp_path / "importing", books, [CODE])
+    assert {path for path, _, _ in got} == {"nb0.ipynb", "data.py"}
 
 
 @pytest.mark.parametrize(("a", "b"), [
@@ -75,14 +112,15 @@ def test_an_import_relates_files_in_different_folders(tmp_path):
     ('"gpt2", **kwargs', '"gpt2", use_fast=False'),
 ])
 def test_settings_left_out_or_dynamic_are_not_differences(tmp_path, a, b):
-    files = {"a.py": f"from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained({a})\n",
-             "b.py": f"from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained({b})\n"}
+    files = _program({"a.py": f"from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained({a})\n",
+                      "b.py": f"from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained({b})\n"})
     assert lint_project(tmp_path, files, [CODE]) == []
 
 
 def test_explicit_settings_that_differ_are_reported(tmp_path):
-    files = {"a.py": 'from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained("t5-small", model_max_length=512)\n',
-             "b.py": 'from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained("t5-small", model_max_length=1024)\n'}
+    files = _program({
+        "a.py": 'from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained("t5-small", model_max_length=512)\n',
+        "b.py": 'from transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained("t5-small", model_max_length=1024)\n'})
     assert set(lint_project(tmp_path, files, [CODE])) == {("a.py", 2, CODE), ("b.py", 2, CODE)}
 
 
@@ -106,7 +144,7 @@ def test_test_files_and_models_of_their_own_are_not_compared(tmp_path):
             model = AutoModel.from_pretrained("bert-base-uncased")
         """,
     }
-    assert lint_project(tmp_path, files, [CODE]) == []
+    assert lint_project(tmp_path, _program(files), [CODE]) == []
 
 
 # --- issue 9 transformers triage: decoding tokenizers of separate heads ----------------------
@@ -143,8 +181,8 @@ def test_tokenizers_that_also_encode_are_still_compared(tmp_path):
 
 
 def test_a_model_given_the_checkpoint_by_keyword_is_a_model_of_its_own(tmp_path):
-    """Issue 21: independent example scripts of one folder, each building its model from the
-    tokenizer's checkpoint through a wrapper class or factory (`pretrained_model_name_or_path=`,
+    """Example scripts that one driver imports, each building its model from the tokenizer's
+    checkpoint through a wrapper class or factory (`pretrained_model_name_or_path=`,
     `model=`, `backbone=`), are not compared; a wrapper given another checkpoint than the
     tokenizer's does not make the tokenizer its model's."""
     files = {
@@ -169,7 +207,7 @@ def test_a_model_given_the_checkpoint_by_keyword_is_a_model_of_its_own(tmp_path)
             tagger = Tagger(backbone="roberta-base", num_labels=9)
         """,
     }
-    assert lint_project(tmp_path / "examples", files, [CODE]) == []
+    assert lint_project(tmp_path / "examples", _program(files, "run_examples.py"), [CODE]) == []
     files["serve.py"] = """
         from transformers import AutoTokenizer
         from tagger import Tagger
@@ -177,7 +215,7 @@ def test_a_model_given_the_checkpoint_by_keyword_is_a_model_of_its_own(tmp_path)
         tokenizer = AutoTokenizer.from_pretrained("roberta-large")  # expect: TL104
         tagger = Tagger(backbone="roberta-base", tokenizer_name="roberta-large")
     """
-    found_lines = lint_project(tmp_path / "mismatch", files, [CODE])
+    found_lines = lint_project(tmp_path / "mismatch", _program(files, "run_examples.py"), [CODE])
     # serve.py's tokenizer has no model of its own: it is compared with (and differs from) each
     assert set(found_lines) == {("serve.py", 4, CODE), ("language_modeling.py", 4, CODE),
                                 ("classify.py", 3, CODE), ("tagging.py", 4, CODE)}
@@ -260,10 +298,10 @@ def test_a_peft_adapter_or_a_model_factory_loads_the_model_from_the_checkpoint(t
             model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf")
         """,
     }
-    assert set(lint_project(tmp_path, files, [CODE])) == set()
+    assert set(lint_project(tmp_path, _program(files), [CODE])) == set()
     files["merge.py"] = files["merge.py"].replace("model = PeftModel.from_pretrained(model, adapter_id)", "")
     (tmp_path / "again").mkdir()
-    found_files = {path for path, _, _ in lint_project(tmp_path / "again", files, [CODE])}
+    found_files = {path for path, _, _ in lint_project(tmp_path / "again", _program(files), [CODE])}
     assert found_files == {"merge.py", "infer.py", "quantize.py"}  # the adapter is no longer loaded
 
 
@@ -283,5 +321,5 @@ def test_a_model_built_from_the_tokenizers_configuration(tmp_path, second, repor
              'model = AutoModel.from_config(config)\n')
     other = ('from transformers import AutoConfig, AutoModel, AutoTokenizer, GenerationConfig\n\n'
              'tokenizer = AutoTokenizer.from_pretrained("bert-base-cased")\n' + second + '\n')
-    got = set(lint_project(tmp_path, {"tiny/make_a.py": first, "tiny/make_b.py": other}, [CODE]))
+    got = set(lint_project(tmp_path, _program({"tiny/make_a.py": first, "tiny/make_b.py": other}), [CODE]))
     assert got == ({("tiny/make_a.py", 3, CODE), ("tiny/make_b.py", 3, CODE)} if reported else set())

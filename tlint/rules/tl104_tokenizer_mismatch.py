@@ -24,13 +24,15 @@ class TokenizerMismatch(Rule):
     name = "tokenizer-mismatch"
     severity = "error"
     tokens = frozenset()  # pre-filter: cross-file only, on the `tokenizer` facts (their extractor's tokens)
-    summary = "Related files build tokenizers from different checkpoints or with different settings."
+    summary = "Files of one program build tokenizers from different checkpoints or with different settings."
     verify_site = "data"
     data_check = "tokenizer-agreement"
 
     # Only a file that builds a tokenizer is reported at, and only these facts are compared.
     project_kinds = ("tokenizer",)
     project_facts = ("tokenizer", "tokenizer-saved")
+    # one program: files that import one another, or that one script imports (a folder is not a program)
+    project_scope = "program"
 
     def project_index(self, related):
         saved = {fact.data.folder for facts in related.values() for fact in facts if fact.kind == "tokenizer-saved"}
