@@ -206,14 +206,15 @@ def lint_paths_out(root: Path, capsys, monkeypatch, *args: str) -> str:
 
 
 def test_unnamed_related_files_come_from_the_cache_and_their_changes_are_seen(tmp_path, capsys, monkeypatch, parses):
+    # eval.py imports train.py: one program, so TL104 compares their tokenizers
     root = make_project(tmp_path / "p", {"train.py": TOKENIZER.format("bert-base-uncased"),
-                                         "eval.py": TOKENIZER.format("bert-base-cased")})
+                                         "eval.py": "import train\n" + TOKENIZER.format("bert-base-cased")})
     cold = _check(root, capsys, monkeypatch, "train.py")
     assert '"TL104"' in cold and sorted(parses) == ["eval.py", "train.py"]
     parses.clear()
     assert _check(root, capsys, monkeypatch, "train.py") == cold
     assert parses == []  # the unnamed eval.py's facts came from its cache entry
-    (root / "eval.py").write_text(TOKENIZER.format("bert-base-uncased"), encoding="utf-8")
+    (root / "eval.py").write_text("import train\n" + TOKENIZER.format("bert-base-uncased"), encoding="utf-8")
     warm = _check(root, capsys, monkeypatch, "train.py")
     assert parses == ["eval.py"] and '"TL104"' not in warm
     monkeypatch.setenv(NO_CACHE_ENV, "1")

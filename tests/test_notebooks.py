@@ -407,17 +407,18 @@ def test_a_notebook_may_be_large_with_outputs_but_its_code_is_bounded(tmp_path, 
 
 
 def test_a_cross_file_message_names_the_other_notebooks_cell(tmp_path, capsys, monkeypatch):
-    """TL104 compares the tokenizers of related files; a notebook's is named by cell and line."""
-    root = make_project(tmp_path / "p", {})
+    """TL104 compares the tokenizers of one program (a notebook and the module it imports); a
+    notebook's is named by cell and line in the module's message, and the other way round."""
+    root = make_project(tmp_path / "p", {"train.py": "from transformers import AutoTokenizer\n\n"
+                                                     "tok = AutoTokenizer.from_pretrained('bert-base-cased')\n"})
     load = "from transformers import AutoTokenizer\n"
-    write_notebook(root / "train.ipynb", [("markdown", "# Train"), ("code", "import torch"),
-                                          ("code", load + "tok = AutoTokenizer.from_pretrained('bert-base-cased')")])
-    write_notebook(root / "infer.ipynb", [("code", load + "\ntok = AutoTokenizer.from_pretrained('bert-base-uncased')")])
+    write_notebook(root / "infer.ipynb", [("markdown", "# Inference"), ("code", "from train import tok as train_tok"),
+                                          ("code", load + "\ntok = AutoTokenizer.from_pretrained('bert-base-uncased')")])
     doc, found = json_findings(root, capsys, monkeypatch, ".", "--select", "TL104", "--no-cache")
-    assert found == {"infer.ipynb": [("TL104", 1, 3, 7)], "train.ipynb": [("TL104", 3, 2, 7)]}
+    assert found == {"infer.ipynb": [("TL104", 3, 3, 7)], "train.py": [("TL104", None, 3, 7)]}
     messages = {d["path"]: d["message"] for d in doc["diagnostics"]}
-    assert "differs from the one built at train.ipynb:cell 3, line 2 (" in messages["infer.ipynb"]
-    assert "differs from the one built at infer.ipynb:cell 1, line 3 (" in messages["train.ipynb"]
+    assert "differs from the one built at train.py:3 (" in messages["infer.ipynb"]
+    assert "differs from the one built at infer.ipynb:cell 3, line 3 (" in messages["train.py"]
 
 
 def test_a_notebook_analysed_under_the_parse_guard_keeps_its_cell_map(tmp_path):
