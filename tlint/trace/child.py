@@ -23,8 +23,6 @@ from typing import Any
 from tlint.runtime.invariants import Invariants, Violation
 from tlint.verify.child import Reporter, start_child
 
-_OWN_FILES = {os.path.realpath(__file__), os.path.realpath(runpy.__file__)}
-
 
 class Run:
     def __init__(self, reporter: Reporter, request: dict[str, Any]) -> None:
@@ -61,12 +59,19 @@ def _flush() -> None:
             pass
 
 
-def _user_traceback(exc: BaseException) -> Any:
+def _user_traceback(exc: BaseException, finder: Any) -> Any:
     """The traceback from the user's first frame on (tlint's and runpy's frames dropped)."""
     tb = exc.__traceback__
-    while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) in _OWN_FILES:
+    while tb is not None and finder.user_path(tb.tb_frame.f_code.co_filename) is None:
         tb = tb.tb_next
     return tb
+
+
+def _relative(path: str) -> str:
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def _where(exc: BaseException, finder: Any) -> str:
@@ -75,7 +80,7 @@ def _where(exc: BaseException, finder: Any) -> str:
     for frame, line in traceback.walk_tb(exc.__traceback__):
         path = finder.user_path(frame.f_code.co_filename) if finder else None
         if path is not None:
-            last = f"{path}:{line}"
+            last = f"{_relative(path)}:{line}"
     return f" (at {last})" if last else ""
 
 
@@ -128,7 +133,7 @@ def main(argv: list[str]) -> int:
             run.finish(stopped=True)
             _flush()
             os._exit(0)
-        traceback.print_exception(type(exc), exc, _user_traceback(exc))
+        traceback.print_exception(type(exc), exc, _user_traceback(exc, run.tracer.site))
         _flush()
         run.finish(stopped=False)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

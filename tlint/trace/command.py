@@ -211,7 +211,8 @@ def run_command(args: Any) -> int:
     steps = DEFAULT_STEPS if args.steps is None else args.steps
     try:
         if args.words:
-            raise TraceUsageError(f"put the command to trace after `--`: tlint trace -- python {' '.join(args.words)}")
+            words = args.words if _PYTHON.match(Path(args.words[0]).name) else ["python", *args.words]
+            raise TraceUsageError(f"put the command to trace after `--`: tlint trace -- {' '.join(words)}")
         target = parse_target(args.target, cwd)
     except TraceUsageError as exc:
         return _fail(fmt, "arguments", str(exc))
