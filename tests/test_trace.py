@@ -418,3 +418,46 @@ def test_a_script_that_raises_is_exit_2_with_the_users_traceback_only(tmp_path):
         "tlint: error: the script raised FileNotFoundError: data/train.bin (at train.py:2)")
     assert 'File "' + str(tmp_path / "train.py") in result.stderr
     assert "tlint/" not in result.stderr and "runpy" not in result.stderr
+
+
+# --- pairing with tlint check -----------------------------------------------------------------
+
+def test_static_findings_are_confirmed_refuted_or_not_observed(tmp_path):
+    write(tmp_path, "train.py", HEAD + """
+warmup = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)
+decay = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3)
+for step in range(4):
+    x, y = batch()
+    F.cross_entropy(model(x), y).backward()
+    optimizer.zero_grad()  # confirmed
+    if step > 0:
+        warmup.step()  # refuted: the first optimizer step came before it
+    if step > 100:
+        decay.step()  # not observed: never ran
+    optimizer.step()
+""")
+    result = run_tlint("trace", "--format", "json", "--", "python", "train.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    script = tmp_path / "train.py"
+    verdicts = {(c["code"], c["line"]): c["verdict"] for c in report["check"]["findings"]}
+    assert verdicts == {("TL310", line_of(script, "# confirmed")): "confirmed",
+                        ("TL305", line_of(script, "# refuted")): "refuted",
+                        ("TL305", line_of(script, "# not observed")): "not-observed"}
+    assert report["check"]["files"] == ["train.py"]
+    assert [(f["code"], f["static"]) for f in report["findings"]] == [("TL310", "confirmed")]
+
+
+def test_a_trace_finding_with_no_static_finding_is_new():
+    from types import SimpleNamespace
+
+    from tlint.diagnostics import Range
+    from tlint.trace.pairing import pair
+
+    site = {"path": "/p/train.py", "line": 7, "function": "f"}
+    findings = [{"code": "TL310", "site": site, "related": []}, {"code": "TL305", "site": {**site, "line": 9}}]
+    diagnostic = SimpleNamespace(code="TL305", name="scheduler-before-optimizer", severity="error", message="m",
+                                 path="/p/train.py", range=Range.point(9, 5))
+    checked = pair([diagnostic], findings, {"observed": {}, "steps": 3, "counts": {}})
+    assert [c["verdict"] for c in checked] == ["confirmed"]
+    assert [f["static"] for f in findings] == ["new", "confirmed"]

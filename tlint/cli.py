@@ -215,6 +215,8 @@ def _add_trace_parser(sub) -> None:
     trace.add_argument("--steps", type=int, metavar="N",
                        help="stop after N optimizer steps (default 5; 0: run the script to its end)")
     trace.add_argument("--output", "-o", type=Path, metavar="FILE", help="write the report to FILE")
+    trace.add_argument("--no-check", action="store_true",
+                       help="do not run tlint check on the files the run went through (no pairing)")
     _add_format(trace, TRACE_FORMATS)
     trace.add_argument("words", nargs="*", help=argparse.SUPPRESS)
     trace.set_defaults(handler=_trace, target=None)

@@ -29,7 +29,12 @@ rule and site). The kinds and their values:
   are pending, when `wants_scale()`; else None).
 - `dropout`: dropout that is on (`training` true, `p` > 0) inside a top-level model in eval
   mode: `function`, `p`, `model` (name), `eval_site`; `sdpa` the same for
-  scaled_dot_product_attention with `dropout_p` > 0.
+  scaled_dot_product_attention with `dropout_p` > 0. `dropout_eval`, `sdpa_eval`: any such
+  call inside a model in eval mode (on or off: the line ran where the invariant could fail).
+- `mode`: `model.train(mode)` / `model.eval()` (the outermost call): `training`.
+
+`observed` keeps, per kind and site, how often it was seen and how many optimizer steps
+were done at its first and last time (for pairing with the static findings).
 
 Definite violations are errors, heuristics warnings:
 
@@ -62,11 +67,11 @@ RULES = {
 # which event kinds bear on each rule (for pairing with the static findings: a rule's path
 # ran when one of its kinds was seen at the finding's line)
 RULE_EVENTS = {
-    "TL214": ("dropout", "sdpa", "forward"),
+    "TL214": ("dropout_eval", "sdpa_eval"),
     "TL303": ("clip",),
     "TL305": ("scheduler",),
     "TL310": ("zero_grad",),
-    "TL312": ("forward", "mode"),
+    "TL312": ("mode",),
 }
 
 
@@ -142,7 +147,8 @@ class Invariants:
         self._scale_pending = False      # GradScaler.scale ran, no backward of it yet
         self._scaled_grads = False       # a backward of a scaled loss, no unscale_/step since
         self._scaled_site: Site | None = None
-        self.observed: dict[str, dict[Site, int]] = {}   # kind -> site -> count
+        # kind -> site -> [count, steps done at its first and at its last time]
+        self.observed: dict[str, dict[Site, list[int]]] = {}
 
     # -- questions the event source asks before computing something costly --
 
@@ -156,8 +162,12 @@ class Invariants:
         self.clock += 1
         if site is not None:
             sites = self.observed.setdefault(kind, {})
-            if site in sites or len(sites) < self.MAX_SITES:
-                sites[site] = sites.get(site, 0) + 1
+            seen = sites.get(site)
+            if seen is not None:
+                seen[0] += 1
+                seen[2] = self.steps
+            elif len(sites) < self.MAX_SITES:
+                sites[site] = [1, self.steps, self.steps]
         handler = getattr(self, f"_on_{kind}", None)
         return handler(site, **data) if handler is not None else []
 

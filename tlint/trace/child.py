@@ -39,7 +39,8 @@ class Run:
             return
         self.finished = True
         inv, tracer = self.invariants, self.tracer
-        observed = {kind: [{**site.to_json(), "count": n} for site, n in sites.items()]
+        observed = {kind: [{**site.to_json(), "count": n, "first_step": first, "last_step": last}
+                           for site, (n, first, last) in sites.items()]
                     for kind, sites in inv.observed.items()}
         _flush()
         self.reporter.emit({"event": "end", "steps": inv.steps, "stopped": stopped,

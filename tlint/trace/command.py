@@ -1,9 +1,10 @@
-"""`tlint trace [--steps N] [--format text|json] [-o FILE] -- python train.py ARGS` (README
+"""`tlint trace [--steps N] [--format text|json] [-o FILE] [--no-check] -- python train.py ARGS` (README
 "Tracing a training run"): run the user's training script, unmodified, in a child process
 (`tlint.trace.child`, through `tlint.verify.child.Child`: its own process group, a report
 pipe the script cannot forge, bounded output, nothing left running), stop it after N
 optimizer steps, and report what the run-time invariants (`tlint.runtime.invariants`) found,
-at the user's lines. No torch here.
+at the user's lines, paired with `tlint check`'s findings of the same rules in the files the
+run went through (`tlint.trace.pairing`). No torch here.
 
 Exit status: 0 no finding, 1 findings, 2 bad input (no command after `--`, no such script,
 a script that raised or exited non-zero, a child that crashed)."""
@@ -73,6 +74,8 @@ class TraceRun:
 
     findings: list[dict[str, Any]] = field(default_factory=list)
     end: dict[str, Any] | None = None
+    check: list[dict[str, Any]] | None = None   # the static findings paired (None: not run)
+    checked: list[str] = field(default_factory=list)  # the files `tlint check` read
     error: tuple[str, str] | None = None
     how: str = ""
     last_words: str = ""
@@ -157,7 +160,7 @@ def _finding_json(finding: dict[str, Any], cwd: Path) -> dict[str, Any]:
     return {"code": finding["code"], "name": RULES[finding["code"]], "severity": finding["severity"],
             "message": finding["message"], "path": _display(site["path"], cwd) if site else None,
             "line": site.get("line"), "function": site.get("function"), "step": finding["step"],
-            "count": finding["count"], "source": "trace",
+            "count": finding["count"], "source": "trace", "static": finding.get("static"),
             "related": [{"path": _display(s["path"], cwd), "line": s["line"]} for s in finding.get("related", [])]}
 
 
@@ -169,6 +172,9 @@ def report_json(run: TraceRun, target: Target, steps: int, cwd: Path, status: in
             "target": {"script" if not target.module else "module": target.target, "args": target.args},
             "steps_asked": steps, "steps": end.get("steps", 0), "stopped": bool(end.get("stopped", False)),
             "findings": [_finding_json(f, cwd) for f in run.findings],
+            "check": None if run.check is None else {
+                "files": [_display(f, cwd) for f in run.checked],
+                "findings": [{**c, "path": _display(c["path"], cwd)} for c in run.check]},
             "events": end.get("counts", {}), "lrs": end.get("lrs", []), "scales": end.get("scales", []),
             "error": {"kind": run.error[0], "message": run.error[1]} if run.error else None, "exit": status}
 
@@ -179,8 +185,14 @@ def report_text(run: TraceRun, steps: int, cwd: Path) -> str:
         j = _finding_json(f, cwd)
         where = f"{j['path']}:{j['line']}" if j["path"] else "<unknown>"
         count = f", ×{j['count']}" if j["count"] > 1 else ""
+        static = {"confirmed": ", confirms tlint check", "new": ", new"}.get(j["static"] or "", "")
         lines.append(f"{where}: {j['severity']} {j['code']} {j['name']}: {j['message']} "
-                     f"[trace, step {j['step']}{count}]")
+                     f"[trace{static}, step {j['step']}{count}]")
+    if run.check:
+        lines.append(f"tlint check on the {len(run.checked)} file{'s' if len(run.checked) != 1 else ''} the run "
+                     "went through, the rules trace observes:")
+        for c in run.check:
+            lines.append(f"  {_display(c['path'], cwd)}:{c['line']}: {c['code']} {c['name']}: {c['verdict']}")
     end = run.end
     if end is not None:
         done = end["steps"]
@@ -222,6 +234,12 @@ def run_command(args: Any) -> int:
         return _fail(fmt, "no-torch", "tlint trace runs a PyTorch training script and needs PyTorch, which is not "
                      "installed: pip install torch")
     run = run_child(target, steps, cwd)
+    if run.end is not None and not getattr(args, "no_check", False):
+        from tlint.trace.pairing import lint, pair, run_files
+
+        files = run_files(run.end.get("observed", {}), None if target.module else cwd / target.target, cwd)
+        run.checked = [str(f) for f in files]
+        run.check = pair(lint(files), run.findings, run.end) if files else []
     status = 1 if run.findings else 0
     if run.error is not None or run.end is None:
         status = 2

@@ -91,6 +91,7 @@ class Tracer:
                  on_limit: Callable[[], None] | None = None) -> None:
         self.inv, self.emit, self.limit, self.on_limit = invariants, emit, steps, on_limit
         self.site = SiteFinder()
+        self.pid = os.getpid()
         self.counts: dict[str, int] = {}
         self.lrs: list[list[float]] = []             # the rates per group at each step (the first 100)
         self.scales: list[float] = []                # GradScaler scales after each update (the first 100)
@@ -106,6 +107,8 @@ class Tracer:
     # -- plumbing --
 
     def _observe(self, kind: str, site: Site | None, **data: Any) -> None:
+        if os.getpid() != self.pid:  # a forked process (DataLoader workers): not the run's own events
+            return
         self.counts[kind] = self.counts.get(kind, 0) + 1
         for violation in self.inv.observe(kind, site, **data):
             self.emit(violation)
@@ -241,8 +244,7 @@ class Tracer:
                             tracer._eval_sites.pop(self, None)
                         elif site is not None:
                             tracer._eval_sites[self] = site
-                    tracer.counts["mode"] = tracer.counts.get("mode", 0) + 1
-                    tracer.inv.observe("mode", site, training=mode)
+                    tracer._observe("mode", site, training=mode)
         return train
 
     def _eval_state(self) -> tuple[nn.Module, Site | None] | None:
@@ -257,11 +259,13 @@ class Tracer:
 
         def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
             self.counts["dropout_calls"] = self.counts.get("dropout_calls", 0) + 1
-            if training and _positive(p):
-                state = self._eval_state()
-                if state is not None:
+            state = self._eval_state() if self._stack else None
+            if state is not None:
+                where = self.site()
+                self._observe("dropout_eval", where, on=bool(training) and _positive(p))
+                if training and _positive(p):
                     model, switched = state
-                    self._observe("dropout", self.site(), function=f"F.{name}", p=float(p),
+                    self._observe("dropout", where, function=f"F.{name}", p=float(p),
                                   model=type(model).__name__, eval_site=switched.to_json() if switched else None)
             return original(input, p, training, inplace)
         return dropout
@@ -270,11 +274,13 @@ class Tracer:
         def scaled_dot_product_attention(*args: Any, **kwargs: Any) -> Any:
             self.counts["sdpa_calls"] = self.counts.get("sdpa_calls", 0) + 1
             p = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
-            if _positive(p):
-                state = self._eval_state()
-                if state is not None:
+            state = self._eval_state() if self._stack else None
+            if state is not None:
+                where = self.site()
+                self._observe("sdpa_eval", where, on=_positive(p))
+                if _positive(p):
                     model, switched = state
-                    self._observe("sdpa", self.site(), p=float(p), model=type(model).__name__,
+                    self._observe("sdpa", where, p=float(p), model=type(model).__name__,
                                   eval_site=switched.to_json() if switched else None)
             return original(*args, **kwargs)
         return scaled_dot_product_attention
