@@ -98,6 +98,7 @@ class Tracer:
         self.stopping = False
         self._local = threading.local()
         self._stack: list[nn.Module] = []            # the modules whose forward is running
+        self._top: nn.Module | None = None           # the outermost of them, when it has parameters
         self._forwarded: dict[int, weakref.ref] = {}  # models that ran forward in eval mode since a step
         self._eval_sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> Site
         self._has_params: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -205,7 +206,9 @@ class Tracer:
         return value
 
     def _forward_pre(self, module: nn.Module, args: Any) -> None:
-        if not self._stack and self._model_has_params(module):
+        if not self._stack:
+            self._top = module if self._model_has_params(module) else None
+        if not self._stack and self._top is not None:
             training = bool(module.training)
             eval_site = None if training else self._eval_sites.get(module)
             self._observe("forward", self.site(), model=id(module), name=type(module).__name__,
@@ -217,16 +220,14 @@ class Tracer:
         self._stack.append(module)
 
     def _forward_post(self, module: nn.Module, args: Any, output: Any) -> None:
-        if self._stack and self._stack[-1] is module:
-            self._stack.pop()
-        elif module in self._stack:  # (an exception unwound a nested forward without its hook)
-            del self._stack[self._stack.index(module):]
+        stack = self._stack
+        if stack and stack[-1] is module:
+            stack.pop()
+        elif module in stack:  # (an exception unwound a nested forward without its hook)
+            del stack[stack.index(module):]
+        if not stack:
+            self._top = None
 
-    def _top_model(self) -> nn.Module | None:
-        for module in self._stack:
-            if self._model_has_params(module):
-                return module
-        return None
 
     def _wrap_train(self, original: Callable[..., Any]) -> Callable[..., Any]:
         tracer = self
@@ -249,17 +250,18 @@ class Tracer:
 
     def _eval_state(self) -> tuple[nn.Module, Site | None] | None:
         """The top-level model when it is in eval mode (and where it was switched), else None."""
-        model = self._top_model()
+        model = self._top
         if model is None or model.training:
             return None
         return model, self._eval_sites.get(model)
 
     def _wrap_dropout(self, original: Callable[..., Any]) -> Callable[..., Any]:
         name = original.__name__
+        counts = self.counts
 
         def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
-            self.counts["dropout_calls"] = self.counts.get("dropout_calls", 0) + 1
-            state = self._eval_state() if self._stack else None
+            counts["dropout_calls"] = counts.get("dropout_calls", 0) + 1
+            state = self._eval_state() if self._top is not None else None
             if state is not None:
                 where = self.site()
                 self._observe("dropout_eval", where, on=bool(training) and _positive(p))
@@ -274,7 +276,7 @@ class Tracer:
         def scaled_dot_product_attention(*args: Any, **kwargs: Any) -> Any:
             self.counts["sdpa_calls"] = self.counts.get("sdpa_calls", 0) + 1
             p = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
-            state = self._eval_state() if self._stack else None
+            state = self._eval_state() if self._top is not None else None
             if state is not None:
                 where = self.site()
                 self._observe("sdpa_eval", where, on=_positive(p))
