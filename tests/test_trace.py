@@ -461,3 +461,26 @@ def test_a_trace_finding_with_no_static_finding_is_new():
     checked = pair([diagnostic], findings, {"observed": {}, "steps": 3, "counts": {}})
     assert [c["verdict"] for c in checked] == ["confirmed"]
     assert [f["static"] for f in findings] == ["new", "confirmed"]
+
+
+@pytest.mark.parametrize("fmt", ["concise", "github", "sarif", "junit", "lsp"])
+def test_the_other_formats_of_check(tmp_path, monkeypatch, fmt):
+    from tlint.trace.command import TraceRun, report_other
+
+    write(tmp_path, "train.py", "import torch\n\nfor step in range(3):\n    optimizer.zero_grad()\n")
+    monkeypatch.chdir(tmp_path)
+    site = {"path": str(tmp_path / "train.py"), "line": 4, "function": "<module>"}
+    run = TraceRun(findings=[{"code": "TL310", "severity": "error", "message": "gradients reset", "site": site,
+                              "step": 1, "count": 1, "related": []}], checked=[site["path"]])
+    out = report_other(fmt, run, tmp_path)
+    if fmt == "sarif":
+        from tests.sarifcheck import check_sarif
+
+        log = json.loads(out)
+        check_sarif(log)
+        region = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+        assert region["startLine"] == 4 and region["startColumn"] == 5
+    elif fmt in ("concise", "github"):
+        assert "train.py" in out and ("4:5" in out or "line=4,col=5" in out) and "[trace]" in out
+    else:
+        assert "TL310" in out and "gradients reset [trace]" in out

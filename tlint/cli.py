@@ -29,7 +29,7 @@ VERIFY_FORMATS = ("text", "json", "sarif", "lsp")
 SCAN_DATA_FORMATS = ("text", "json")
 DIAGNOSE_FORMATS = ("text", "json")
 DOCTOR_FORMATS = ("text", "json")
-TRACE_FORMATS = ("text", "json")
+TRACE_FORMATS = ("text", "json", "concise", "github", "sarif", "junit", "lsp")  # tlint.trace.command.FORMATS
 COMMAND_FORMATS = {"check": CHECK_FORMATS, "rule": RULE_FORMATS, "verify": VERIFY_FORMATS,
                    "scan-data": SCAN_DATA_FORMATS, "diagnose": DIAGNOSE_FORMATS, "doctor": DOCTOR_FORMATS,
                    "trace": TRACE_FORMATS}

@@ -25,7 +25,7 @@ from tlint.verify.child import EXIT_GRACE_S, POLL_S, Child, ReportError, report_
 
 CHILD_MODULE = "tlint.trace.child"
 DEFAULT_STEPS = 5
-FORMATS = ("text", "json")
+FORMATS = ("text", "json", "concise", "github", "sarif", "junit", "lsp")  # the last five: tlint.reporters
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 _HARMLESS_OPTIONS = ("-u", "-B")  # unbuffered, no bytecode: the child does both anyway
 
@@ -206,6 +206,32 @@ def report_text(run: TraceRun, steps: int, cwd: Path) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def report_other(fmt: str, run: TraceRun, cwd: Path) -> str:
+    """The trace findings in one of `tlint check`'s other formats (`tlint.reporters`), as
+    diagnostics at the user's lines (the message ends with `[trace]`)."""
+    import io
+
+    from tlint.diagnostics import Diagnostic, Position, Range
+    from tlint.reporters import OutputReport, SourceLines, render
+
+    sources = SourceLines()
+    diagnostics = []
+    for f in run.findings:
+        site = f.get("site")
+        if not site:
+            continue
+        path = _display(site["path"], cwd)
+        text = sources.line(path, site["line"]) or ""
+        column = len(text) - len(text.lstrip()) + 1
+        diagnostics.append(Diagnostic(f["code"], RULES[f["code"]], f["severity"], f["message"] + " [trace]", path,
+                                      Range(Position(site["line"], column), Position(site["line"], len(text) + 1))))
+    diagnostics.sort(key=Diagnostic.sort_key)
+    files = sorted({d.path for d in diagnostics} | {_display(p, cwd) for p in run.checked})
+    stream = io.StringIO()
+    render(fmt, OutputReport(diagnostics, files, 0, sources), stream)
+    return stream.getvalue()
+
+
 def _fail(fmt: str, kind: str, message: str) -> int:
     if fmt == "json":
         sys.stdout.write(json.dumps({"tool": "tlint", "command": "trace", "error": {"kind": kind, "message": message},
@@ -243,8 +269,12 @@ def run_command(args: Any) -> int:
     status = 1 if run.findings else 0
     if run.error is not None or run.end is None:
         status = 2
-    out = (json.dumps(report_json(run, target, steps, cwd, status), indent=2) + "\n" if fmt == "json"
-           else report_text(run, steps, cwd))
+    if fmt == "json":
+        out = json.dumps(report_json(run, target, steps, cwd, status), indent=2) + "\n"
+    elif fmt == "text":
+        out = report_text(run, steps, cwd)
+    else:
+        out = report_other(fmt, run, cwd)
     if args.output is not None:
         args.output.write_text(out, encoding="utf-8")
     elif fmt == "json" or status != 2 or run.findings:
