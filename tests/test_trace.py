@@ -376,6 +376,7 @@ Trainer(model=model, args=args, train_dataset=Data()).train()
 """
 
 
+# duration: a Hugging Face Trainer run in a child process (importing transformers: about 5 s of CPU)
 def test_a_healthy_hf_trainer_run_gives_no_warning(tmp_path):
     pytest.importorskip("transformers")
     write(tmp_path, "train.py", HF_TRAINER)
@@ -385,6 +386,48 @@ def test_a_healthy_hf_trainer_run_gives_no_warning(tmp_path):
     assert report["findings"] == [] and report["steps"] == 4 and report["stopped"] is True
     events = report["events"]
     assert events["clip"] == 4 and events["scheduler"] >= 3 and events["backward"] == 4 and events["forward"] == 4
+
+
+ACCELERATE = """\
+import torch
+import torch.nn.functional as F
+from accelerate import Accelerator
+from torch import nn
+
+torch.manual_seed(0)
+accelerator = Accelerator(cpu=True, gradient_accumulation_steps=2)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 2))
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=10)
+data = [(torch.randn(4, 8), torch.randint(0, 2, (4,))) for _ in range(8)]
+loader = torch.utils.data.DataLoader(data, batch_size=None)
+model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+model.train()
+for x, y in loader:
+    with accelerator.accumulate(model):
+        accelerator.backward(F.cross_entropy(model(x), y))
+        if accelerator.sync_gradients:
+            accelerator.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+"""
+
+
+# duration: two runs of an accelerate script in child processes (accelerate's state is a process singleton)
+@pytest.mark.parametrize("buggy", [False, True])
+def test_accelerate_with_accumulate(tmp_path, buggy):
+    pytest.importorskip("accelerate")
+    text = ACCELERATE
+    if buggy:
+        text = text.replace("        optimizer.step()\n        scheduler.step()\n",
+                            "        scheduler.step()  # bug\n        optimizer.step()\n")
+    write(tmp_path, "train.py", text)
+    result = run_tlint("trace", "--steps", "0", "--format", "json", "--", "python", "train.py", cwd=tmp_path)
+    report = json.loads(result.stdout)
+    assert report["steps"] == 4 and report["events"]["backward"] == 8, result.stderr[-2000:]  # 2 micro-batches a step
+    found = [(f["code"], f["line"]) for f in report["findings"]]
+    assert found == ([("TL305", line_of(tmp_path / "train.py", "# bug"))] if buggy else [])
 
 
 # --- bad input --------------------------------------------------------------------------------
