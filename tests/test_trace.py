@@ -328,6 +328,24 @@ def test_a_healthy_loop_stops_after_n_steps_with_no_finding(tmp_path):
     assert "done step 1" in result.stderr and "done step 2" not in result.stderr  # stopped in step 3
 
 
+def test_a_script_that_swallows_the_stop_is_ended_at_its_next_step(tmp_path):
+    write(tmp_path, "train.py", HEAD + """
+for step in range(50):
+    try:
+        x, y = batch()
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    except BaseException as exc:
+        print("caught", type(exc).__name__)
+print("the script's end")
+""")
+    result = run_tlint("trace", "--steps", "2", "--", "python", "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("caught TraceStop") == 1 and "the script's end" not in result.stderr
+    assert "tlint trace: 2 optimizer steps (stopped after --steps 2); 0 findings" in result.stdout
+
+
 def test_the_buggy_loop_in_text_and_to_a_file(tmp_path):
     write(tmp_path, "train.py", HEAD + textwrap.dedent(TWINS["TL310-error"][0]))
     result = run_tlint("trace", "--", "python", "train.py", cwd=tmp_path)

@@ -211,7 +211,9 @@ def _add_doctor_parser(sub) -> None:
 
 def _add_trace_parser(sub) -> None:
     trace = sub.add_parser("trace", help="run a training script for a few optimizer steps and check what the "
-                           "training step does (tlint trace -- python train.py ARGS)")
+                           "training step does (tlint trace -- python train.py ARGS)",
+                           usage="tlint trace [-h] [--steps N] [-o FILE] [--no-check] [--format FORMAT] "
+                                 "-- python SCRIPT ARGS | -- python -m MODULE ARGS")
     trace.add_argument("--steps", type=int, metavar="N",
                        help="stop after N optimizer steps (default 5; 0: run the script to its end)")
     trace.add_argument("--output", "-o", type=Path, metavar="FILE", help="write the report to FILE")

@@ -60,6 +60,11 @@ def _flush() -> None:
             pass
 
 
+def _exit_now() -> None:
+    _flush()
+    os._exit(0)
+
+
 def _user_traceback(exc: BaseException, finder: Any) -> Any:
     """The traceback from the user's first frame on (tlint's and runpy's frames dropped)."""
     tb = exc.__traceback__
@@ -103,7 +108,7 @@ def main(argv: list[str]) -> int:
     from tlint.trace.hooks import Tracer, TraceStop
 
     run.tracer = Tracer(run.invariants, run.emit_violation, int(request.get("steps", 0)),
-                        on_limit=lambda: run.finish(stopped=True))
+                        on_limit=lambda: run.finish(stopped=True), on_stop_ignored=_exit_now)
     target, args, is_module = request["target"], list(request["args"]), bool(request["module"])
     if is_module:
         sys.argv = [target, *args]  # (run_module puts the module's file in sys.argv[0])
@@ -120,8 +125,7 @@ def main(argv: list[str]) -> int:
             runpy.run_path(str(script), run_name="__main__")
     except TraceStop:
         run.finish(stopped=True)
-        _flush()
-        os._exit(0)  # the run is cut here: nothing of it is waited for
+        _exit_now()  # the run is cut here: nothing of it is waited for
     except SystemExit as exc:
         code = exc.code
         if code not in (None, 0):
@@ -132,8 +136,7 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # noqa: BLE001 - the user's error, told as theirs
         if run.tracer.stopping:  # (TraceStop caught by the user's code and turned into another error)
             run.finish(stopped=True)
-            _flush()
-            os._exit(0)
+            _exit_now()
         traceback.print_exception(type(exc), exc, _user_traceback(exc, run.tracer.site))
         _flush()
         run.finish(stopped=False)

@@ -85,11 +85,13 @@ class SiteFinder:
 class Tracer:
     """Installs the hooks and feeds `invariants`. `emit(violation)` is called for each new
     violation; after `steps` optimizer steps (0: never) `on_limit()` is called and TraceStop
-    raised."""
+    raised (and at a later step, when the user's code caught it, `on_stop_ignored()` first:
+    the child ends the process there)."""
 
     def __init__(self, invariants: Invariants, emit: Callable[[Violation], None], steps: int = 0,
-                 on_limit: Callable[[], None] | None = None) -> None:
+                 on_limit: Callable[[], None] | None = None, on_stop_ignored: Callable[[], None] | None = None) -> None:
         self.inv, self.emit, self.limit, self.on_limit = invariants, emit, steps, on_limit
+        self.on_stop_ignored = on_stop_ignored
         self.site = SiteFinder()
         self.pid = os.getpid()
         self.counts: dict[str, int] = {}
@@ -347,6 +349,8 @@ class Tracer:
                 self.stopping = True
                 if self.on_limit is not None:
                     self.on_limit()
+            elif self.on_stop_ignored is not None:  # the user's code swallowed the TraceStop and stepped again
+                self.on_stop_ignored()
             raise TraceStop
 
     def _wrap_scheduler(self, original: Callable[..., Any]) -> Callable[..., Any]:
