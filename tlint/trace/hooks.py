@@ -113,11 +113,11 @@ class Tracer:
         if os.getpid() != self.pid:  # a forked process (DataLoader workers): not the run's own events
             return
         self.counts[kind] = self.counts.get(kind, 0) + 1
-        for violation in self.inv.observe(kind, site, **data):
-            self.emit(violation)
-
-    def _depth(self, name: str) -> int:
-        return getattr(self._local, name, 0)
+        try:
+            for violation in self.inv.observe(kind, site, **data):
+                self.emit(violation)
+        except Exception:  # noqa: BLE001 - tlint's own failure never breaks the user's run; it is counted
+            self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
 
     def _enter(self, name: str) -> bool:
         """True for the outermost call of `name` on this thread (nested ones are not events)."""
@@ -334,6 +334,12 @@ class Tracer:
         return out
 
     def _step_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        try:
+            self._step_event(optimizer)
+        except Exception:  # noqa: BLE001 - as in _observe
+            self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
+
+    def _step_event(self, optimizer: torch.optim.Optimizer) -> None:
         groups = optimizer.param_groups
         lrs = [float(g["lr"]) if isinstance(g.get("lr"), (int, float)) else float("nan") for g in groups]
         if len(self.lrs) < 100:
