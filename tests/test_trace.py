@@ -236,6 +236,12 @@ def test_the_fixed_twin_gives_none(tmp_path, case):
     found, _ = trace(tmp_path, fixed)
     assert found == [], [v.message for v in found]
 
+def test_training_in_eval_mode_names_the_helper_call_that_switched(tmp_path):
+    found, script = trace(tmp_path, TWINS["TL312"][0])
+    (violation,) = found
+    lines = {s.line for s in violation.related}
+    assert line_of(script, "    evaluate()") in lines  # the call in the training loop, where tlint check reports
+
 
 def test_the_numbers_do_not_change(tmp_path):
     body = """

@@ -17,7 +17,8 @@ rule and site). The kinds and their values:
   `had_grads` (some parameter had a gradient).
 - `step`: an optimizer step is about to run: `optimizer`, `empty` (no parameter has a
   gradient), `eval_models` (the models that ran forward in eval mode since this
-  optimizer's last step and have trainable parameters in it: `{name, eval_site}` each),
+  optimizer's last step and have trainable parameters in it: `{name, eval_site, callers}`
+  each, `callers` the user's lines that led to the switch, innermost first),
   `lrs` (the rate of each parameter group).
 - `stepped`: an optimizer step ran: `optimizer`.
 - `scheduler`: an LR scheduler stepped (not its constructor's first step, no argument):
@@ -31,7 +32,8 @@ rule and site). The kinds and their values:
   mode: `function`, `p`, `model` (name), `eval_site`; `sdpa` the same for
   scaled_dot_product_attention with `dropout_p` > 0. `dropout_eval`, `sdpa_eval`: any such
   call inside a model in eval mode (on or off: the line ran where the invariant could fail).
-- `mode`: `model.train(mode)` / `model.eval()` (the outermost call): `training`.
+- `mode`: `model.train(mode)` / `model.eval()` (the outermost call): `training`;
+  `mode_call` the same at each line of the user's code that called it (a helper's call).
 
 `observed` keeps, per kind and site, how often it was seen and how many optimizer steps
 were done at its first and last time (for pairing with the static findings).
@@ -71,7 +73,7 @@ RULE_EVENTS = {
     "TL303": ("clip",),
     "TL305": ("scheduler",),
     "TL310": ("zero_grad",),
-    "TL312": ("mode",),
+    "TL312": ("mode", "mode_call"),
 }
 
 
@@ -221,13 +223,14 @@ class Invariants:
                     f"step (at {_at(site)}): the first pass's gradients were thrown away", reset, [backward, site])
         for model in eval_models or ():
             eval_site = Site.from_json(model.get("eval_site"))
+            callers = [Site.from_json(c) for c in model.get("callers", [])]
             name = str(model.get("name", "the model"))
             where = f"in eval mode (switched at {_at(eval_site)})" if eval_site else "in eval mode"
             out += self._report(
                 "TL312", "error",
                 f"{name} is trained in eval mode: it ran forward {where} and the optimizer step at {_at(site)} "
                 f"updates its parameters (dropout off, batch-norm statistics frozen); call model.train() "
-                f"before the training steps", eval_site or site, [site])
+                f"before the training steps", eval_site or site, [site, *callers])
         return out
 
     def _on_stepped(self, site: Site | None, *, optimizer: int, **data: Any) -> list[Violation]:

@@ -72,6 +72,17 @@ class SiteFinder:
         self._user[filename] = path
         return path
 
+    def stack(self, limit: int = 8) -> list[Site]:
+        """The frames of the user's code on the stack, innermost first (at most `limit`)."""
+        out: list[Site] = []
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None and len(out) < limit:
+            path = self.user_path(frame.f_code.co_filename)
+            if path is not None:
+                out.append(Site(path, frame.f_lineno, frame.f_code.co_name))
+            frame = frame.f_back
+        return out
+
     def __call__(self) -> Site | None:
         frame: FrameType | None = sys._getframe(1)
         while frame is not None:
@@ -103,6 +114,7 @@ class Tracer:
         self._top: nn.Module | None = None           # the outermost of them, when it has parameters
         self._forwarded: dict[int, weakref.ref] = {}  # models that ran forward in eval mode since a step
         self._eval_sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> Site
+        self._eval_callers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> [Site]
         self._has_params: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._scaler: weakref.ref | None = None
         self._undo: list[Callable[[], None]] = []
@@ -241,13 +253,18 @@ class Tracer:
             finally:
                 tracer._leave("train")
                 if outer and isinstance(mode, bool):
-                    site = tracer.site()
+                    sites = tracer.site.stack()
+                    site = sites[0] if sites else None
                     with _suppress():
                         if mode:
                             tracer._eval_sites.pop(self, None)
+                            tracer._eval_callers.pop(self, None)
                         elif site is not None:
                             tracer._eval_sites[self] = site
+                            tracer._eval_callers[self] = sites[1:]
                     tracer._observe("mode", site, training=mode)
+                    for caller in sites[1:]:  # (the lines that called it: an `evaluate(model)` helper's call)
+                        tracer._observe("mode_call", caller, training=mode)
         return train
 
     def _eval_state(self) -> tuple[nn.Module, Site | None] | None:
@@ -329,7 +346,8 @@ class Tracer:
                 continue
             if any(p.requires_grad and p.grad is not None and id(p) in params for p in model.parameters()):
                 switched = self._eval_sites.get(model)
-                out.append({"name": type(model).__name__, "eval_site": switched.to_json() if switched else None})
+                out.append({"name": type(model).__name__, "eval_site": switched.to_json() if switched else None,
+                            "callers": [c.to_json() for c in self._eval_callers.get(model, [])]})
                 del self._forwarded[ident]
         return out
 
