@@ -12,7 +12,8 @@ rule and site). The kinds and their values:
 - `forward`: a top-level module with parameters starts a forward: `model` (an id), `name`
   (its class), `training` (its flag), `eval_site` (where it was last switched to eval mode,
   if known).
-- `backward`: a backward pass ended: `loss` (the grad_fn's name of the tensor).
+- `backward`: a backward pass ended: `loss` (the grad_fn's name of the tensor), `model`,
+  `training` (the last top-level model to run forward, and its mode now).
 - `zero_grad`: an optimizer's gradients reset: `optimizer` (an id), `set_to_none`,
   `had_grads` (some parameter had a gradient).
 - `step`: an optimizer step is about to run: `optimizer`, `empty` (no parameter has a

@@ -112,6 +112,7 @@ class Tracer:
         self._local = threading.local()
         self._stack: list[nn.Module] = []            # the modules whose forward is running
         self._top: nn.Module | None = None           # the outermost of them, when it has parameters
+        self._last: weakref.ref | None = None        # the last such model to run forward
         self._forwarded: dict[int, weakref.ref] = {}  # models that ran forward in eval mode since a step
         self._eval_sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> Site
         self._eval_callers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> [Site]
@@ -223,6 +224,7 @@ class Tracer:
         if not self._stack:
             self._top = module if self._model_has_params(module) else None
         if not self._stack and self._top is not None:
+            self._last = weakref.ref(self._top)
             training = bool(module.training)
             eval_site = None if training else self._eval_sites.get(module)
             self._observe("forward", self.site(), model=id(module), name=type(module).__name__,
@@ -312,7 +314,15 @@ class Tracer:
         if isinstance(tensor, (list, tuple)):
             tensor = tensor[0] if tensor else None
         grad_fn = getattr(tensor, "grad_fn", None)
-        self._observe("backward", self.site(), loss=type(grad_fn).__name__ if grad_fn is not None else "")
+        model = self._last_model()
+        self._observe("backward", self.site(), loss=type(grad_fn).__name__ if grad_fn is not None else "",
+                      model=type(model).__name__ if model is not None else None,
+                      training=bool(model.training) if model is not None else None)
+        if model is not None and not model.training:
+            self.counts["backward_in_eval"] = self.counts.get("backward_in_eval", 0) + 1
+
+    def _last_model(self) -> nn.Module | None:
+        return self._last() if self._last is not None else None
 
     def _wrap_zero_grad(self, original: Callable[..., Any]) -> Callable[..., Any]:
         tracer = self
