@@ -100,6 +100,48 @@ TWINS = {
                 (F.cross_entropy(model(x), y) / 2).backward()
             optimizer.step()
         """, "TL310", "warning"),
+    "TL310-engine": ("""
+        class Engine:  # a training step spread over a trainer class's methods
+            def __init__(self, model, optimizer):
+                self.model, self.optimizer = model, optimizer
+
+            def backward(self, loss):
+                loss.backward()
+                self.after_backward()
+
+            def after_backward(self):
+                self.optimizer.zero_grad()  # bug
+
+            def step(self):
+                self.optimizer.step()
+
+        engine = Engine(model, optimizer)
+        for step in range(3):
+            x, y = batch()
+            engine.backward(F.cross_entropy(model(x), y))
+            engine.step()
+        """, """
+        class Engine:
+            def __init__(self, model, optimizer):
+                self.model, self.optimizer = model, optimizer
+
+            def backward(self, loss):
+                loss.backward()
+                self.after_backward()
+
+            def after_backward(self):
+                pass
+
+            def step(self):
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+
+        engine = Engine(model, optimizer)
+        for step in range(3):
+            x, y = batch()
+            engine.backward(F.cross_entropy(model(x), y))
+            engine.step()
+        """, "TL310", "error"),
     "TL305": ("""
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)
         for step in range(4):
