@@ -1,5 +1,5 @@
 """The `tlint` command line: `check` (the default), `rule`, `verify`, `scan-data`, `lsp`, `clean`,
-`diagnose`, `doctor`.
+`diagnose`, `doctor`, `trace`.
 
 Exit codes (README "What tlint guarantees"): 0 nothing at or above `--fail-on`; 1 findings at or above it;
 2 usage, configuration or internal error (any TL003 too, whatever `--exit-zero` says).
@@ -22,15 +22,17 @@ from typing import Any
 
 from tlint import __version__
 
-SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean", "diagnose", "doctor")
+SUBCOMMANDS = ("check", "rule", "verify", "scan-data", "lsp", "clean", "diagnose", "doctor", "trace")
 CHECK_FORMATS = ("text", "concise", "json", "github", "lsp", "sarif", "junit")  # tlint.reporters.FORMATS
 RULE_FORMATS = ("text", "json")
 VERIFY_FORMATS = ("text", "json", "sarif", "lsp")
 SCAN_DATA_FORMATS = ("text", "json")
 DIAGNOSE_FORMATS = ("text", "json")
 DOCTOR_FORMATS = ("text", "json")
+TRACE_FORMATS = ("text", "json", "concise", "github", "sarif", "junit", "lsp")  # tlint.trace.command.FORMATS
 COMMAND_FORMATS = {"check": CHECK_FORMATS, "rule": RULE_FORMATS, "verify": VERIFY_FORMATS,
-                   "scan-data": SCAN_DATA_FORMATS, "diagnose": DIAGNOSE_FORMATS, "doctor": DOCTOR_FORMATS}
+                   "scan-data": SCAN_DATA_FORMATS, "diagnose": DIAGNOSE_FORMATS, "doctor": DOCTOR_FORMATS,
+                   "trace": TRACE_FORMATS}
 FORMAT_ENV = "TLINT_OUTPUT_FORMAT"
 STDIN_NAME = "-"
 
@@ -158,6 +160,7 @@ def build_parser() -> _Parser:
     rule.set_defaults(handler=_rule)
 
     _add_verify_parser(sub)
+    _add_trace_parser(sub)
 
     clean = sub.add_parser("clean", help="remove tlint's cache folders")
     clean.add_argument("paths", nargs="*", type=Path, metavar="PATH",
@@ -204,6 +207,27 @@ def _add_doctor_parser(sub) -> None:
                         "your code")
     _add_format(doctor, DOCTOR_FORMATS)
     doctor.set_defaults(handler=_doctor)
+
+
+def _add_trace_parser(sub) -> None:
+    trace = sub.add_parser("trace", help="run a training script for a few optimizer steps and check what the "
+                           "training step does (tlint trace -- python train.py ARGS)",
+                           usage="tlint trace [-h] [--steps N] [-o FILE] [--no-check] [--format FORMAT] "
+                                 "-- python SCRIPT ARGS | -- python -m MODULE ARGS")
+    trace.add_argument("--steps", type=int, metavar="N",
+                       help="stop after N optimizer steps (default 5; 0: run the script to its end)")
+    trace.add_argument("--output", "-o", type=Path, metavar="FILE", help="write the report to FILE")
+    trace.add_argument("--no-check", action="store_true",
+                       help="do not run tlint check on the files the run went through (no pairing)")
+    _add_format(trace, TRACE_FORMATS)
+    trace.add_argument("words", nargs="*", help=argparse.SUPPRESS)
+    trace.set_defaults(handler=_trace, target=None)
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from tlint.trace.command import run_command
+
+    return run_command(args)
 
 
 def _add_verify_parser(sub) -> None:
@@ -325,10 +349,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "check")
+    target = None
+    if argv and argv[0] == "trace" and "--" in argv:  # `tlint trace [OPTIONS] -- python train.py ARGS`
+        cut = argv.index("--")
+        argv, target = argv[:cut], argv[cut + 1:]
     verbose = "--verbose" in argv or "-v" in argv
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if target is not None:
+            args.target = target
         if args.command is None:
             parser.print_usage(sys.stderr)
             return _error("give a command or a path, e.g. `tlint check src/` (see tlint --help)")

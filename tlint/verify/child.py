@@ -1,4 +1,4 @@
-"""The child processes of `tlint verify` and `tlint scan-data`: start one (`python -m
+"""The child processes of `tlint verify`, `tlint scan-data` and `tlint trace`: start one (`python -m
 tlint.verify.worker` for the probes, `python -m tlint.verify.data` for the data scan), follow
 what it reports, stop it at its limits, and leave nothing of it running (README "tlint
 verify", "Limits and hostile code"). No torch here.
@@ -91,11 +91,15 @@ def process_limit_mib(memory_limit: float | None, device: str = "cpu") -> int:
 
 class Child:
     """One child process, `python -m MODULE REQUEST REPORT_FD PARENT_PID LIMIT_MIB`, used as a
-    context manager: on exit it is killed with everything it started, and its folder removed."""
+    context manager: on exit it is killed with everything it started, and its folder removed.
+    `cwd`: its working folder instead of the fresh empty one (`tlint trace` runs the user's
+    script where the user stands)."""
 
-    def __init__(self, module: str, request: str, *, prefix: str, limit_mib: int = 0, verbose: bool = False) -> None:
+    def __init__(self, module: str, request: str, *, prefix: str, limit_mib: int = 0, verbose: bool = False,
+                 cwd: Path | None = None) -> None:
         self.module, self.request, self.prefix = module, request, prefix
         self.limit_mib, self.verbose = limit_mib, verbose
+        self.cwd = cwd  # the child's working folder; default a fresh empty one (tlint trace: the user's)
         self.proc: subprocess.Popen | None = None
         self.tail = bytearray()      # the end of the child's output
         self.output_bytes = 0        # all of it
@@ -133,7 +137,7 @@ class Child:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", self.module, str(request), str(report_w), str(os.getpid()),
                  str(self.limit_mib)],
-                cwd=work, env=child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                cwd=self.cwd or work, env=child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, pass_fds=(report_w,), start_new_session=os.name == "posix")
         finally:
             os.close(report_w)

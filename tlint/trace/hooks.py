@@ -1,0 +1,469 @@
+"""The torch side of `tlint trace`: torch's global hooks and a few wrapped functions that turn
+what a training step does into events for `tlint.runtime.invariants` (README "Tracing a
+training run"). Installed in the child process before the user's code starts; every wrapper
+calls the original with the same arguments and returns its result, so the numbers do not
+change.
+
+Events carry the innermost frame of the user's code (`user_site`), chosen by file path:
+frames of installed packages (site-packages, dist-packages), the standard library, tlint
+itself and frozen or generated code (`<...>`) are skipped, whatever their module names."""
+
+from __future__ import annotations
+
+import functools
+import os
+import site as site_module
+import sys
+import sysconfig
+import threading
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tlint.runtime.invariants import Invariants, Site, Violation
+
+TLINT_ROOT = str(Path(__file__).resolve().parent.parent)
+DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+
+
+class TraceStop(BaseException):  # noqa: N818 - not an error: the run is stopped on purpose
+    """Raised from the optimizer's post-step hook after the steps asked for (a BaseException,
+    so that `except Exception` in the user's code lets it through)."""
+
+
+def _excluded_roots() -> tuple[str, ...]:
+    roots = {TLINT_ROOT}
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if paths.get(key):
+            roots.add(os.path.realpath(paths[key]))
+    for getter in (site_module.getsitepackages, lambda: [site_module.getusersitepackages()]):
+        try:
+            roots.update(os.path.realpath(p) for p in getter())
+        except (AttributeError, TypeError, OSError):
+            pass
+    return tuple(sorted(r.rstrip(os.sep) + os.sep for r in roots))
+
+
+class SiteFinder:
+    """The innermost frame of the user's code, by file path (cached per file)."""
+
+    def __init__(self) -> None:
+        self.roots = _excluded_roots()
+        self._user: dict[str, str | None] = {}
+
+    def user_path(self, filename: str) -> str | None:
+        """The file's real path when it is the user's, else None."""
+        if filename in self._user:
+            return self._user[filename]
+        path: str | None = None
+        if filename and not filename.startswith("<"):
+            real = os.path.realpath(filename)
+            parts = real.split(os.sep)
+            if ("site-packages" not in parts and "dist-packages" not in parts
+                    and not any(real.startswith(root) for root in self.roots)):
+                path = real
+        self._user[filename] = path
+        return path
+
+    def stack(self, limit: int = 8) -> list[Site]:
+        """The frames of the user's code on the stack, innermost first (at most `limit`)."""
+        out: list[Site] = []
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None and len(out) < limit:
+            path = self.user_path(frame.f_code.co_filename)
+            if path is not None:
+                out.append(Site(path, frame.f_lineno, frame.f_code.co_name))
+            frame = frame.f_back
+        return out
+
+    def __call__(self) -> Site | None:
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None:
+            path = self.user_path(frame.f_code.co_filename)
+            if path is not None:
+                return Site(path, frame.f_lineno, frame.f_code.co_name)
+            frame = frame.f_back
+        return None
+
+
+class Tracer:
+    """Installs the hooks and feeds `invariants`. `emit(violation)` is called for each new
+    violation; after `steps` optimizer steps (0: never) `on_limit()` is called and TraceStop
+    raised (and at a later step, when the user's code caught it, `on_stop_ignored()` first:
+    the child ends the process there)."""
+
+    def __init__(self, invariants: Invariants, emit: Callable[[Violation], None], steps: int = 0,
+                 on_limit: Callable[[], None] | None = None, on_stop_ignored: Callable[[], None] | None = None) -> None:
+        self.inv, self.emit, self.limit, self.on_limit = invariants, emit, steps, on_limit
+        self.on_stop_ignored = on_stop_ignored
+        self.site = SiteFinder()
+        self.pid = os.getpid()
+        self.counts: dict[str, int] = {}
+        self.lrs: list[list[float]] = []             # the rates per group at each step (the first 100)
+        self.scales: list[float] = []                # GradScaler scales after each update (the first 100)
+        self.stopping = False
+        self._local = threading.local()
+        self._stack: list[nn.Module] = []            # the modules whose forward is running
+        self._top: nn.Module | None = None           # the outermost of them, when it has parameters
+        self._last: weakref.ref | None = None        # the last such model to run forward
+        self._forwarded: dict[int, weakref.ref] = {}  # models that ran forward in eval mode since a step
+        self._eval_sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> Site
+        self._eval_callers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> [Site]
+        self._has_params: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._scaler: weakref.ref | None = None
+        self._undo: list[Callable[[], None]] = []
+
+    # -- plumbing --
+
+    def _observe(self, kind: str, site: Site | None, **data: Any) -> None:
+        if os.getpid() != self.pid:  # a forked process (DataLoader workers): not the run's own events
+            return
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        try:
+            for violation in self.inv.observe(kind, site, **data):
+                self.emit(violation)
+        except Exception:  # noqa: BLE001 - tlint's own failure never breaks the user's run; it is counted
+            self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
+
+    def _enter(self, name: str) -> bool:
+        """True for the outermost call of `name` on this thread (nested ones are not events)."""
+        depth = getattr(self._local, name, 0)
+        setattr(self._local, name, depth + 1)
+        return depth == 0
+
+    def _leave(self, name: str) -> None:
+        setattr(self._local, name, getattr(self._local, name, 1) - 1)
+
+    def _patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+        wrapper = make(original)
+        try:
+            functools.update_wrapper(wrapper, original)
+        except (AttributeError, TypeError):
+            pass
+        setattr(owner, name, wrapper)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def _outer(self, name: str, original: Callable[..., Any], after: Callable[..., None]) -> Callable[..., Any]:
+        """A wrapper that calls `original`, then `after(result, *args, **kwargs)` for the
+        outermost call only."""
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            outer = self._enter(name)
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                self._leave(name)
+            if outer:
+                after(result, *args, **kwargs)
+            return result
+        return wrapper
+
+    # -- install --
+
+    def install(self) -> None:
+        from torch.nn.modules import module as module_mod
+        from torch.optim import lr_scheduler
+        from torch.optim import optimizer as optimizer_mod
+
+        handles = [
+            optimizer_mod.register_optimizer_step_pre_hook(self._step_pre),
+            optimizer_mod.register_optimizer_step_post_hook(self._step_post),
+            module_mod.register_module_forward_pre_hook(self._forward_pre),
+            module_mod.register_module_forward_hook(self._forward_post, always_call=True),
+        ]
+        self._undo += [h.remove for h in handles]
+        self._patch(torch.optim.Optimizer, "zero_grad", self._wrap_zero_grad)
+        self._patch(torch.Tensor, "backward", lambda f: self._outer("backward", f, self._after_backward))
+        self._patch(torch.autograd, "backward", lambda f: self._outer("backward", f, self._after_backward))
+        self._patch(nn.Module, "train", self._wrap_train)
+        self._patch(lr_scheduler.LRScheduler, "step", self._wrap_scheduler)
+        for owner in (torch.nn.utils, torch.nn.utils.clip_grad):
+            for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_"):
+                self._patch(owner, name, self._clip_wrapper(name))
+        from torch.amp import grad_scaler
+
+        scaler = grad_scaler.GradScaler
+        self._patch(scaler, "scale", lambda f: self._outer("scale", f, self._after_scale))
+        self._patch(scaler, "unscale_", lambda f: self._outer("unscale", f, self._after_unscale))
+        self._patch(scaler, "step", lambda f: self._outer("scaler_step", f, self._after_scaler_step))
+        self._patch(scaler, "update", lambda f: self._outer("scaler_update", f, self._after_scaler_update))
+        for name in DROPOUT_FUNCTIONS:
+            self._patch(F, name, self._wrap_dropout)
+        self._patch(F, "scaled_dot_product_attention", self._wrap_sdpa)
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    # -- modules --
+
+    def _model_has_params(self, module: nn.Module) -> bool:
+        try:
+            return self._has_params[module]
+        except KeyError:
+            pass
+        except TypeError:
+            return False
+        value = next(module.parameters(), None) is not None
+        try:
+            self._has_params[module] = value
+        except TypeError:
+            pass
+        return value
+
+    def _forward_pre(self, module: nn.Module, args: Any) -> None:
+        if not self._stack:
+            self._top = module if self._model_has_params(module) else None
+        if not self._stack and self._top is not None:
+            self._last = weakref.ref(self._top)
+            training = bool(module.training)
+            eval_site = None if training else self._eval_sites.get(module)
+            self._observe("forward", self.site(), model=id(module), name=type(module).__name__,
+                          training=training, eval_site=eval_site.to_json() if eval_site else None)
+            if training:
+                self._forwarded.pop(id(module), None)
+            elif torch.is_grad_enabled():  # (evaluation under no_grad trains nothing)
+                self._forwarded[id(module)] = weakref.ref(module)
+        self._stack.append(module)
+
+    def _forward_post(self, module: nn.Module, args: Any, output: Any) -> None:
+        stack = self._stack
+        if stack and stack[-1] is module:
+            stack.pop()
+        elif module in stack:  # (an exception unwound a nested forward without its hook)
+            del stack[stack.index(module):]
+        if not stack:
+            self._top = None
+
+
+    def _wrap_train(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        tracer = self
+
+        def train(self: nn.Module, mode: bool = True) -> Any:
+            outer = tracer._enter("train")
+            try:
+                return original(self, mode)
+            finally:
+                tracer._leave("train")
+                if outer and isinstance(mode, bool):
+                    sites = tracer.site.stack()
+                    site = sites[0] if sites else None
+                    with _suppress():
+                        if mode:
+                            tracer._eval_sites.pop(self, None)
+                            tracer._eval_callers.pop(self, None)
+                        elif site is not None:
+                            tracer._eval_sites[self] = site
+                            tracer._eval_callers[self] = sites[1:]
+                    tracer._observe("mode", site, training=mode)
+                    for caller in sites[1:]:  # (the lines that called it: an `evaluate(model)` helper's call)
+                        tracer._observe("mode_call", caller, training=mode)
+        return train
+
+    def _eval_state(self) -> tuple[nn.Module, Site | None] | None:
+        """The top-level model when it is in eval mode (and where it was switched), else None."""
+        model = self._top
+        if model is None or model.training:
+            return None
+        return model, self._eval_sites.get(model)
+
+    def _wrap_dropout(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        name = original.__name__
+        counts = self.counts
+
+        def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
+            counts["dropout_calls"] = counts.get("dropout_calls", 0) + 1
+            state = self._eval_state() if self._top is not None else None
+            if state is not None:
+                where = self.site()
+                self._observe("dropout_eval", where, on=bool(training) and _positive(p))
+                if training and _positive(p):
+                    model, switched = state
+                    self._observe("dropout", where, function=f"F.{name}", p=float(p),
+                                  model=type(model).__name__, eval_site=switched.to_json() if switched else None)
+            return original(input, p, training, inplace)
+        return dropout
+
+    def _wrap_sdpa(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def scaled_dot_product_attention(*args: Any, **kwargs: Any) -> Any:
+            self.counts["sdpa_calls"] = self.counts.get("sdpa_calls", 0) + 1
+            p = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
+            state = self._eval_state() if self._top is not None else None
+            if state is not None:
+                where = self.site()
+                self._observe("sdpa_eval", where, on=_positive(p))
+                if _positive(p):
+                    model, switched = state
+                    self._observe("sdpa", where, p=float(p), model=type(model).__name__,
+                                  eval_site=switched.to_json() if switched else None)
+            return original(*args, **kwargs)
+        return scaled_dot_product_attention
+
+    # -- backward, optimizer, scheduler --
+
+    def _after_backward(self, result: Any, tensor: Any = None, *args: Any, **kwargs: Any) -> None:
+        if isinstance(tensor, (list, tuple)):
+            tensor = tensor[0] if tensor else None
+        grad_fn = getattr(tensor, "grad_fn", None)
+        model = self._last_model()
+        self._observe("backward", self.site(), loss=type(grad_fn).__name__ if grad_fn is not None else "",
+                      model=type(model).__name__ if model is not None else None,
+                      training=bool(model.training) if model is not None else None)
+        if model is not None and not model.training:
+            self.counts["backward_in_eval"] = self.counts.get("backward_in_eval", 0) + 1
+
+    def _last_model(self) -> nn.Module | None:
+        return self._last() if self._last is not None else None
+
+    def _wrap_zero_grad(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        tracer = self
+
+        def zero_grad(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+            if tracer._enter("zero_grad"):
+                try:
+                    had = any(p.grad is not None for g in self.param_groups for p in g["params"])
+                    set_to_none = kwargs.get("set_to_none", args[0] if args else True)
+                    tracer._observe("zero_grad", tracer.site(), optimizer=id(self), set_to_none=bool(set_to_none),
+                                    had_grads=had)
+                except Exception:  # noqa: BLE001 - a traced event is never worth the user's run
+                    pass
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                tracer._leave("zero_grad")
+        return zero_grad
+
+    def _eval_models(self, optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+        """The models that ran forward in eval mode since the last step and have parameters
+        with gradients in `optimizer`."""
+        if not self._forwarded:
+            return []
+        params = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        out = []
+        for ident, ref in list(self._forwarded.items()):
+            model = ref()
+            if model is None:
+                del self._forwarded[ident]
+                continue
+            if any(p.requires_grad and p.grad is not None and id(p) in params for p in model.parameters()):
+                switched = self._eval_sites.get(model)
+                out.append({"name": type(model).__name__, "eval_site": switched.to_json() if switched else None,
+                            "callers": [c.to_json() for c in self._eval_callers.get(model, [])]})
+                del self._forwarded[ident]
+        return out
+
+    def _step_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        try:
+            self._step_event(optimizer)
+        except Exception:  # noqa: BLE001 - as in _observe
+            self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
+
+    def _step_event(self, optimizer: torch.optim.Optimizer) -> None:
+        groups = optimizer.param_groups
+        lrs = [float(g["lr"]) if isinstance(g.get("lr"), (int, float)) else float("nan") for g in groups]
+        if len(self.lrs) < 100:
+            self.lrs.append(lrs)
+        empty = not any(p.grad is not None for g in groups for p in g["params"])
+        self._observe("step", self.site(), optimizer=id(optimizer), empty=empty,
+                      eval_models=self._eval_models(optimizer), lrs=lrs)
+
+    def _step_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._observe("stepped", self.site(), optimizer=id(optimizer))
+        if self.limit and self.inv.steps >= self.limit:
+            if not self.stopping:
+                self.stopping = True
+                if self.on_limit is not None:
+                    self.on_limit()
+            elif self.on_stop_ignored is not None:  # the user's code swallowed the TraceStop and stepped again
+                self.on_stop_ignored()
+            raise TraceStop
+
+    def _wrap_scheduler(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        tracer = self
+
+        def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+            initial = getattr(self, "_step_count", 0) == 0  # the constructor's own first step
+            outer = tracer._enter("scheduler")
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                tracer._leave("scheduler")
+                if outer and not initial and not args and not kwargs:
+                    optimizer = _unwrap(getattr(self, "optimizer", None))
+                    tracer._observe("scheduler", tracer.site(), optimizer=id(optimizer), name=type(self).__name__)
+        return step
+
+    # -- clipping and GradScaler --
+
+    def _clip_wrapper(self, name: str) -> Callable[[Any], Any]:
+        return lambda original: self._outer("clip", original, self._clip_event(name))
+
+    def _clip_event(self, name: str) -> Callable[..., None]:
+        def after(result: Any, *args: Any, **kwargs: Any) -> None:
+            self._observe("clip", self.site(), function=name, scale=self._scale() if self.inv.wants_scale() else None)
+        return after
+
+    def _scale(self) -> float | None:
+        scaler = self._scaler() if self._scaler is not None else None
+        if scaler is None:
+            return None
+        try:
+            return float(scaler.get_scale())
+        except Exception:  # noqa: BLE001
+            return None
+
+    def _after_scale(self, result: Any, scaler: Any = None, *args: Any, **kwargs: Any) -> None:
+        if scaler is not None and scaler.is_enabled():
+            self._scaler = weakref.ref(scaler)
+            self._observe("scale", self.site())
+
+    def _after_unscale(self, result: Any, scaler: Any = None, optimizer: Any = None, *args: Any, **kwargs: Any) -> None:
+        self._observe("unscale", self.site(), optimizer=id(_unwrap(optimizer)))
+
+    def _after_scaler_step(self, result: Any, scaler: Any = None, optimizer: Any = None, *args: Any,
+                           **kwargs: Any) -> None:
+        self._observe("scaler_step", self.site(), optimizer=id(_unwrap(optimizer)))
+
+    def _after_scaler_update(self, result: Any, scaler: Any = None, *args: Any, **kwargs: Any) -> None:
+        scale = None
+        if scaler is not None and scaler.is_enabled():
+            self._scaler = weakref.ref(scaler)
+            scale = self._scale()
+            if scale is not None and len(self.scales) < 100:
+                self.scales.append(scale)
+        self._observe("scaler_update", self.site(), scale=scale)
+
+
+def _unwrap(optimizer: Any) -> Any:
+    """The torch optimizer inside a wrapper (accelerate's AcceleratedOptimizer, which is an
+    Optimizer whose own step is not hooked): the one whose steps the hooks see."""
+    for _ in range(8):
+        inner = getattr(optimizer, "optimizer", None)
+        if not isinstance(inner, torch.optim.Optimizer):
+            break
+        optimizer = inner
+    return optimizer
+
+
+def _positive(p: Any) -> bool:
+    try:
+        return float(p) > 0.0
+    except (TypeError, ValueError):
+        return False
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> bool:
+        return exc[0] is not None and issubclass(exc[0], Exception)
