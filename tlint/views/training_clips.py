@@ -2,8 +2,9 @@
 the raw gradients (`clips_raw_gradients`: torch's `clip_grad_*`, FSDP's
 `model.clip_grad_norm_`; not `accelerator.clip_grad_norm_`, `fabric.clip_gradients` or
 Lightning's `self.clip_gradients`, which unscale first), the clip a helper function makes
-on gradients it never unscales (`unscaled_clip`), and which function of another module a
-call runs (`imported_callee`). TL303 and its project facts (`clips-gradients`,
+on gradients it never unscales (`unscaled_clip`), a clip before a `scaler.step(...)` in a
+function handed the scaler whose scaled backward runs elsewhere (`clips_before_scaler_step`),
+and which function of another module a call runs (`imported_callee`). TL303 and its project facts (`clips-gradients`,
 `scaled-call`) read them. A mixin of `tlint.views.training.TrainingView`.
 """
 
