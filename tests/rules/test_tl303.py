@@ -296,3 +296,103 @@ def test_a_wrapper_method_named_unscale_before_the_helper(tmp_path):
     check(tmp_path, {"train_utils.py": _HELPERS, "train.py": _LOOP.format(
         imports="from train_utils import clip_gradients",
         call="optimizer.unscale_grads(scaler)\n            clip_gradients(model, 1.0)")})
+
+
+# An updater (or trainer) method handed the GradScaler clips, then steps through it; the
+# scaled backward runs in the engine, another file (rwth-i6/returnn@41c3a52
+# returnn/torch/updater.py:185-189, `Updater.step(self, *, grad_scaler=None)`).
+_UPDATER = """
+    import torch
+
+
+    class Updater:
+        def __init__(self, network, optimizer):
+            self.network = network
+            self.optimizer = optimizer
+
+        def step(self, *, grad_scaler=None):
+            {unscale}
+            torch.nn.utils.clip_grad_norm_(self.network.parameters(), 1.0){marker}
+            if grad_scaler is not None:
+                grad_scaler.step(self.optimizer)
+                grad_scaler.update()
+            else:
+                self.optimizer.step()
+"""
+_ENGINE = """
+    import torch
+
+    from .updater import Updater
+
+
+    class Engine:
+        def __init__(self, network, optimizer):
+            self.network = network
+            self.updater = Updater(network, optimizer)
+            self.grad_scaler = torch.cuda.amp.GradScaler()
+
+        def train_epoch(self, loader):
+            for batch in loader:
+                self.updater.optimizer.zero_grad()
+                with torch.autocast("cuda"):
+                    loss = self.network(batch)
+                self.grad_scaler.scale(loss).backward()
+                {unscale}
+                self.updater.step(grad_scaler=self.grad_scaler)
+"""
+
+
+@pytest.mark.parametrize(
+    ("in_updater", "in_engine", "flagged"),
+    [
+        ("", "", True),
+        ("if grad_scaler is not None:\n                grad_scaler.unscale_(self.optimizer)", "", False),  # the fix
+        ("", "self.grad_scaler.unscale_(self.updater.optimizer)", False),  # the caller unscales first
+    ],
+)
+def test_a_method_handed_the_scaler_clips_before_its_step(tmp_path, in_updater, in_engine, flagged):
+    marker = "  # expect: TL303" if flagged else ""
+    check(tmp_path, {
+        "engine/__init__.py": "",
+        "engine/updater.py": _UPDATER.replace("{unscale}", in_updater).replace("{marker}", marker),
+        "engine/engine.py": _ENGINE.replace("{unscale}", in_engine),
+    })
+
+
+def test_a_scaler_held_as_an_attribute_of_the_trainer(tmp_path):
+    """The role carried through `__init__`: `self.scaler = scaler`, the step in another method."""
+    check(tmp_path, {"trainer.py": """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, scaler: torch.cuda.amp.GradScaler):
+                self.model = model
+                self.optimizer = optimizer
+                self.scaler = scaler
+
+            def backward(self, loss):
+                self.scaler.scale(loss).backward()
+
+            def optimizer_step(self):
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)  # expect: TL303
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                self.optimizer.zero_grad()
+    """})
+
+
+def test_a_clip_only_without_the_scaler(tmp_path):
+    """The clip sits on the other branch of the AMP test: it sees unscaled gradients."""
+    check(tmp_path, {"updater.py": """
+        import torch
+
+
+        def step(model, optimizer, scaler=None):
+            if scaler is None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            else:
+                scaler.step(optimizer)
+                scaler.update()
+    """})

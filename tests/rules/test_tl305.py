@@ -194,3 +194,69 @@ def train(model, loader, optimizer):
         optimizer.step()
         optimizer.zero_grad()
 """})
+
+
+# A trainer's epoch method (its epoch loop in another file: `for epoch ...: trainer.on_train()`),
+# the scheduler held as an attribute set from an `__init__` parameter annotated with a
+# scheduler base class of another module (TakuyaShintate/tsts@d68f7c5 tsts/trainers/trainer.py:95;
+# sanghyun-son/EDSR-PyTorch src/trainer.py `Trainer.train`, the EDSR trainer's idiom).
+_TRAINER = """
+    from mylib.schedulers import Scheduler
+
+
+    class Trainer:
+        def __init__(self, model, loader, optimizer, scheduler: Scheduler):
+            self.model = model
+            self.loader = loader
+            self.optimizer = optimizer
+            self.scheduler = scheduler
+
+        def on_train(self):
+            {first}
+            self.model.train()
+            for x, y in self.loader:
+                self.optimizer.zero_grad()
+                self.model(x, y).backward()
+                self.optimizer.step()
+            {last}
+"""
+_SCHEDULERS = """
+    import torch
+
+
+    class Scheduler(torch.optim.lr_scheduler.LambdaLR):
+        pass
+"""
+_RUN = """
+    from mylib.trainer import Trainer
+
+
+    def run(trainer: Trainer, epochs):
+        for _ in range(epochs):
+            trainer.on_train()
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "flagged"),
+    [("self.scheduler.step()", "", True), ("", "self.scheduler.step()", False),
+     ("if self.epoch > 0:\n                self.scheduler.step()", "", False)],
+)
+def test_epoch_method_of_a_trainer(tmp_path, first, last, flagged):
+    if flagged:
+        first += "  # expect: TL305"
+    check(tmp_path, {"mylib/__init__.py": "", "mylib/schedulers.py": _SCHEDULERS, "run.py": _RUN,
+                     "mylib/trainer.py": _TRAINER.replace("{first}", first).replace("{last}", last)})
+
+
+def test_epoch_function_fast_forwarding_a_resumed_schedule(tmp_path):
+    """A loop that replays the schedule on resume is not the epoch's first step."""
+    check(tmp_path, {"train.py": """
+        def train_epoch(model, loader, optimizer, scheduler, skip):
+            for _ in range(skip):
+                scheduler.step()
+            for batch in loader:
+                model(**batch).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    """})

@@ -5,8 +5,11 @@ A training loop whose iteration scales the loss with a `GradScaler`
 `model.clip_grad_norm_`) with no `scaler.unscale_(optimizer)` before the clip, directly
 or through a clipping helper (`clip_gradients(model, 1.0)`) of the same file or, across
 files, of another module (the `clips-gradients` and `scaled-call` facts) that clips
-without unscaling first; and, wherever the loss is scaled, a function that clips before
-its own `scaler.unscale_(...)` (an AMP optimiser wrapper's `clip_grad_norm`). Clipping
+without unscaling first; wherever the loss is scaled, a function that clips before
+its own `scaler.unscale_(...)` (an AMP optimiser wrapper's `clip_grad_norm`); and a
+function handed the scaler (a parameter or an attribute: an updater's or trainer's `step`)
+that clips and then calls `scaler.step(optimizer)`, its scaled backward elsewhere, when no
+file imported with it unscales (the `unscales` fact). Clipping
 functions that unscale themselves (`accelerator.clip_grad_norm_`, `fabric.clip_gradients`,
 Lightning's `self.clip_gradients`) are not judged.
 """
@@ -19,6 +22,7 @@ import libcst as cst
 
 from tlint import fixes
 from tlint.cst import dotted_name
+from tlint.results import ProjectCondition
 from tlint.rules.base import Rule
 from tlint.views.training import CLIP, OPTIMIZER_STEP, SCALE, UNSCALE, TrainingView
 
@@ -26,6 +30,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tlint.context import FileContext
+
+# A clip before `scaler.step` in a function that does not scale: kept only where no file
+# imported with it unscales (the caller may unscale before it calls the step).
+_NO_UNSCALE_NEARBY = ProjectCondition(none_of=("unscales",), scope="imports")
 
 _WHY = ("the threshold applies to gradients multiplied by the loss scale; call scaler.unscale_(optimizer) "
         "before clipping")
@@ -36,7 +44,7 @@ class ClipWithoutUnscale(Rule):
     name = "clip-without-unscale"
     severity = "error"
     # pre-filter: training loops (a file without `backward` has none); a clip before an `unscale_`
-    tokens = frozenset({"backward", "unscale"})
+    tokens = frozenset({"backward", "unscale", "clip_grad"})
     summary = "AMP-scaled gradients are clipped without scaler.unscale_(optimizer) first."
     # across files: a loop that scales its loss calling another module's function
     # (`scaled-call` here) that clips without unscaling (`clips-gradients` there)
@@ -100,6 +108,13 @@ class ClipWithoutUnscale(Rule):
                 ctx.report(clip, f"the gradients are clipped before the scaler.unscale_ that follows in "
                            f"`{function.name.value}`: under AMP they are still multiplied by the loss scale "
                            "here; move the unscale before the clip")
+        for clip, function in view.clips_before_scaler_step():  # the scaled backward is elsewhere
+            if id(clip) not in reported:
+                reported.add(id(clip))
+                ctx.report(clip, f"`{function.name.value}` clips the gradients and then steps through the "
+                           "GradScaler (scaler.step) with no scaler.unscale_(optimizer) first: the clip sees "
+                           "gradients still multiplied by the loss scale; " + _WHY.split("; ", 1)[1],
+                           when=_NO_UNSCALE_NEARBY)
 
     @staticmethod
     def _fix(ctx, view: TrainingView, loop, clip):

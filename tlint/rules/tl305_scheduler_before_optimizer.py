@@ -5,7 +5,10 @@ optimiser step of the iteration, in a loop that steps an optimiser after it. PyT
 schedulers set the rate for the *next* optimiser step; stepping them first skips the first
 value of the schedule (the start of the warmup) and PyTorch only warns at run time.
 The loops judged: each training loop, the loops around it (a scheduler stepped at the top
-of the update or epoch loop, before the inner loop that steps the optimiser), and a
+of the update or epoch loop, before the inner loop that steps the optimiser), the function that
+holds a training loop no loop of its own repeats (an epoch's body, `train_epoch()` or a
+trainer's `on_train()`, called once per epoch from elsewhere: a scheduler stepped
+unconditionally at its top, outside any loop, before the loop's optimiser steps), and a
 function or method of this file that steps both outside any loop of its own (a wrapper
 `step()` that advances the schedule, then the optimiser; a file with no `backward()`).
 Schedulers stepped with an argument (`ReduceLROnPlateau.step(val_loss)`,
@@ -51,6 +54,15 @@ class SchedulerBeforeOptimizer(Rule):
                 if id(outer) not in seen:
                     seen.add(id(outer))
                     self._judge(ctx, view, view.iteration(outer), reported, fix=False)
+        for loop in view.loops:  # the function that holds a loop repeated elsewhere: an epoch's body
+            function = loop.function
+            if loop.is_step_function or loop.outer or loop.epoch_loop is not None or function is None \
+                    or id(function) in seen:
+                continue
+            seen.add(id(function))
+            events = [e for e in view.iteration(function)
+                      if e.kind == OPTIMIZER_STEP or (not e.loops and not e.conditions)]
+            self._judge(ctx, view, events, reported, fix=False)
         for function in view.wrapper_functions(SCHEDULER_STEP, OPTIMIZER_STEP):
             events = [e for e in view.iteration(function) if not e.loops]
             self._judge(ctx, view, events, reported, fix=True)

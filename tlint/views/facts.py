@@ -53,11 +53,14 @@ decided on the facts of related files. Kinds so far:
 - `scaled-call`: a call of another module's function (or of a method on an instance of
   its class) after a training loop's `scaler.scale(loss)`, before any `unscale_` or step
   (`module`, `function`); reported at (TL303).
+- `unscales`: the file calls `unscale_` or `unscale_gradients` (TL303: a clip before a
+  `scaler.step` stands only where no import-connected file unscales).
 
 The extractors live by family: the data pipeline's in `facts_data` (padding, label
 masking, tokenizers), models' and training's in `facts_model` (transformer, warmup,
 positional tables and sequence lengths), the training loop's in `facts_training`
-(`leaves-eval`, `imported-call-in-training`, `clips-gradients`, `scaled-call`); the facts
+(`leaves-eval`, `imported-call-in-training`, `clips-gradients`, `scaled-call`,
+`unscales`); the facts
 of a pre-filtered file, from Python's tree, in `facts_prefilter`. This module is the
 registry (`EXTRACTORS`, `POSITIONED`, `TOKENS`, `extract_facts`, the `facts` view) and
 re-exports their public names.
@@ -126,7 +129,13 @@ from tlint.views.facts_model import (  # noqa: F401 - re-exported
     transformer_sites,
 )
 from tlint.views.facts_prefilter import ast_facts, ast_facts_exact  # noqa: F401 - re-exported
-from tlint.views.facts_training import clips_gradients_sites, imported_call_sites, leaves_eval_sites, scaled_call_sites
+from tlint.views.facts_training import (
+    clips_gradients_sites,
+    imported_call_sites,
+    leaves_eval_sites,
+    scaled_call_sites,
+    unscales_sites,
+)
 from tlint.views.nan_flow import READER_TOKENS, SINK_TOKENS, nan_source_sites, tensorizes_sites
 
 EXTRACTORS = (
@@ -141,7 +150,7 @@ EXTRACTORS = (
     ("nan-source", nan_source_sites), ("tensorizes", tensorizes_sites),
     ("norm-residual", norm_residual_sites), ("module-parts", module_parts_sites), ("block-stack", block_stack_sites),
     ("leaves-eval", leaves_eval_sites), ("imported-call-in-training", imported_call_sites),
-    ("clips-gradients", clips_gradients_sites), ("scaled-call", scaled_call_sites),
+    ("clips-gradients", clips_gradients_sites), ("scaled-call", scaled_call_sites), ("unscales", unscales_sites),
 )
 # Fact kinds that cross-file rules report at: only these get a (costly) source range.
 POSITIONED: frozenset[str] = frozenset({"tokenizer", "positional-table", "sequence-length", "nan-source",
@@ -188,6 +197,7 @@ TOKENS: dict[str, frozenset[str]] = {
     # that scales its loss runs backward
     "clips-gradients": frozenset({"clip_grad"}),
     "scaled-call": frozenset({"backward"}),
+    "unscales": frozenset({"unscale"}),
 }
 
 

@@ -97,6 +97,15 @@ def clips_gradients_sites(ctx) -> Iterator[tuple[cst.CSTNode, ClipsGradientsFact
         yield (clip if clip is not None else function), ClipsGradientsFact(name, clip is not None)
 
 
+def unscales_sites(ctx) -> Iterator[cst.CSTNode]:
+    """The file unscales gradients itself (`scaler.unscale_(optimizer)`,
+    `accelerator.unscale_gradients()`): TL303 keeps a clip before a `scaler.step` whose
+    scaled backward is elsewhere only when no file imported with it unscales."""
+    identifiers = ctx.index.identifiers
+    if "unscale_" in identifiers or "unscale_gradients" in identifiers:
+        yield ctx.index.module
+
+
 def _outer_name(index, function: cst.FunctionDef) -> str | None:
     """`name` of a module-level function, `Class.name` of a method of a module-level
     class; None for a nested function."""

@@ -2,8 +2,9 @@
 the raw gradients (`clips_raw_gradients`: torch's `clip_grad_*`, FSDP's
 `model.clip_grad_norm_`; not `accelerator.clip_grad_norm_`, `fabric.clip_gradients` or
 Lightning's `self.clip_gradients`, which unscale first), the clip a helper function makes
-on gradients it never unscales (`unscaled_clip`), and which function of another module a
-call runs (`imported_callee`). TL303 and its project facts (`clips-gradients`,
+on gradients it never unscales (`unscaled_clip`), a clip before a `scaler.step(...)` in a
+function handed the scaler whose scaled backward runs elsewhere (`clips_before_scaler_step`),
+and which function of another module a call runs (`imported_callee`). TL303 and its project facts (`clips-gradients`,
 `scaled-call`) read them. A mixin of `tlint.views.training.TrainingView`.
 """
 
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from tlint.cst import last_name, snake_parts
-from tlint.views.training_common import CLIP, CLIP_FUNCTIONS, SCALE, UNSCALE, Condition, _names_under
+from tlint.views.training_common import CLIP, CLIP_FUNCTIONS, OPTIMIZER_STEP, SCALE, UNSCALE, Condition, _names_under
 
 if TYPE_CHECKING:
     from tlint.source import FileIndex
@@ -125,6 +126,46 @@ class TrainingClips:
                 if any(e.kind == UNSCALE and not event.excludes(e) for e in events[at + 1:]):
                     out.append((event.site, function))
         return out
+
+    def clips_before_scaler_step(self) -> list[tuple[cst.CSTNode, cst.FunctionDef]]:
+        """(clip, function) for each clip of raw gradients a function of the file makes
+        (its body, the file's helpers inlined) before it steps the optimiser through a
+        `GradScaler` (`scaler.step(optimizer)`), with no `unscale_` anywhere in the pass and
+        no `scaler.scale(...)` of its own (a loop that scales is judged as a loop): an
+        updater or trainer method handed the scaler (a parameter, an attribute) whose
+        scaled backward runs elsewhere. `scaler.step` unscales only after the clip. Clips
+        under a test on the scaler or an AMP switch, on the other branch of the step, or
+        that unscale themselves are left out; so is a function with no such step."""
+        index = self.index
+        if "step" not in index.identifiers or not index.identifiers & {"clip_grad_norm_", "clip_grad_value_"}:
+            return []
+        functions: dict[int, cst.FunctionDef] = {}
+        for call in index.calls:
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value == "step" and call.args \
+                    and self.role(func.value) == "scaler":
+                function = index.enclosing_function(call)
+                if function is not None:
+                    functions.setdefault(id(function), function)
+        out: list[tuple[cst.CSTNode, cst.FunctionDef]] = []
+        for function in functions.values():
+            events = self.iteration(function)
+            if any(event.kind in (SCALE, UNSCALE) for event in events):
+                continue
+            for at, event in enumerate(events):
+                if event.kind != CLIP or type(event.node) is not cst.Call or self._unscales_itself(event.node) \
+                        or not self.clips_raw_gradients(event.node) \
+                        or any(self.amp_condition(condition) for condition in event.conditions):
+                    continue
+                if any(later.kind == OPTIMIZER_STEP and not event.excludes(later) and self._scaler_step(later.node)
+                       for later in events[at + 1:]):
+                    out.append((event.site, function))
+        return out
+
+    def _scaler_step(self, node: cst.CSTNode) -> bool:
+        """`scaler.step(optimizer)`: an optimiser step through a `GradScaler`."""
+        return type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "step" \
+            and self.role(node.func.value) == "scaler"
 
     def _unscales_itself(self, call: cst.Call) -> bool:
         """`accelerator.clip_grad_norm_(...)`, `fabric.clip_gradients(...)`,
