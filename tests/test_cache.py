@@ -81,6 +81,7 @@ def test_touching_one_file_reanalyses_only_that_file(demo, capsys, monkeypatch, 
         assert warm[fmt] == lint(demo, capsys, monkeypatch, "--no-cache", fmt=fmt)
 
 
+# duration: the demo linted about nine times: after each of three config changes, warm and with --no-cache
 def test_a_config_change_is_seen(demo, capsys, monkeypatch):
     lint(demo, capsys, monkeypatch)
     config = demo / "tlint.toml"

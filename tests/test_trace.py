@@ -394,6 +394,7 @@ print("the script's end")
     assert "tlint trace: 2 optimizer steps (stopped after --steps 2); 0 findings" in result.stdout
 
 
+# duration: two traced runs of the buggy loop (text, then JSON to a file to its end), each a child importing torch
 def test_the_buggy_loop_in_text_and_to_a_file(tmp_path):
     write(tmp_path, "train.py", HEAD + textwrap.dedent(TWINS["TL310-error"][0]))
     result = run_tlint("trace", "--", "python", "train.py", cwd=tmp_path)
@@ -531,6 +532,7 @@ def test_a_script_that_raises_is_exit_2_with_the_users_traceback_only(tmp_path):
 
 # --- pairing with tlint check -----------------------------------------------------------------
 
+# duration: traced runs of three scripts, each followed by tlint check on the files the run went through
 def test_static_findings_are_confirmed_refuted_or_not_observed(tmp_path):
     write(tmp_path, "train.py", HEAD + """
 warmup = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)

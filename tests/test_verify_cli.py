@@ -112,6 +112,7 @@ def test_verify_text_output_and_probe_selection(tmp_path):
     assert "not-checkable" in proc.stdout
 
 
+# duration: every probe on a correct zoo model, in a child that imports torch
 def test_correct_zoo_model_exits_0(tmp_path):
     proc = run_tlint("verify", "--model", "bert:build_encoder", "--format", "json", cwd=REPO / "fixtures" / "models")
     assert proc.returncode == 0, proc.stdout + proc.stderr
