@@ -27,24 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
+from tinygpt import add_arguments, model_and_data  # bench/tinygpt.py (the script's folder is on sys.path)
 
 from tlint.runtime.invariants import Invariants
 from tlint.trace.hooks import Tracer
-
-
-def model_and_data(args):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=args.vocab, n_positions=args.seq, n_embd=args.width, n_layer=args.layers,
-                        n_head=args.heads, pad_token_id=0, bos_token_id=1, eos_token_id=1)
-    model = GPT2LMHeadModel(config)
-    gen = torch.Generator().manual_seed(1)
-    data = []
-    for _ in range(16):
-        ids = torch.randint(1, args.vocab, (args.batch, args.seq), generator=gen)
-        data.append({"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids})
-    return model, data
 
 
 def run(model, data, steps: int) -> float:
@@ -79,16 +65,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--width", type=int, default=64)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--vocab", type=int, default=256)
-    parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=8)
+    add_arguments(parser, heads=4, vocab=256)
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    model, data = model_and_data(args)
+    model, data = model_and_data(args, padded=False)
     run(model, data, 5)  # warm up
     base, hooked, counts = [], [], {}
     for _ in range(args.repeats):

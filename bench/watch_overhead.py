@@ -29,26 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
+from tinygpt import add_arguments, model_and_data  # bench/tinygpt.py (the script's folder is on sys.path)
 
 from tlint.watch import Watch
-
-
-def model_and_data(args):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=args.vocab, n_positions=args.seq, n_embd=args.width, n_layer=args.layers,
-                        n_head=args.heads, pad_token_id=0, bos_token_id=1, eos_token_id=1)
-    model = GPT2LMHeadModel(config)
-    gen = torch.Generator().manual_seed(1)
-    data = []
-    for _ in range(16):
-        ids = torch.randint(1, args.vocab, (args.batch, args.seq), generator=gen)
-        lengths = torch.randint(args.seq // 2, args.seq + 1, (args.batch,), generator=gen)
-        mask = (torch.arange(args.seq)[None, :] < lengths[:, None]).long()
-        ids = ids * mask
-        data.append({"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)})
-    return model, data
 
 
 def run(model, opt, data, steps, watch, per_step=None):
@@ -101,16 +84,11 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--every", type=int, default=50)
-    parser.add_argument("--width", type=int, default=64)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--heads", type=int, default=2)
-    parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--vocab", type=int, default=500)
+    add_arguments(parser, heads=2, vocab=500)
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    model, data = model_and_data(args)
+    model, data = model_and_data(args, padded=True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     modes = {"baseline": None, "per-step": {"measure": False}, f"every={args.every}": {}}
     run(model, opt, data, 20, None)  # warm up
