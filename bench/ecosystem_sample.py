@@ -382,30 +382,13 @@ def is_committed(path: Path) -> bool:
 LINTED_SUFFIXES = (".py", ".ipynb")
 
 
-def tree_files(gitdir: Path, sha: str) -> list[tuple[str, str]]:
-    """(path, blob) of every regular `.py`, `.ipynb` and `.gitignore` file of commit `sha`."""
-    out = _rb().git(gitdir, "ls-tree", "-r", "-z", "--full-tree", sha).stdout
-    files = []
-    for entry in out.split(b"\0"):
-        if not entry:
-            continue
-        meta, _, raw_path = entry.partition(b"\t")
-        mode, kind, blob = meta.decode().split()
-        path = raw_path.decode("utf-8", "surrogateescape")
-        name = path.rsplit("/", 1)[-1]
-        if kind == "blob" and mode in ("100644", "100755") and (
-                name.endswith(LINTED_SUFFIXES) or name == ".gitignore"):
-            files.append((path, blob))
-    return files
-
-
 def materialise_whole(gitdir: Path, sha: str, dest: Path) -> list[str]:
     """Every `.py`, `.ipynb` and `.gitignore` file of `sha` into `dest` (with an empty `.git`),
     by `git archive`; returns the files whose blob the mirror lacks (not extracted)."""
     rb = _rb()
     dest.mkdir(parents=True, exist_ok=True)
     (dest / ".git").mkdir(exist_ok=True)
-    files = tree_files(gitdir, sha)
+    files = rb.tree_files(gitdir, sha, (".",), LINTED_SUFFIXES)  # the whole tree
     absent = rb.absent_blobs(gitdir, [blob for _, blob in files])
     wanted = [path for path, blob in files if blob not in absent]
     for start in range(0, len(wanted), 500):

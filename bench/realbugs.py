@@ -281,6 +281,27 @@ def inside_take(path: str, take: tuple[str, ...]) -> bool:
     return False
 
 
+def validate_cases(path: Path, entries: list, family: str | None, codes: set[str], ids: dict[str, str],
+                   problems: list[str], batch: str | None = None, labels: set[str] | None = None) -> list[Case]:
+    """The valid `[[case]]` tables of one file, each id unique over `ids` (updated); every
+    problem goes to `problems`. `labels` collects each entry's id (or number), valid or not."""
+    out = []
+    for n, raw in enumerate(entries, 1):
+        label = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else f"{n}"
+        if labels is not None:
+            labels.add(label)
+        case, errs = validate_case(raw, f"{_rel(path)}: case {label}", family, codes, batch=batch)
+        problems.extend(errs)
+        if case is None:
+            continue
+        if case.id in ids:
+            problems.append(f"{_rel(path)}: case id {case.id!r} is not unique (also in {ids[case.id]})")
+            continue
+        ids[case.id] = _rel(path)
+        out.append(case)
+    return out
+
+
 def validate_case(raw: object, where: str, family: str | None, codes: set[str],
                   batch: str | None = None) -> tuple[Case | None, list[str]]:
     """One `[[case]]` table: the Case, or None and its problems. `family` is the file's
@@ -598,17 +619,7 @@ def load_manifest(cases_dir: Path = CASES_DIR, judgements_dir: Path = JUDGEMENTS
         if not isinstance(entries, list):
             problems.append(f"{_rel(path)}: case must be an array of tables ([[case]])")
             continue
-        for n, raw in enumerate(entries, 1):
-            label = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else f"{n}"
-            case, errs = validate_case(raw, f"{_rel(path)}: case {label}", family, codes)
-            problems.extend(errs)
-            if case is None:
-                continue
-            if case.id in ids:
-                problems.append(f"{_rel(path)}: case id {case.id!r} is not unique (also in {ids[case.id]})")
-                continue
-            ids[case.id] = _rel(path)
-            cases.append(case)
+        cases.extend(validate_cases(path, entries, family, codes, ids, problems))
     by_id = {case.id: case for case in cases}
     judgements: list[Judgement] = []
     for path in sorted(judgements_dir.glob("*.toml")):
@@ -841,18 +852,8 @@ def load_batch(folder: Path, codes: set[str], ids: dict[str, str], problems: lis
             batch.log[family] = validate_log(path, family, problems)
             continue
         entries = _entries(path, "case", problems)
-        for n, raw in enumerate(entries or [], 1):
-            label = raw["id"] if isinstance(raw.get("id"), str) else f"{n}"
-            invalid.add(label)
-            case, errs = validate_case(raw, f"{_rel(path)}: case {label}", family, codes, batch=batch.id)
-            problems.extend(errs)
-            if case is None:
-                continue
-            if case.id in ids:
-                problems.append(f"{_rel(path)}: case id {case.id!r} is not unique (also in {ids[case.id]})")
-                continue
-            ids[case.id] = _rel(path)
-            batch.cases.append(case)
+        batch.cases.extend(validate_cases(path, entries or [], family, codes, ids, problems,
+                                          batch=batch.id, labels=invalid))
     for case in batch.cases:
         for cmd in case.run.prepare if case.run else ():
             for helper in prepare_helpers(cmd):

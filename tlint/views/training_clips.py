@@ -10,6 +10,7 @@ and which function of another module a call runs (`imported_callee`). TL303 and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -108,15 +109,9 @@ class TrainingClips:
         index = self.index
         if "unscale_" not in index.identifiers and "unscale_gradients" not in index.identifiers:
             return []
-        functions: dict[int, cst.FunctionDef] = {}
-        for call in index.calls:
-            func = call.func
-            if type(func) is cst.Attribute and func.attr.value in ("unscale_", "unscale_gradients"):
-                function = index.enclosing_function(call)
-                if function is not None:
-                    functions.setdefault(id(function), function)
         out: list[tuple[cst.CSTNode, cst.FunctionDef]] = []
-        for function in functions.values():
+        for function in self._functions_calling(
+                lambda func, call: func.attr.value in ("unscale_", "unscale_gradients")):
             events = self.iteration(function)
             for at, event in enumerate(events):
                 if event.kind != CLIP or type(event.node) is not cst.Call or self._unscales_itself(event.node):
@@ -139,16 +134,9 @@ class TrainingClips:
         index = self.index
         if "step" not in index.identifiers or not index.identifiers & {"clip_grad_norm_", "clip_grad_value_"}:
             return []
-        functions: dict[int, cst.FunctionDef] = {}
-        for call in index.calls:
-            func = call.func
-            if type(func) is cst.Attribute and func.attr.value == "step" and call.args \
-                    and self.role(func.value) == "scaler":
-                function = index.enclosing_function(call)
-                if function is not None:
-                    functions.setdefault(id(function), function)
         out: list[tuple[cst.CSTNode, cst.FunctionDef]] = []
-        for function in functions.values():
+        for function in self._functions_calling(
+                lambda func, call: func.attr.value == "step" and bool(call.args) and self.role(func.value) == "scaler"):
             events = self.iteration(function)
             if any(event.kind in (SCALE, UNSCALE) for event in events):
                 continue
@@ -161,6 +149,18 @@ class TrainingClips:
                        for later in events[at + 1:]):
                     out.append((event.site, function))
         return out
+
+    def _functions_calling(self, wanted: Callable[[cst.Attribute, cst.Call], bool]) -> list[cst.FunctionDef]:
+        """The functions of the file that make a method call `wanted(func, call)` accepts
+        (each once, in the order of their first such call)."""
+        functions: dict[int, cst.FunctionDef] = {}
+        for call in self.index.calls:
+            func = call.func
+            if type(func) is cst.Attribute and wanted(func, call):
+                function = self.index.enclosing_function(call)
+                if function is not None:
+                    functions.setdefault(id(function), function)
+        return list(functions.values())
 
     def _scaler_step(self, node: cst.CSTNode) -> bool:
         """`scaler.step(optimizer)`: an optimiser step through a `GradScaler`."""
