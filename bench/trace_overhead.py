@@ -8,7 +8,7 @@ the same model as bench/watch_overhead.py) on CPU with one intra-op thread, in a
 that a load on the machine falls on both alike:
 
 - `baseline`: no hooks;
-- `traced`: the hooks `tlint trace` installs in its child (`tlint.trace.hooks.Tracer`, with
+- `traced`: the hooks `tlint trace` installs in its child (`tlint.runtime.hooks.Tracer`, with
   the invariants), installed around the loop in this process.
 
 CPU time of the loop (`time.process_time`), best of `--repeats` runs each; the overhead is
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch
 from tinygpt import add_arguments, model_and_data  # bench/tinygpt.py (the script's folder is on sys.path)
 
+from tlint.runtime.hooks import Tracer
 from tlint.runtime.invariants import Invariants
-from tlint.trace.hooks import Tracer
 
 
 def run(model, data, steps: int) -> float:

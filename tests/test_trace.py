@@ -26,8 +26,8 @@ pytestmark = pytest.mark.slow
 
 torch = import_torch()
 
+from tlint.runtime.hooks import Tracer, TraceStop  # noqa: E402
 from tlint.runtime.invariants import RULES, Invariants, Violation  # noqa: E402
-from tlint.trace.hooks import Tracer, TraceStop  # noqa: E402
 
 HEAD = """\
 import torch
@@ -142,6 +142,21 @@ TWINS = {
             engine.backward(F.cross_entropy(model(x), y))
             engine.step()
         """, "TL310", "error"),
+    "TL310-module": ("""
+        for step in range(3):
+            for micro in range(2):
+                x, y = batch()
+                (F.cross_entropy(model(x), y) / 2).backward()
+                model.zero_grad(set_to_none=True)  # bug
+            optimizer.step()
+        """, """
+        for step in range(3):
+            model.zero_grad(set_to_none=True)
+            for micro in range(2):
+                x, y = batch()
+                (F.cross_entropy(model(x), y) / 2).backward()
+            optimizer.step()
+        """, "TL310", "warning"),
     "TL305": ("""
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)
         for step in range(4):
@@ -324,6 +339,48 @@ def test_a_gradscaler_step_that_skips_the_optimizer_does_not_count_as_a_misorder
             scheduler.step()
         """)
     assert found == []
+
+
+def test_a_plateau_scheduler_stepped_on_its_metric_first_is_no_finding_but_is_seen(tmp_path):
+    """ReduceLROnPlateau.step(metric) before the optimizer's first step skips no rate."""
+    script = tmp_path / "plateau.py"
+    script.write_text(HEAD + textwrap.dedent("""
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
+        for step in range(3):
+            x, y = batch()
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            plateau.step(loss.item())
+            optimizer.step()
+        """), encoding="utf-8")
+    found: list[Violation] = []
+    tracer = Tracer(Invariants(), found.append)
+    tracer.install()
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        tracer.uninstall()
+    assert found == []
+    assert tracer.counts["scheduler"] == 3
+
+
+def test_an_optimizer_built_before_the_hooks_is_known_through_know(tmp_path):
+    """A module's zero_grad() resets the optimizers holding its parameters: one built before the
+    hooks were installed (a watch opened after it) is added with `know`."""
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    found: list[Violation] = []
+    tracer = Tracer(Invariants(), found.append)
+    tracer.install()
+    try:
+        tracer.know(optimizer)
+        model(torch.randn(3, 4)).sum().backward()
+        model.zero_grad()
+        optimizer.step()
+    finally:
+        tracer.uninstall()
+    assert [(v.code, v.severity) for v in found] == [("TL310", "error")]
 
 
 def test_the_rules_are_the_catalogues():

@@ -1,8 +1,7 @@
-"""Run-time invariants of the training step, over a stream of events (issue 41, README
-"Tracing a training run"). No torch here: the events are plain values, produced by
-`tlint/trace/hooks.py` (torch's global hooks and a few wrapped functions) in `tlint trace`,
-and meant to be produced the same way by `tlint.watch` later, so both check the same things
-the same way.
+"""Run-time invariants of the training step, over a stream of events (README "Tracing a
+training run"). No torch here: the events are plain values, produced by
+`tlint/runtime/hooks.py` (torch's global hooks and a few wrapped functions), which both
+`tlint trace` and `tlint.watch` install, so both check the same things the same way.
 
 An event is a kind, the user's site (`Site`: the innermost frame of the user's code, chosen by
 file path) and a few named values. `Invariants.observe(kind, site, **data)` takes one and
@@ -15,15 +14,17 @@ rule and site). The kinds and their values:
 - `backward`: a backward pass ended: `loss` (the grad_fn's name of the tensor), `model`,
   `training` (the last top-level model to run forward, and its mode now).
 - `zero_grad`: an optimizer's gradients reset: `optimizer` (an id), `set_to_none`,
-  `had_grads` (some parameter had a gradient).
+  `had_grads` (some parameter had a gradient). A module's `zero_grad()` is one such event
+  for each optimizer holding some of the module's parameters.
 - `step`: an optimizer step is about to run: `optimizer`, `empty` (no parameter has a
   gradient), `eval_models` (the models that ran forward in eval mode since this
   optimizer's last step and have trainable parameters in it: `{name, eval_site, callers}`
   each, `callers` the user's lines that led to the switch, innermost first),
   `lrs` (the rate of each parameter group).
 - `stepped`: an optimizer step ran: `optimizer`.
-- `scheduler`: an LR scheduler stepped (not its constructor's first step, no argument):
-  `optimizer`, `name`.
+- `scheduler`: an LR scheduler stepped (not its constructor's first step, no epoch
+  argument): `optimizer`, `name`, `metric` (true for a scheduler stepped on a measured value,
+  `ReduceLROnPlateau`, whose step before the optimizer's skips nothing).
 - `scale`: GradScaler.scale on an enabled scaler; `unscale`: GradScaler.unscale_
   (`optimizer`); `scaler_step`: GradScaler.step (`optimizer`), whether or not it skips the
   optimizer's step; `scaler_update`: GradScaler.update (`scale`, the new scale).
@@ -248,8 +249,8 @@ class Invariants:
         self._scaled_grads = self._scale_pending = False
 
     def _on_scheduler(self, site: Site | None, *, optimizer: int, name: str = "the scheduler",
-                      **data: Any) -> list[Violation]:
-        if self._opt(optimizer).steps == 0:
+                      metric: bool = False, **data: Any) -> list[Violation]:
+        if self._opt(optimizer).steps == 0 and not metric:
             return self._report(
                 "TL305", "error",
                 f"{name}.step() ran before the first step of its optimizer: the first learning rate of the "

@@ -1,6 +1,6 @@
 """The child process of `tlint trace`: `python -m tlint.trace.child REQUEST REPORT_FD
 PARENT_PID LIMIT_MIB` (started by `tlint.verify.child.Child`). It sets its limits, installs
-the hooks (`tlint.trace.hooks`) and then runs the user's script, unmodified, as `__main__`
+the hooks (`tlint.runtime.hooks`) and then runs the user's script, unmodified, as `__main__`
 (`runpy`, with the script's `sys.argv` and `sys.path[0]`, as `python SCRIPT ARGS` or
 `python -m MODULE ARGS` would), reporting on the pipe:
 
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
     except ImportError as exc:
         run.error("no-torch", f"tlint trace needs PyTorch in the script's Python, which cannot import it: {exc}")
         return 0
-    from tlint.trace.hooks import Tracer, TraceStop
+    from tlint.runtime.hooks import Tracer, TraceStop
 
     run.tracer = Tracer(run.invariants, run.emit_violation, int(request.get("steps", 0)),
                         on_limit=lambda: run.finish(stopped=True), on_stop_ignored=_exit_now)

@@ -38,7 +38,15 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from tlint.verify.depth import SKIP_MIN, skip_shares
-from tlint.verify.probes import PROBE_CLASSES, AttentionCapture, ProbeContext, _tensors, block_stack, dense
+from tlint.verify.probes import (
+    PROBE_CLASSES,
+    SDPA,
+    AttentionCapture,
+    ProbeContext,
+    _tensors,
+    block_stack,
+    dense,
+)
 
 _SOFTMAX = AttentionCapture._SOFTMAX
 _MASK_GAP = 1000.0  # a score this far below its row's maximum is a mask fill, not a logit
@@ -67,7 +75,7 @@ class _AttentionEdit(TorchFunctionMode):
         kwargs = dict(kwargs or {})
         if func in _SOFTMAX and args and self.square(args[0]):
             return self.softmax(func, args, kwargs)
-        if func is F.scaled_dot_product_attention:
+        if func is SDPA:
             return self.sdpa(func, args, kwargs)
         if func is F.multi_head_attention_forward:
             return self.mha(func, args, kwargs)
@@ -214,7 +222,7 @@ class ScaleTrace(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if func is F.scaled_dot_product_attention:
+        if func is SDPA:
             query, key = args[0], args[1]
             scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
             d = query.shape[-1]

@@ -23,6 +23,10 @@ from torch.overrides import TorchFunctionMode
 
 from tlint.verify.loading import Caller
 
+# the kernel itself: `F.scaled_dot_product_attention` may be a wrapper (the run-time hooks of
+# `tlint trace` and `tlint.watch` wrap it), while a TorchFunctionMode sees the kernel
+SDPA = torch._C._nn.scaled_dot_product_attention
+
 if TYPE_CHECKING:
     from tlint.verify.training_probes import TrainingSettings
 
@@ -694,7 +698,7 @@ class AttentionCapture(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is F.scaled_dot_product_attention:
+        if func is SDPA:
             self._record_sdpa(*args, **kwargs)
         elif func is F.multi_head_attention_forward and "need_weights" in kwargs:
             wanted, average = kwargs["need_weights"], kwargs.get("average_attn_weights", True)

@@ -20,12 +20,19 @@ Distributed runs (torch.distributed initialised): every rank checks its own loss
 gradients; gradient norms of sharded gradients (FSDP) are summed across ranks as the
 clipping of those engines does (DDP's gradients are already averaged); at each window read
 the ranks exchange their new findings and a stop request, so a stop stops every rank at the
-same step; only rank 0 writes the event file, logs scalars and prints the summary."""
+same step; only rank 0 writes the event file, logs scalars and prints the summary.
+
+The training-step invariants (`tlint.runtime`, shared with `tlint trace`: gradients reset
+before a step used them, a scheduler stepped before its optimizer, clipping of scaled
+gradients, training in eval mode, dropout on in eval mode) are checked on every step through
+torch's global hooks while the watch is open (`invariants=False` turns them off); each is
+a finding at the user's line."""
 
 from __future__ import annotations
 
 import math
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +40,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from tlint.runtime import hooks
+from tlint.runtime.invariants import Violation
 from tlint.watch import findings as F
 from tlint.watch.measure import (
     StepProbe,
@@ -58,6 +67,17 @@ class TrainingStopped(RuntimeError):
     def __init__(self, finding: F.Finding) -> None:
         super().__init__(f"tlint watch stopped training: {finding}")
         self.finding = finding
+
+
+def _listener(watch: Watch) -> Callable[[Violation], None]:
+    """The hooks' listener for `watch`, holding it weakly (the hooks are process-wide)."""
+    ref = weakref.ref(watch)
+
+    def listener(violation: Violation) -> None:
+        owner = ref()
+        if owner is not None:
+            owner._on_violation(violation)
+    return listener
 
 
 def _finding(item: dict[str, Any]) -> F.Finding:
@@ -90,7 +110,7 @@ class Watch:
                  scaler: Any = None, pad_token_id: int | None = None, on_nan: str = "log", on_problem: str = "log",
                  output_dir: str | None = ".", log: Callable[[dict[str, float], int], Any] | None = None,
                  nan_check: str | None = None, attention: bool = True, print_summary: bool = True,
-                 measure: bool = True, framework: str = "plain") -> None:
+                 measure: bool = True, framework: str = "plain", invariants: bool = True) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Watch: model must be a torch.nn.Module, got {type(model).__name__}")
         if not hasattr(optimizer, "param_groups"):
@@ -143,6 +163,14 @@ class Watch:
         self._sharded = self._is_sharded()
         self.writer = JsonLines(output_dir) if output_dir is not None and self.rank == 0 else None
         self._call_hook = self.inner.register_forward_pre_hook(self._remember_call, with_kwargs=True)
+        self._violations: list[tuple[int, Violation]] = []   # seen by the hooks, not yet findings
+        self._reported: list[tuple[Violation, F.Finding]] = []
+        self.invariants = invariants
+        self._listener: Callable[[Violation], None] | None = None
+        if invariants:
+            self._listener = _listener(self)
+            hooks.acquire(self._listener).know(getattr(optimizer, "optimizer", optimizer))
+            weakref.finalize(self, hooks.release, self._listener)  # (a watch never closed)
         self._write("start", None, framework=framework, every=every, world_size=self.world,
                     model=type(self.inner).__name__, parameters=sum(p.numel() for _, p in self.named),
                     param_groups=len(optimizer.param_groups), optimizer=self.optimizer_name,
@@ -186,6 +214,10 @@ class Watch:
             return
         self.closed = True
         self._call_hook.remove()
+        if self._listener is not None:
+            hooks.release(self._listener)
+        self._take_violations()
+        self._count_violations()
         self.probe.disarm()
         self._disarm_backward_end()
         if self._window:
@@ -222,7 +254,27 @@ class Watch:
         if self.inner.training:
             self._last_call = (args, kwargs)   # references only: the re-run's batch
 
+    def _on_violation(self, violation: Violation) -> None:
+        """Called inside the hooked torch call: kept, and made a finding at the next call of
+        the user's (an action such as a stop must not be raised inside torch's call)."""
+        self._violations.append((self.steps + 1, violation))
+
+    def _take_violations(self) -> None:
+        pending, self._violations = self._violations, []
+        for step, violation in pending:
+            site = violation.site
+            finding = F.from_violation(step, violation)
+            self._add(finding, key=(site.path, site.line) if site else None)
+            self._reported.append((violation, finding))
+
+    def _count_violations(self) -> None:
+        """A violation seen again is counted by the invariants, not reported again."""
+        for violation, finding in self._reported:
+            finding.count = max(finding.count, violation.count)
+
     def observe_loss(self, loss: Any) -> None:
+        if self._violations:
+            self._take_violations()
         if loss is None:
             return
         if not isinstance(loss, torch.Tensor):
@@ -299,6 +351,8 @@ class Watch:
 
     def finish_step(self) -> None:
         step = self.steps + 1
+        if self._violations:
+            self._take_violations()
         if self._loss is not None:
             self._window.append((step, self._loss))
         self._loss = None

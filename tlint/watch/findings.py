@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from statistics import median
 from typing import Any
 
+from tlint.runtime.invariants import RULES, Violation
+
 SEVERITIES = ("info", "warning", "error")
 
 # kind: (rule it relates to, what to run next)
@@ -30,6 +32,10 @@ KINDS: dict[str, tuple[str | None, str]] = {
     "high-learning-rate": ("TL307", "tlint check --select TL307"),
     "amp-skipped-steps": ("TL303", "tlint check --select TL303"),
 }
+# the training-step invariants (tlint.runtime.invariants, shared with `tlint trace`): kind =
+# the rule's name, severity the invariant's
+for _code, _name in RULES.items():
+    KINDS[_name] = (_code, f"tlint check --select {_code}; tlint trace -- python YOUR_SCRIPT.py")
 
 # Thresholds (README "Watching a training run").
 PAD_SHARE_LIMIT = 0.5          # pad tokens in the batch
@@ -75,6 +81,14 @@ def make(step: int | None, kind: str, severity: str, message: str, rule: str | N
     default_rule, next_run = KINDS[kind]
     return Finding(step, kind, severity, rule if rule is not None else default_rule, message, next_run,
                    data={k: v for k, v in data.items() if v is not None})
+
+
+def from_violation(step: int, violation: Violation) -> Finding:
+    """A training-step invariant's violation as a watch finding (at the user's line)."""
+    where = f"{violation.site}: " if violation.site else ""
+    return make(step, violation.name, violation.severity, where + violation.message,
+                path=violation.site.path if violation.site else None,
+                line=violation.site.line if violation.site else None)
 
 
 def fmt(value: float | None) -> str:

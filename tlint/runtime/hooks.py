@@ -1,8 +1,9 @@
-"""The torch side of `tlint trace`: torch's global hooks and a few wrapped functions that turn
-what a training step does into events for `tlint.runtime.invariants` (README "Tracing a
-training run"). Installed in the child process before the user's code starts; every wrapper
-calls the original with the same arguments and returns its result, so the numbers do not
-change.
+"""The torch side of the run-time invariants: torch's global hooks and a few wrapped functions
+that turn what a training step does into events for `tlint.runtime.invariants` (README
+"Tracing a training run"). `tlint trace` installs them in its child process before the
+user's code starts; `tlint.watch` installs them while a `Watch` is open (one installation per
+process, shared: `acquire`/`release`). Every wrapper calls the original with the same
+arguments and returns its result, so the numbers do not change.
 
 Events carry the innermost frame of the user's code (`user_site`), chosen by file path:
 frames of installed packages (site-packages, dist-packages), the standard library, tlint
@@ -99,9 +100,12 @@ class Tracer:
     raised (and at a later step, when the user's code caught it, `on_stop_ignored()` first:
     the child ends the process there)."""
 
+    active: Tracer | None = None  # the one installed in this process (acquire/release share it)
+
     def __init__(self, invariants: Invariants, emit: Callable[[Violation], None], steps: int = 0,
                  on_limit: Callable[[], None] | None = None, on_stop_ignored: Callable[[], None] | None = None) -> None:
-        self.inv, self.emit, self.limit, self.on_limit = invariants, emit, steps, on_limit
+        self.inv, self.limit, self.on_limit = invariants, steps, on_limit
+        self.listeners: list[Callable[[Violation], None]] = [emit]
         self.on_stop_ignored = on_stop_ignored
         self.site = SiteFinder()
         self.pid = os.getpid()
@@ -118,6 +122,7 @@ class Tracer:
         self._eval_callers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> [Site]
         self._has_params: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._scaler: weakref.ref | None = None
+        self._optimizers: weakref.WeakSet = weakref.WeakSet()  # every optimizer built or seen (module zero_grad)
         self._undo: list[Callable[[], None]] = []
 
     # -- plumbing --
@@ -128,7 +133,8 @@ class Tracer:
         self.counts[kind] = self.counts.get(kind, 0) + 1
         try:
             for violation in self.inv.observe(kind, site, **data):
-                self.emit(violation)
+                for listener in list(self.listeners):
+                    listener(violation)
         except Exception:  # noqa: BLE001 - tlint's own failure never breaks the user's run; it is counted
             self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
 
@@ -170,6 +176,9 @@ class Tracer:
     # -- install --
 
     def install(self) -> None:
+        if Tracer.active is not None:
+            raise RuntimeError("tlint: the run-time hooks are already installed in this process")
+        Tracer.active = self
         from torch.nn.modules import module as module_mod
         from torch.optim import lr_scheduler
         from torch.optim import optimizer as optimizer_mod
@@ -182,10 +191,13 @@ class Tracer:
         ]
         self._undo += [h.remove for h in handles]
         self._patch(torch.optim.Optimizer, "zero_grad", self._wrap_zero_grad)
+        self._patch(torch.optim.Optimizer, "__init__", self._wrap_optimizer_init)
+        self._patch(nn.Module, "zero_grad", self._wrap_module_zero_grad)
         self._patch(torch.Tensor, "backward", lambda f: self._outer("backward", f, self._after_backward))
         self._patch(torch.autograd, "backward", lambda f: self._outer("backward", f, self._after_backward))
         self._patch(nn.Module, "train", self._wrap_train)
         self._patch(lr_scheduler.LRScheduler, "step", self._wrap_scheduler)
+        self._patch(lr_scheduler.ReduceLROnPlateau, "step", self._wrap_plateau)
         for owner in (torch.nn.utils, torch.nn.utils.clip_grad):
             for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_"):
                 self._patch(owner, name, self._clip_wrapper(name))
@@ -200,9 +212,17 @@ class Tracer:
             self._patch(F, name, self._wrap_dropout)
         self._patch(F, "scaled_dot_product_attention", self._wrap_sdpa)
 
+    def know(self, optimizer: Any) -> None:
+        """Adds an optimizer built before the hooks were installed (a module's `zero_grad()`
+        resets the optimizers holding its parameters)."""
+        if isinstance(optimizer, torch.optim.Optimizer):
+            self._optimizers.add(optimizer)
+
     def uninstall(self) -> None:
         while self._undo:
             self._undo.pop()()
+        if Tracer.active is self:
+            Tracer.active = None
 
     # -- modules --
 
@@ -330,10 +350,44 @@ class Tracer:
         def zero_grad(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
             if tracer._enter("zero_grad"):
                 try:
+                    tracer._optimizers.add(self)
                     had = any(p.grad is not None for g in self.param_groups for p in g["params"])
                     set_to_none = kwargs.get("set_to_none", args[0] if args else True)
                     tracer._observe("zero_grad", tracer.site(), optimizer=id(self), set_to_none=bool(set_to_none),
                                     had_grads=had)
+                except Exception:  # noqa: BLE001 - a traced event is never worth the user's run
+                    pass
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                tracer._leave("zero_grad")
+        return zero_grad
+
+    def _wrap_optimizer_init(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        tracer = self
+
+        def __init__(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            with _suppress():
+                tracer._optimizers.add(self)
+        return __init__
+
+    def _wrap_module_zero_grad(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """`model.zero_grad()`: a reset of each known optimizer holding some of its parameters
+        (the optimizers are known from their construction, or from a step or a reset seen)."""
+        tracer = self
+
+        def zero_grad(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if tracer._enter("zero_grad"):
+                try:
+                    params = {id(p): p for p in self.parameters()}
+                    set_to_none = kwargs.get("set_to_none", args[0] if args else True)
+                    site = tracer.site()
+                    for optimizer in list(tracer._optimizers):
+                        mine = [params[id(p)] for g in optimizer.param_groups for p in g["params"] if id(p) in params]
+                        if mine:
+                            tracer._observe("zero_grad", site, optimizer=id(optimizer), set_to_none=bool(set_to_none),
+                                            had_grads=any(p.grad is not None for p in mine))
                 except Exception:  # noqa: BLE001 - a traced event is never worth the user's run
                     pass
             try:
@@ -368,6 +422,8 @@ class Tracer:
             self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
 
     def _step_event(self, optimizer: torch.optim.Optimizer) -> None:
+        with _suppress():
+            self._optimizers.add(optimizer)
         groups = optimizer.param_groups
         lrs = [float(g["lr"]) if isinstance(g.get("lr"), (int, float)) else float("nan") for g in groups]
         if len(self.lrs) < 100:
@@ -400,6 +456,22 @@ class Tracer:
                 if outer and not initial and not args and not kwargs:
                     optimizer = _unwrap(getattr(self, "optimizer", None))
                     tracer._observe("scheduler", tracer.site(), optimizer=id(optimizer), name=type(self).__name__)
+        return step
+
+    def _wrap_plateau(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """ReduceLROnPlateau.step(metric): a step on a measured value (its own `step`)."""
+        tracer = self
+
+        def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+            outer = tracer._enter("scheduler")
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                tracer._leave("scheduler")
+                if outer:
+                    optimizer = _unwrap(getattr(self, "optimizer", None))
+                    tracer._observe("scheduler", tracer.site(), optimizer=id(optimizer), name=type(self).__name__,
+                                    metric=True)
         return step
 
     # -- clipping and GradScaler --
@@ -441,6 +513,35 @@ class Tracer:
             if scale is not None and len(self.scales) < 100:
                 self.scales.append(scale)
         self._observe("scaler_update", self.site(), scale=scale)
+
+
+_owned: Tracer | None = None  # the tracer `acquire` installed (not one `tlint trace` installed)
+
+
+def acquire(listener: Callable[[Violation], None]) -> Tracer:
+    """Adds `listener` to the process's tracer, installing one (with no step limit) when none
+    is: a `Watch` inside a `tlint trace` run shares the trace's hooks and invariants."""
+    global _owned
+    tracer = Tracer.active
+    if tracer is None:
+        tracer = _owned = Tracer(Invariants(), listener)
+        tracer.install()
+    elif listener not in tracer.listeners:
+        tracer.listeners.append(listener)
+    return tracer
+
+
+def release(listener: Callable[[Violation], None]) -> None:
+    """Removes `listener`; the tracer `acquire` installed is uninstalled with its last listener."""
+    global _owned
+    tracer = Tracer.active
+    if tracer is None:
+        return
+    if listener in tracer.listeners:
+        tracer.listeners.remove(listener)
+    if tracer is _owned and not tracer.listeners:
+        tracer.uninstall()
+        _owned = None
 
 
 def _unwrap(optimizer: Any) -> Any:
