@@ -80,6 +80,16 @@ def _listener(watch: Watch) -> Callable[[Violation], None]:
     return listener
 
 
+def _vocabulary(model: nn.Module) -> int | None:
+    """The `vocab_size` of the configuration of the model or of the first of its sub-modules
+    that has one (a Hugging Face model inside a LightningModule)."""
+    for module in model.modules():
+        size = getattr(getattr(module, "config", None), "vocab_size", None)
+        if isinstance(size, int) and size > 1:
+            return size
+    return None
+
+
 def _finding(item: dict[str, Any]) -> F.Finding:
     found = F.Finding(**{k: v for k, v in item.items() if k != "last_step"})
     found.last_step = item.get("last_step")
@@ -145,6 +155,14 @@ class Watch:
         self._loss: torch.Tensor | None = None
         self._bad_step: int | None = None    # first non-finite loss seen
         self.spike = F.SpikeTest()
+        self.divergence = F.DivergenceTest(_vocabulary(self.inner))
+        groups = optimizer.param_groups
+        self._main_group = max(range(len(groups)), key=lambda i: sum(p.numel() for p in groups[i]["params"]),
+                               default=0)
+        self._exploded = False
+        self._classes_hook: Any = None
+        if self.divergence.classes is None:
+            self._classes_hook = self.inner.register_forward_hook(self._read_classes)
         self._norms: list[tuple[int, float]] = []
         self._grads: tuple[float, dict[str, float]] | None = None
         self._grad_hooks: list[Any] = []
@@ -214,6 +232,8 @@ class Watch:
             return
         self.closed = True
         self._call_hook.remove()
+        if self._classes_hook is not None:
+            self._classes_hook.remove()
         if self._listener is not None:
             hooks.release(self._listener)
         self._take_violations()
@@ -253,6 +273,15 @@ class Watch:
     def _remember_call(self, _module: nn.Module, args: Any, kwargs: Any) -> None:
         if self.inner.training:
             self._last_call = (args, kwargs)   # references only: the re-run's batch
+
+    def _read_classes(self, _module: nn.Module, _args: Any, output: Any) -> None:
+        """The number of classes of the model's `logits` output (its last axis), once."""
+        logits = output.get("logits") if isinstance(output, dict) else getattr(output, "logits", None)
+        if isinstance(logits, torch.Tensor) and logits.dim() >= 2 and self.divergence.first is None:
+            self.divergence.classes = int(logits.shape[-1]) if logits.shape[-1] > 1 else None
+        if self._classes_hook is not None:
+            self._classes_hook.remove()
+            self._classes_hook = None
 
     def _on_violation(self, violation: Violation) -> None:
         """Called inside the hooked torch call: kept, and made a finding at the next call of
@@ -363,6 +392,8 @@ class Watch:
         if step % self.every == 0:
             self._read_window()
             self._exchange()
+        elif step <= F.EARLY_READS:  # (absolute checks from step 1: a run may diverge at once)
+            self._read_window()
         if self.sampled(step + 1):
             self.probe.arm()
         self._act_on_stop()
@@ -425,6 +456,14 @@ class Watch:
                                  f"layers: {', '.join(bad[:5])}", layers=bad[:20]), action=self.on_nan)
             elif math.isfinite(total):
                 self._norms.append((step, total))
+                exploded = F.explosion(self._norms) if not self._exploded else None
+                if exploded:
+                    self._exploded = True
+                    first, low = exploded
+                    self._add(F.make(step, "grad-norm-explosion", "error",
+                                     f"gradient norm {F.fmt(total)} at step {step}, {F.fmt(total / low)} × the "
+                                     f"{F.fmt(low)} of step {first}: the updates are out of control{self._context()}",
+                                     first_step=first, first_norm=low, norm=total))
                 grew = F.growth(self._norms)
                 if grew:
                     first, low, high = grew
@@ -432,6 +471,15 @@ class Watch:
                                      f"gradient norm grew at every sample from {F.fmt(low)} (step {first}) to "
                                      f"{F.fmt(high)} (step {step}){self._context()}", first_step=first,
                                      first_norm=low, last_norm=high))
+        ratios = sample["update_ratio"] or []
+        ratio = ratios[self._main_group] if self._main_group < len(ratios) else None
+        if ratio is not None and math.isfinite(ratio) and ratio > F.UPDATE_RATIO_LIMIT:
+            lr = sample["lr"][self._main_group] if self._main_group < len(sample["lr"]) else None
+            self._add(F.make(step, "update-ratio", "error",
+                             f"one optimizer step changed the weights of parameter group {self._main_group} (the "
+                             f"largest) by {F.fmt(ratio)} × their own size (‖Δw‖/‖w‖; usually 1e-4 to 1e-2) at step "
+                             f"{step}, learning rate {F.fmt(lr)}: the step size is far too large",
+                             ratio=ratio, group=self._main_group, lr=lr))
         amp = sample["amp"]
         if amp and amp["skipped_steps"]:
             self._add(F.make(step, "amp-skipped-steps", "info",
@@ -502,10 +550,13 @@ class Watch:
                     lr=[as_float(lr[0]) if lr and lr[0] is not None else None for lr in lrs])
         if bad and self._bad_step is None:
             self._nonfinite(bad[0], losses[steps.index(bad[0])], same_step=bad[0] == self.steps and not final)
-        for step, loss in zip(steps, losses):
+        for step, loss, lr in zip(steps, losses, lrs):
             bound = self.spike.see(loss)
             if bound is not None:
                 self._spike(step, loss, bound)
+            diverged = self.divergence.see(step, loss)
+            if diverged is not None:
+                self._diverged(step, loss, diverged, lr[0] if lr else None)
         for note in F.schedule_notes(self._lrs0, self._lr_top, self.optimizer_name, self.steps):
             self._add(note)
 
@@ -529,6 +580,15 @@ class Watch:
         self._add(F.make(step, "loss-spike", "warning",
                          f"loss {F.fmt(loss)} at step {step} against a running baseline of {F.fmt(bound[0])} "
                          f"(threshold {F.fmt(bound[1])}){grad}{self._context()}", rule=rule, **data), key=step)
+
+    def _diverged(self, step: int, loss: float, found: tuple[float, str, int], lr: Any) -> None:
+        threshold, why, since = found
+        applied = f"; learning rate applied {F.fmt(as_float(lr))}" if lr is not None else ""
+        self._add(F.make(step, "loss-divergence", "error",
+                         f"loss {F.fmt(loss)} at step {step}, above {F.fmt(threshold)} ({why}) on "
+                         f"{F.DIVERGE_STEPS} steps in a row since step {since}: the run diverges{applied}",
+                         loss=loss, threshold=threshold, first_loss=self.divergence.first, since=since,
+                         lr=as_float(lr) if lr is not None else None), key=since)
 
     def _nonfinite(self, step: int, value: float, same_step: bool) -> None:
         """A non-finite loss first seen at `step`: re-run the batch's forward to name the

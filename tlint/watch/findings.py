@@ -31,6 +31,9 @@ KINDS: dict[str, tuple[str | None, str]] = {
     "no-warmup": ("TL304", "tlint check --select TL304; tlint verify --probe warmup-ab"),
     "high-learning-rate": ("TL307", "tlint check --select TL307"),
     "amp-skipped-steps": ("TL303", "tlint check --select TL303"),
+    "loss-divergence": ("TL307", "lower the learning rate; tlint check --select TL304,TL307,TL301"),
+    "grad-norm-explosion": ("TL301", "lower the learning rate; tlint check --select TL301,TL307"),
+    "update-ratio": ("TL307", "lower the learning rate; tlint check --select TL307"),
 }
 # the training-step invariants (tlint.runtime.invariants, shared with `tlint trace`): kind =
 # the rule's name, severity the invariant's
@@ -47,6 +50,12 @@ SPIKE_MADS = 6.0               # robust standard deviations above the median ...
 SPIKE_RELATIVE = 0.25          # ... and at least this share of the median above it
 GROWTH_SAMPLES = 5             # sampled gradient norms, each larger than the one before ...
 GROWTH_FACTOR = 8.0            # ... the last this many times the first
+DIVERGE_FACTOR = 10.0          # a loss this many times the first step's ...
+DIVERGE_CHANCE = 2.0           # ... (a mean cross-entropy over V classes: at most this many times ln V, at least ln V)
+DIVERGE_STEPS = 3              # ... on this many steps in a row: the run diverges
+EARLY_READS = 16               # the first steps' losses are read every step (absolute checks from step 1)
+EXPLOSION_FACTOR = 1000.0      # a sampled gradient norm this many times the first sampled one
+UPDATE_RATIO_LIMIT = 1.0       # ||Δw|| / ||w|| of the largest parameter group in one step
 WARMUP_STEPS = 10              # applied learning rates looked at for a warmup
 HIGH_LR_ADAM = 1e-3            # TL307's default for a transformer trained from scratch
 
@@ -127,6 +136,70 @@ class SpikeTest:
         self.in_spike = spiked
         self.history.append(loss)
         return bound if started else None
+
+
+class DivergenceTest:
+    """A diverging run, judged from step 1 against absolute bounds (no running baseline,
+    which a run diverging from its first steps never has): the loss above a threshold on
+    DIVERGE_STEPS steps in a row. The threshold is DIVERGE_FACTOR × the first step's loss
+    (taken before any update); when the number of classes V is known and the first loss
+    looks like a mean cross-entropy over them (at most 1.5 × ln V, the loss of a uniform
+    guess), it is min(that, DIVERGE_CHANCE × ln V), and never below ln V: a fine-tune that
+    starts far below chance is judged against chance, not against its small start. One
+    finding per episode."""
+
+    def __init__(self, classes: int | None = None) -> None:
+        self.classes = classes if isinstance(classes, int) and classes > 1 else None
+        self.first: float | None = None
+        self.run: list[int] = []  # the steps in a row above the threshold
+        self.reported = False
+
+    def threshold(self) -> tuple[float, str] | None:
+        first = self.first
+        if first is None or first <= 0:
+            return None
+        bound, why = DIVERGE_FACTOR * first, f"{DIVERGE_FACTOR:g} × the first step's loss {fmt(first)}"
+        if self.classes is not None:
+            chance = math.log(self.classes)
+            if first <= 1.5 * chance:
+                if DIVERGE_CHANCE * chance < bound:
+                    bound = DIVERGE_CHANCE * chance
+                    why = f"{DIVERGE_CHANCE:g} × ln V = {fmt(bound)} for V = {self.classes} classes"
+                if bound < chance:
+                    bound, why = chance, f"ln V = {fmt(chance)}, a uniform guess over V = {self.classes} classes"
+        return bound, why
+
+    def see(self, step: int, loss: float) -> tuple[float, str, int] | None:
+        """(threshold, why, first step of the run) when `loss` at `step` completes
+        DIVERGE_STEPS steps in a row above the threshold, else None."""
+        if not math.isfinite(loss):
+            self.run = []
+            return None
+        if self.first is None:
+            self.first = loss
+            return None
+        bound = self.threshold()
+        if bound is None or loss <= bound[0]:
+            self.run = []
+            self.reported = False
+            return None
+        self.run.append(step)
+        if len(self.run) >= DIVERGE_STEPS and not self.reported:
+            self.reported = True
+            return bound[0], bound[1], self.run[0]
+        return None
+
+
+def explosion(norms: list[tuple[int, float]]) -> tuple[int, float] | None:
+    """(first step, first norm) when the last sampled gradient norm is EXPLOSION_FACTOR
+    times the first finite, non-zero one or more."""
+    if len(norms) < 2:
+        return None
+    first_step, first = norms[0]
+    last = norms[-1][1]
+    if first > 0 and math.isfinite(last) and last >= EXPLOSION_FACTOR * first:
+        return first_step, first
+    return None
 
 
 def growth(norms: list[tuple[int, float]]) -> tuple[int, float, float] | None:
