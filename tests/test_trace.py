@@ -554,6 +554,94 @@ def test_accelerate_with_accumulate(tmp_path, buggy):
     assert found == ([("TL305", line_of(tmp_path / "train.py", "# bug"))] if buggy else [])
 
 
+HF_TRAINER_DROPOUT = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import Trainer, TrainingArguments
+
+torch.manual_seed(0)
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed, self.head = nn.Embedding(64, 16), nn.Linear(16, 2)
+
+    def forward(self, input_ids, labels=None):
+        hidden = F.dropout(self.embed(input_ids).mean(1), 0.2)  # bug
+        logits = self.head(hidden)
+        return {"loss": F.cross_entropy(logits, labels), "logits": logits}
+
+
+data = [{"input_ids": torch.randint(0, 64, (8,)), "labels": torch.tensor(i % 2)} for i in range(16)]
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=4, per_device_eval_batch_size=4, max_steps=2,
+                         report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=True, logging_steps=100)
+trainer = Trainer(model=Classifier(), args=args, train_dataset=data, eval_dataset=data)
+trainer.train()
+trainer.evaluate()
+"""
+
+
+# duration: two Hugging Face Trainer runs in child processes (importing transformers: about 5 s of CPU each)
+@pytest.mark.parametrize("buggy", [False, True])
+def test_hf_trainer_evaluation_with_dropout_always_on(tmp_path, buggy):
+    """TL214 through the Trainer: its `evaluate()` puts the model in eval mode; a functional
+    dropout without `training=self.training` stays on."""
+    pytest.importorskip("transformers")
+    text = HF_TRAINER_DROPOUT
+    if not buggy:
+        text = text.replace("0.2)  # bug", "0.2, training=self.training)")
+    write(tmp_path, "train.py", text)
+    result = run_tlint("trace", "--steps", "0", "--format", "json", "--", "python", "train.py", cwd=tmp_path)
+    report = json.loads(result.stdout)
+    assert report["steps"] == 2, result.stderr[-2000:]
+    found = [(f["code"], f["severity"], f["line"]) for f in report["findings"]]
+    assert found == ([("TL214", "error", line_of(tmp_path / "train.py", "# bug"))] if buggy else [])
+
+
+FORKED = HEAD + """
+import datasets
+
+
+class Noisy(torch.utils.data.Dataset):  # runs a module in each forked DataLoader worker
+    def __init__(self):
+        self.augment = nn.Dropout(0.5).eval()
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        x, y = torch.randn(8), torch.tensor(i % 2)
+        return self.augment(x), y
+
+
+def scale(row):
+    row["x"] = (torch.tensor(row["x"]) * 2).tolist()
+    return row
+
+
+table = datasets.Dataset.from_dict({"x": [[float(i)] * 8 for i in range(8)]}).map(scale, num_proc=2)
+assert len(table) == 8
+loader = torch.utils.data.DataLoader(Noisy(), batch_size=4, num_workers=2)
+for epoch in range(2):
+    for x, y in loader:
+        F.cross_entropy(model(x), y).backward()
+        optimizer.zero_grad()  # bug
+        optimizer.step()
+"""
+
+
+# duration: a traced run whose DataLoader forks 2 workers and whose datasets.map forks 2 processes
+def test_forked_workers_and_datasets_map_do_not_break_the_hooks(tmp_path):
+    pytest.importorskip("datasets")
+    write(tmp_path, "train.py", FORKED)
+    result = run_tlint("trace", "--steps", "0", "--format", "json", "--", "python", "train.py", cwd=tmp_path)
+    report = json.loads(result.stdout)
+    assert report["steps"] == 8 and report["events"].get("internal_errors", 0) == 0, result.stderr[-2000:]
+    assert [(f["code"], f["line"]) for f in report["findings"]] == [("TL310", line_of(tmp_path / "train.py", "# bug"))]
+
+
 # --- bad input --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("args", "message"), [
