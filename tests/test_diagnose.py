@@ -102,7 +102,9 @@ def test_good_bad_pair_separation_step_and_the_one_setting(runs, capsys):
     assert 2 <= sep["step"] <= obvious and sep["worse"] == "b"
     assert sep["difference"] < 0 and abs(sep["difference"]) > 2 * sep["noise"]
     same = diagnose_json(capsys, runs["healthy"], runs["healthy"])[1]["comparison"]
-    assert same["separation"] is None and same["config_differences"] == []
+    assert same["separation"] is None and same["config_differences"] == [] and same["curve_differences"] == []
+    (curve,) = comparison["curve_differences"]  # the rate each run applied, as its logs show it
+    assert curve["key"] == "learning rate (logged)" and curve["b"] / curve["a"] > 10
 
 
 def test_text_report_names_findings_causes_and_the_comparison(runs, capsys):

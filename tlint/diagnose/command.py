@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tlint import __version__
-from tlint.diagnose.compare import config_differences, separation
+from tlint.diagnose.compare import config_differences, curve_differences, separation
 from tlint.diagnose.findings import Finding, diagnose
 from tlint.diagnose.readers import DiagnoseError, Run, read_run
 
@@ -54,7 +54,10 @@ def _fail(fmt: str, message: str) -> int:
 
 def _compare(a: Run, b: Run) -> dict[str, Any]:
     differences, ignored = config_differences(a, b)
-    return {"separation": separation(a, b), "config_differences": differences, "ignored_keys": ignored}
+    curves, compared = curve_differences(a, b)
+    settings = len((set(a.config) | set(b.config)) - set(ignored))
+    return {"separation": separation(a, b), "config_differences": differences, "ignored_keys": ignored,
+            "curve_differences": curves, "compared": {"recorded_settings": settings, "logged_curves": compared}}
 
 
 def _clean(value: Any) -> Any:
@@ -151,9 +154,23 @@ def render_text(document: dict[str, Any], stream: TextIO) -> None:
             console.print(f"  losses separate at step {sep['step']}: a - b = {sep['difference']:.4g} "
                           f"(noise {sep['noise']:.3g}; {sep['final_difference']:.4g} at the last common step); "
                           f"run {sep['worse']} is worse")
-        diffs = comparison["config_differences"]
-        if not diffs:
-            console.print("  recorded configurations: no difference")
+        diffs, curves = comparison["config_differences"], comparison["curve_differences"]
+        compared = comparison["compared"]
+        for c in curves:
+            where = f"at step {c['step']}" if c["step"] is not None else "(no common logged step)"
+            ratio = f" (b/a = {c['ratio']:.3g})" if c["ratio"] is not None else ""
+            console.print(f"  {c['key']} differs {where}: a {_value(c['a'])}, b {_value(c['b'])}{ratio}")
+        if not diffs and not curves:
+            if compared["recorded_settings"] or compared["logged_curves"]:
+                what = [f"{compared['recorded_settings']} recorded settings"] if compared["recorded_settings"] else []
+                what += compared["logged_curves"]
+                console.print(f"  no difference in what both runs recorded ({', '.join(what)})")
+            else:
+                console.print("  the runs record no configuration and no learning-rate curve: their settings "
+                              "cannot be compared")
+        elif not diffs:
+            console.print("  recorded configurations: no difference" if compared["recorded_settings"]
+                          else "  no recorded configuration")
         else:
             table = Table(title=None, show_header=True, box=None, padding=(0, 2))
             table.add_column("setting")

@@ -1,5 +1,7 @@
-"""Two runs: the first step where their losses separate beyond noise, and the differences
-between their recorded configurations.
+"""Two runs: the first step where their losses separate beyond noise, the differences
+between their recorded configurations, and the differences between the settings they
+actually applied as their logs show them (the logged learning-rate curve, which a run
+records even when its arguments are only in a pickle that is never opened).
 
 Noise is each run's own step-to-step scatter: the robust standard deviation (MAD) of its
 loss around a 5-point running median, the two combined in quadrature. The runs separate at
@@ -18,6 +20,9 @@ from tlint.diagnose.readers import RUN_IDENTITY, Run
 SEPARATION_SDS = 3.0
 SUSTAIN = 3
 REL_FLOOR = 0.02
+CURVE_TOLERANCE = 1e-3  # relative: two logged rates closer than this are the same rate
+# the logged series that are settings the run applied, not measurements of it
+APPLIED = {"lr": "learning rate (logged)"}
 
 
 def _running_median(values: list[float], width: int) -> list[float]:
@@ -72,3 +77,38 @@ def config_differences(a: Run, b: Run) -> tuple[list[dict[str, Any]], list[str]]
         elif a.config[key] != b.config[key]:
             out.append({"key": key, "a": a.config[key], "b": b.config[key], "recorded": "both"})
     return out, skipped
+
+
+def _apart(x: float, y: float) -> bool:
+    scale = max(abs(x), abs(y))
+    return scale > 0 and abs(x - y) > CURVE_TOLERANCE * scale
+
+
+def curve_differences(a: Run, b: Run) -> tuple[list[dict[str, Any]], list[str]]:
+    """(the applied settings whose logged curves differ, the curves both runs logged). At the
+    first common step where the curves part; with no common step, their first and largest
+    values. Each difference: key, a, b, step (None when compared without common steps),
+    ratio (b / a, when a is not 0)."""
+    out, compared = [], []
+    for series, label in APPLIED.items():
+        ca, cb = dict(finite(a.series.get(series, []))), dict(finite(b.series.get(series, [])))
+        if not ca or not cb:
+            continue
+        compared.append(label)
+        common = sorted(set(ca) & set(cb))
+        found: tuple[float, float, int | None] | None = None
+        for step in common:
+            if _apart(ca[step], cb[step]):
+                found = (ca[step], cb[step], step)
+                break
+        if not common:
+            firsts = (ca[min(ca)], cb[min(cb)])
+            tops = (max(ca.values()), max(cb.values()))
+            if _apart(*firsts):
+                found = (*firsts, None)
+            elif _apart(*tops):
+                found = (*tops, None)
+        if found is not None:
+            va, vb, step = found
+            out.append({"key": label, "a": va, "b": vb, "step": step, "ratio": vb / va if va else None})
+    return out, compared
