@@ -109,6 +109,6 @@ def curve_differences(a: Run, b: Run) -> tuple[list[dict[str, Any]], list[str]]:
             elif _apart(*tops):
                 found = (*tops, None)
         if found is not None:
-            va, vb, step = found
-            out.append({"key": label, "a": va, "b": vb, "step": step, "ratio": vb / va if va else None})
+            va, vb, where = found
+            out.append({"key": label, "a": va, "b": vb, "step": where, "ratio": vb / va if va else None})
     return out, compared
