@@ -97,3 +97,53 @@ def test_torch_tests_use_the_helper_that_honours_tlint_require_torch():
             if path.name != "torchutil.py" and re.search(r"^\s*(\w+\s*=\s*)?pytest\.importorskip\(\s*['\"]torch['\"]",
                                                            path.read_text(encoding="utf-8"), re.MULTILINE)]
     assert bare == [], f"use `from tests.torchutil import import_torch; torch = import_torch()` in {bare}"
+
+
+# A finder that makes the named top-level packages absent, as on a machine without them.
+BLOCKER = """
+import importlib.abc, sys
+class Absent(importlib.abc.MetaPathFinder):
+    blocked = set()
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+def attempt(blocked, code):
+    Absent.blocked = set(blocked)
+    for name in [m for m in sys.modules if m.startswith("tlint.watch")]:
+        del sys.modules[name]
+    try:
+        exec(code, {})
+    except ImportError as exc:
+        print(type(exc).__name__, exc.name, exc, sep="|")
+    else:
+        print("imported")
+"""
+
+
+def test_watch_and_its_callbacks_without_their_dependency_name_what_to_install(tmp_path):
+    """`import tlint.watch` without torch, `HFCallback` without transformers and
+    `LightningCallback` without lightning (nor pytorch_lightning): an ImportError that
+    says what to install, with tlint's extra."""
+    from tests.torchutil import import_torch
+
+    import_torch()
+    attempts = [(["torch"], "import tlint.watch"),
+                (["transformers"], "import tlint.watch; tlint.watch.HFCallback"),
+                (["lightning", "pytorch_lightning"], "from tlint.watch import LightningCallback"),
+                (["transformers"], "import tlint.watch.hf"),
+                (["transformers"], "import tlint.watch; tlint.watch.Watch")]
+    code = BLOCKER + "".join(f"attempt({blocked!r}, {snippet!r})\n" for blocked, snippet in attempts)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=tlint_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines == [
+        f"ImportError|PyTorch|tlint.watch needs PyTorch, which is not installed: pip install '{NAME}[watch]'",
+        "ImportError|transformers|tlint.watch.HFCallback (a callback of the Hugging Face Trainer) needs "
+        f"transformers, which is not installed: pip install '{NAME}[watch]' transformers",
+        "ImportError|lightning|tlint.watch.LightningCallback (a callback of the Lightning Trainer) needs "
+        f"lightning, which is not installed: pip install '{NAME}[watch]' lightning",
+        "ImportError|transformers|tlint.watch.HFCallback (a callback of the Hugging Face Trainer) needs "
+        f"transformers, which is not installed: pip install '{NAME}[watch]' transformers",
+        "imported"], proc.stdout + proc.stderr  # the watch itself needs neither (tests/test_watch.py runs both)
