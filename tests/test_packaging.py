@@ -147,3 +147,39 @@ def test_watch_and_its_callbacks_without_their_dependency_name_what_to_install(t
         "ImportError|transformers|tlint.watch.HFCallback (a callback of the Hugging Face Trainer) needs "
         f"transformers, which is not installed: pip install '{NAME}[watch]' transformers",
         "imported"], proc.stdout + proc.stderr  # the watch itself needs neither (tests/test_watch.py runs both)
+
+
+def _verify_version(cwd, prelude: str = "", **env: str) -> str:
+    code = prelude + "import sys; from tlint.cli import main; sys.exit(main(['verify', '--version']))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
+                          env=tlint_env(**env), timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    first, second = proc.stdout.splitlines()
+    assert first == f"tlint {cli.__version__}"
+    return second
+
+
+def test_verify_version_says_which_torch_build_it_finds(tmp_path):
+    """`tlint verify --version` names the torch build (read from torch/version.py, torch
+    never imported): the one installed here, a CUDA and a ROCm build, and none."""
+    from importlib.util import find_spec
+
+    spec = find_spec("torch")
+    if spec is not None:  # the installed torch: its version and build as torch itself says
+        folder = next(iter(spec.submodule_search_locations))
+        probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__, torch.version.cuda)"],
+                               capture_output=True, text=True, timeout=120)
+        version, cuda = probe.stdout.split()
+        build = "CPU-only build" if cuda == "None" else f"CUDA {cuda} build"
+        assert _verify_version(tmp_path) == f"torch {version} ({build}) at {folder}"
+    for name, lines, build in (("cuda", "__version__ = '2.5.1+cu124'\ncuda: Optional[str] = '12.4'\nhip = None\n",
+                                "torch 2.5.1+cu124 (CUDA 12.4 build)"),
+                               ("rocm", "__version__ = '2.5.1+rocm6.2'\ncuda = None\nhip = '6.2.41133'\n",
+                                "torch 2.5.1+rocm6.2 (ROCm 6.2.41133 build)")):
+        fake = tmp_path / name / "torch"
+        fake.mkdir(parents=True)
+        (fake / "__init__.py").write_text("raise SystemExit('torch was imported')\n", encoding="utf-8")
+        (fake / "version.py").write_text("from typing import Optional\n" + lines, encoding="utf-8")
+        assert _verify_version(tmp_path, f"import sys; sys.path.insert(0, {str(fake.parent)!r}); ") == (
+            f"{build} at {fake}")
+    assert _verify_version(tmp_path, BLOCK_TORCH) == f"torch: not installed (pip install '{NAME}[verify]')"
