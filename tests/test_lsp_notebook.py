@@ -8,7 +8,7 @@ import pytest
 
 from tests.cliutil import make_project
 from tests.notebookutil import TRAINER
-from tests.test_lsp import CONFIG, Client, code_actions, start, stop
+from tests.test_lsp import CONFIG, SOFTMAX, SOFTMAX_AT, SOFTMAX_LINE, Client, code_actions, start, stop
 
 
 @pytest.fixture
@@ -84,6 +84,20 @@ def test_notebook_cells_get_their_findings_and_lose_them(project):
         assert found(client, left, after=seen) == {1: [], 2: [], 3: [], 4: [], 5: []}
         stop(client)
         assert "Traceback" not in client.errors()
+    finally:
+        client.close()
+
+
+def test_cell_positions_in_the_negotiated_encoding(project):
+    """utf-8 positions: a cell's characters are counted on the cell's own line."""
+    notebook = project / "emoji.ipynb"
+    client = Client(project)
+    try:
+        result = start(client, project, {**NOTEBOOK_CAPABILITIES, "general": {"positionEncodings": ["utf-8"]}})
+        assert result["capabilities"]["positionEncoding"] == "utf-8"
+        uris = open_notebook(client, notebook, [("markdown", "# ünï"), ("code", SOFTMAX)])
+        assert found(client, uris) == {1: [], 2: [("TL209", SOFTMAX_LINE, SOFTMAX_AT["utf-8"][0])]}
+        stop(client)
     finally:
         client.close()
 
