@@ -183,3 +183,29 @@ def test_verify_version_says_which_torch_build_it_finds(tmp_path):
         assert _verify_version(tmp_path, f"import sys; sys.path.insert(0, {str(fake.parent)!r}); ") == (
             f"{build} at {fake}")
     assert _verify_version(tmp_path, BLOCK_TORCH) == f"torch: not installed (pip install '{NAME}[verify]')"
+
+
+def test_the_cpu_only_install_is_one_command_and_the_one_the_release_check_runs():
+    """README "Install": one pip command with PyTorch's CPU index (and its uv form);
+    scripts/release.py runs that command (the wheel in place of the git URL) against the
+    same index, or against a local copy in CI (`.ci/run`)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import release
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    git_url = f'"{NAME}[verify] @ git+https://github.com/tlint/tlint@COMMIT"'
+    assert f"\npip install {git_url} --extra-index-url {release.PYTORCH_CPU_INDEX}\n" in README
+    assert f"\nuv pip install {git_url} --torch-backend cpu\n" in README
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^python scripts/release\.py check --cpu-wheels ", ci, re.MULTILINE), ci
+
+
+def test_publish_refuses_a_tree_that_is_not_a_release(tmp_path):
+    """`scripts/release.py publish` on this tree (its CHANGELOG section is unreleased):
+    exit 1 with the reason, before building or uploading anything."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "release.py"), "publish", "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, env=tlint_env(), timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"CHANGELOG.md has no released section `## {cli.__version__} (YYYY-MM-DD)`" in proc.stdout
+    assert list(tmp_path.iterdir()) == []
