@@ -164,14 +164,12 @@ def test_verify_version_says_which_torch_build_it_finds(tmp_path):
     never imported): the one installed here, a CUDA and a ROCm build, and none."""
     from importlib.util import find_spec
 
-    spec = find_spec("torch")
-    if spec is not None:  # the installed torch: its version and build as torch itself says
-        folder = next(iter(spec.submodule_search_locations))
-        probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__, torch.version.cuda)"],
-                               capture_output=True, text=True, timeout=120)
-        version, cuda = probe.stdout.split()
-        build = "CPU-only build" if cuda == "None" else f"CUDA {cuda} build"
-        assert _verify_version(tmp_path) == f"torch {version} ({build}) at {folder}"
+    from tests.torchutil import import_torch
+
+    torch = import_torch()  # the installed torch: its version and build as torch itself says
+    folder = next(iter(find_spec("torch").submodule_search_locations))
+    build = "CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda} build"
+    assert _verify_version(tmp_path) == f"torch {torch.__version__} ({build}) at {folder}"
     for name, lines, build in (("cuda", "__version__ = '2.5.1+cu124'\ncuda: Optional[str] = '12.4'\nhip = None\n",
                                 "torch 2.5.1+cu124 (CUDA 12.4 build)"),
                                ("rocm", "__version__ = '2.5.1+rocm6.2'\ncuda = None\nhip = '6.2.41133'\n",
