@@ -52,7 +52,8 @@ _AUTOMAGICS = frozenset("""
     prun psearch psource pushd pwd pycat pylab qtconsole quickref recall rehashx reload_ext rep rerun reset
     reset_selective rm rmdir run save sc set_env store sx system tb time timeit unalias unload_ext uv who who_ls
     whos xdel xmode""".split())
-_AUTOMAGIC_START = "(?:" + "|".join(sorted(_AUTOMAGICS)) + r")(?:[ \t]|$)"
+# the name, then arguments or nothing (not an assignment: `config = ...` is Python)
+_AUTOMAGIC_START = "(?:" + "|".join(sorted(_AUTOMAGICS)) + r")(?:[ \t]+(?![ \t=]|[-+*/%&|^<>@]=)|[ \t]*$)"
 _AUTOMAGIC = re.compile(_AUTOMAGIC_START)
 _CANDIDATE = re.compile(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]|^[ \t]*" + _AUTOMAGIC_START, re.MULTILINE)
 _HELP = re.compile(r"^[ \t]*(?:\?\??[\w.]+|[\w.]+\?\??)[ \t]*$")
