@@ -127,6 +127,29 @@ def test_magics_are_masked_keeping_every_line_and_column():
     assert nb.mask(python) == (python, frozenset())
 
 
+def test_automagics_are_masked_when_the_line_is_not_python():
+    """IPython runs a line magic or shell alias without its `%` (`pip install x`, `cd data`):
+    such a line is masked like a `%` line when it is not Python by itself; `ls -l`, `pwd`
+    and `time.sleep(1)` are Python, and a cell that compiles is never masked."""
+    cell = "pip install -q transformers\ncd data\nx = 1\nif x:\n    ls -l\n    run train.py --epochs 1\npwd"
+    masked, lines = nb.mask(cell)
+    assert [len(a) for a in masked.split("\n")] == [len(b) for b in cell.split("\n")]
+    assert lines == {1, 2, 6}
+    assert masked.split("\n")[4] == "    ls -l" and masked.split("\n")[5].startswith("    0#")
+    compile(masked, "<cell>", "exec")
+    python = "pip = 3\nls -l\ntime.sleep(1)\ncd(1)"
+    assert nb.mask(python) == (python, frozenset())
+    assert nb.mask("pip = 3\n%ls\npip install x") == ("pip = 3\n#ls\n#ip install x", frozenset({2, 3}))
+
+
+def test_an_automagic_install_cell_hides_no_finding(tmp_path, capsys, monkeypatch):
+    root = make_project(tmp_path / "p", {})
+    cells = [("code", "pip install -q transformers datasets\ncd /content")] + TRAINER[2:]
+    write_notebook(root / "colab.ipynb", cells)
+    _, found = json_findings(root, capsys, monkeypatch, "colab.ipynb", *SELECT)
+    assert found == {"colab.ipynb": [(code, cell - 1, line, column) for code, cell, line, column in TRAINER_FOUND]}
+
+
 def test_magic_lines_never_give_findings_and_a_fix_never_touches_them(tmp_path, capsys, monkeypatch):
     root = make_project(tmp_path / "p", {})
     cells = [("code", "from transformers import AutoTokenizer\ntok = AutoTokenizer.from_pretrained('x')\n"

@@ -97,3 +97,113 @@ def test_torch_tests_use_the_helper_that_honours_tlint_require_torch():
             if path.name != "torchutil.py" and re.search(r"^\s*(\w+\s*=\s*)?pytest\.importorskip\(\s*['\"]torch['\"]",
                                                            path.read_text(encoding="utf-8"), re.MULTILINE)]
     assert bare == [], f"use `from tests.torchutil import import_torch; torch = import_torch()` in {bare}"
+
+
+# A finder that makes the named top-level packages absent, as on a machine without them.
+BLOCKER = """
+import importlib.abc, sys
+class Absent(importlib.abc.MetaPathFinder):
+    blocked = set()
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+def attempt(blocked, code):
+    Absent.blocked = set(blocked)
+    for name in [m for m in sys.modules if m.startswith("tlint.watch")]:
+        del sys.modules[name]
+    try:
+        exec(code, {})
+    except ImportError as exc:
+        print(type(exc).__name__, exc.name, exc, sep="|")
+    else:
+        print("imported")
+"""
+
+
+def test_watch_and_its_callbacks_without_their_dependency_name_what_to_install(tmp_path):
+    """`import tlint.watch` without torch, `HFCallback` without transformers and
+    `LightningCallback` without lightning (nor pytorch_lightning): an ImportError that
+    says what to install, with tlint's extra."""
+    from tests.torchutil import import_torch
+
+    import_torch()
+    attempts = [(["torch"], "import tlint.watch"),
+                (["transformers"], "import tlint.watch; tlint.watch.HFCallback"),
+                (["lightning", "pytorch_lightning"], "from tlint.watch import LightningCallback"),
+                (["transformers"], "import tlint.watch.hf"),
+                (["transformers"], "import tlint.watch; tlint.watch.Watch")]
+    code = BLOCKER + "".join(f"attempt({blocked!r}, {snippet!r})\n" for blocked, snippet in attempts)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=tlint_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines == [
+        f"ImportError|PyTorch|tlint.watch needs PyTorch, which is not installed: pip install '{NAME}[watch]'",
+        "ImportError|transformers|tlint.watch.HFCallback (a callback of the Hugging Face Trainer) needs "
+        f"transformers, which is not installed: pip install '{NAME}[watch]' transformers",
+        "ImportError|lightning|tlint.watch.LightningCallback (a callback of the Lightning Trainer) needs "
+        f"lightning, which is not installed: pip install '{NAME}[watch]' lightning",
+        "ImportError|transformers|tlint.watch.HFCallback (a callback of the Hugging Face Trainer) needs "
+        f"transformers, which is not installed: pip install '{NAME}[watch]' transformers",
+        "imported"], proc.stdout + proc.stderr  # the watch itself needs neither (tests/test_watch.py runs both)
+
+
+def _verify_version(cwd, prelude: str = "", **env: str) -> str:
+    code = prelude + "import sys; from tlint.cli import main; sys.exit(main(['verify', '--version']))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
+                          env=tlint_env(**env), timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    first, second = proc.stdout.splitlines()
+    assert first == f"tlint {cli.__version__}"
+    return second
+
+
+def test_verify_version_says_which_torch_build_it_finds(tmp_path):
+    """`tlint verify --version` names the torch build (read from torch/version.py, torch
+    never imported): the one installed here, a CUDA and a ROCm build, and none."""
+    from importlib.util import find_spec
+
+    from tests.torchutil import import_torch
+
+    torch = import_torch()  # the installed torch: its version and build as torch itself says
+    folder = next(iter(find_spec("torch").submodule_search_locations))
+    build = "CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda} build"
+    assert _verify_version(tmp_path) == f"torch {torch.__version__} ({build}) at {folder}"
+    for name, lines, build in (("cuda", "__version__ = '2.5.1+cu124'\ncuda: Optional[str] = '12.4'\nhip = None\n",
+                                "torch 2.5.1+cu124 (CUDA 12.4 build)"),
+                               ("rocm", "__version__ = '2.5.1+rocm6.2'\ncuda = None\nhip = '6.2.41133'\n",
+                                "torch 2.5.1+rocm6.2 (ROCm 6.2.41133 build)")):
+        fake = tmp_path / name / "torch"
+        fake.mkdir(parents=True)
+        (fake / "__init__.py").write_text("raise SystemExit('torch was imported')\n", encoding="utf-8")
+        (fake / "version.py").write_text("from typing import Optional\n" + lines, encoding="utf-8")
+        assert _verify_version(tmp_path, f"import sys; sys.path.insert(0, {str(fake.parent)!r}); ") == (
+            f"{build} at {fake}")
+    assert _verify_version(tmp_path, BLOCK_TORCH) == f"torch: not installed (pip install '{NAME}[verify]')"
+
+
+def test_the_cpu_only_install_is_one_command_and_the_one_the_release_check_runs():
+    """README "Install": one pip command with PyTorch's CPU index (and its uv form);
+    scripts/release.py runs that command (the wheel in place of the git URL) against the
+    same index, or against a local copy in CI (`.ci/run`)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import release
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    git_url = f'"{NAME}[verify] @ git+https://github.com/tlint/tlint@COMMIT"'
+    assert f"\npip install {git_url} --extra-index-url {release.PYTORCH_CPU_INDEX}\n" in README
+    assert f"\nuv pip install {git_url} --torch-backend cpu\n" in README
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^python scripts/release\.py check --cpu-wheels ", ci, re.MULTILINE), ci
+
+
+def test_publish_refuses_a_tree_that_is_not_a_release(tmp_path):
+    """`scripts/release.py publish` on this tree (its CHANGELOG section is unreleased):
+    exit 1 with the reason, before building or uploading anything."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "release.py"), "publish", "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, env=tlint_env(), timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"CHANGELOG.md has no released section `## {cli.__version__} (YYYY-MM-DD)`" in proc.stdout
+    assert list(tmp_path.iterdir()) == []

@@ -265,6 +265,7 @@ def _add_verify_parser(sub) -> None:
     verify.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                         help="with no model configured: files or folders whose flagged classes are built directly")
     _add_format(verify, VERIFY_FORMATS)
+    verify.add_argument("--version", action=_TorchVersion, help="show tlint's version and the torch build it finds")
     verify.add_argument("--probe", action="append", metavar="NAME",
                         help="run only this probe (repeatable); the training probes run only when named "
                         "(`--probe training`: overfit-batch, warmup-ab, optimizer-coverage; `--probe data-ab`: "
@@ -282,6 +283,62 @@ def _add_verify_parser(sub) -> None:
 
 
 DISTRIBUTION = "tlint-pytorch"  # the name on the Python Package Index (the command and the import stay `tlint`)
+
+
+_TORCH_BUILDS = (("cuda", "CUDA"), ("hip", "ROCm"), ("xpu", "XPU"))
+
+
+def torch_build() -> str:
+    """One line on the torch that `tlint verify` would run: its version and build (CPU-only,
+    CUDA, ROCm, XPU) and where it lies, read from its `version.py` without importing torch."""
+    import ast
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("torch")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return f"torch: not installed (pip install '{DISTRIBUTION}[verify]')"
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    values: dict[str, object] = {}
+    try:
+        tree = ast.parse((folder / "version.py").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        tree = ast.Module(body=[], type_ignores=[])
+    for node in tree.body:  # `name = "literal"` and `name: type = literal`
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            values[target.id] = value.value
+    version = values.get("__version__")
+    if not isinstance(version, str):
+        from importlib import metadata
+
+        try:
+            version = metadata.version("torch")
+        except metadata.PackageNotFoundError:
+            version = "of unknown version"
+        return f"torch {version} (build unknown: no readable torch/version.py) at {folder}"
+    build = next((f"{label} {values[key]} build" for key, label in _TORCH_BUILDS if isinstance(values.get(key), str)),
+                 "CPU-only build")
+    return f"torch {version} ({build}) at {folder}"
+
+
+class _TorchVersion(argparse.Action):
+    """`tlint verify --version`: tlint's version, then the torch build found."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        kwargs.pop("nargs", None)
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"tlint {__version__}\n{torch_build()}")
+        parser.exit(0)
 
 
 def _torch_missing(command: str, fmt: str) -> int | None:

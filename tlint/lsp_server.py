@@ -5,7 +5,8 @@ the last keystroke; the latest text wins), on didChange; they are cleared on did
 Each lint runs `Linter.run([], stdin=(path, text))` on the editor's in-memory text with the
 project's config (a fresh `ConfigResolver` each time, so config edits take effect), in a
 one-thread executor: the server keeps answering while a file is linted, and lints never
-run concurrently. A file that does not parse gets TL001 like any other finding.
+run concurrently. A file that does not parse gets TL001 like any other finding. Notebooks
+(LSP 3.17 `notebookDocument/*`, diagnostics per cell): tlint/lsp_notebook.py.
 
 The diagnostics are those of `--format lsp` (tlint/reporters/lsp.py): 0-based lines, UTF-16
 characters unless the client negotiated another position encoding (utf-8/utf-32: pygls
@@ -35,6 +36,8 @@ from pygls.uris import to_fs_path
 
 from tlint import __version__
 from tlint.diagnostics import Diagnostic, Position, Range
+from tlint.lsp_notebook import NOTEBOOK_SYNC, publish_notebook
+from tlint.lsp_notebook import register as register_notebooks
 from tlint.reporters import SourceLines
 from tlint.reporters.lsp import lsp_diagnostic, utf16_character
 
@@ -68,9 +71,9 @@ def _character(line: str | None, column: int, encoding: str) -> int:
     return _units(line[:index], encoding) + max(0, index - len(line))
 
 
-def _range(lines: SourceLines, path: str, rng: Range, encoding: str) -> dict:
+def _range(lines: SourceLines, path: str, rng: Range, encoding: str, cell: int | None = None) -> dict:
     def position(pos: Position) -> dict:
-        return {"line": pos.line - 1, "character": _character(lines.line(path, pos.line), pos.column, encoding)}
+        return {"line": pos.line - 1, "character": _character(lines.line(path, pos.line, cell), pos.column, encoding)}
 
     return {"start": position(rng.start), "end": position(rng.end)}
 
@@ -79,11 +82,11 @@ def lsp_payload(diag: Diagnostic, lines: SourceLines, encoding: str) -> dict:
     """`--format lsp`'s diagnostic, its positions in the client's encoding."""
     payload = lsp_diagnostic(diag, lines)
     if encoding != types.PositionEncodingKind.Utf16:
-        payload["range"] = _range(lines, diag.path, diag.range, encoding)
+        payload["range"] = _range(lines, diag.path, diag.range, encoding, diag.cell)
         fix = payload["data"]["fix"]
         if fix is not None and diag.fix is not None:
             for edit, original in zip(fix["edits"], diag.fix.edits):
-                edit["range"] = _range(lines, diag.path, original.range, encoding)
+                edit["range"] = _range(lines, diag.path, original.range, encoding, original.cell)
     return payload
 
 
@@ -175,7 +178,9 @@ def fix_all_text(path: Path, text: str) -> str | None:
 
 class TlintServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("tlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("tlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         notebook_document_sync=NOTEBOOK_SYNC)
+        self.notebook_cells: dict[str, tuple[str, ...]] = {}  # notebook uri -> its cells last published
         self.linted: dict[str, Linted] = {}  # uri -> the last lint of its text
         self.pending: dict[str, asyncio.Task] = {}  # uri -> the scheduled lint
         self.fix_all: dict[str, tuple[str, str | None]] = {}  # uri -> (text, fixed text)
@@ -218,8 +223,9 @@ class TlintServer(LanguageServer):
                 del self.pending[uri]
 
     async def lint(self, uri: str) -> Linted | None:
-        """The lint of the document's current text (the last one if the text has not changed)."""
-        if not self.is_open(uri):
+        """The lint of the document's current text (the last one if the text has not changed);
+        None for a notebook cell (its notebook is linted whole: tlint/lsp_notebook.py)."""
+        if not self.is_open(uri) or self.workspace.get_notebook_document(cell_uri=uri) is not None:
             return None
         text = self.workspace.get_text_document(uri).source
         last = self.linted.get(uri)
@@ -233,6 +239,9 @@ class TlintServer(LanguageServer):
         return linted
 
     async def lint_and_publish(self, uri: str) -> None:
+        if self.workspace.get_notebook_document(notebook_uri=uri) is not None:
+            await publish_notebook(self, uri)
+            return
         if not self.is_open(uri):
             return
         document = self.workspace.get_text_document(uri)
@@ -413,6 +422,8 @@ def create_server() -> TlintServer:
                     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND]))
     async def code_action(ls: TlintServer, params: types.CodeActionParams):
         return await ls.code_actions(params)
+
+    register_notebooks(server, DEBOUNCE)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TlintServer, *args) -> None:

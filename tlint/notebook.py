@@ -12,7 +12,9 @@ in the JSON), line and column within it.
 
 IPython syntax is masked so the rest parses, keeping every line's length (and so every
 position): a line magic (`%matplotlib inline`), a shell escape (`!pip install ...`), a
-help query (`model?`, `?model`) or an assigned one (`files = !ls`) becomes a comment, or
+help query (`model?`, `?model`), an assigned one (`files = !ls`) or an automagic (a line
+magic or shell alias without its `%`, `pip install x`, `cd data`: a line starting with the
+name that is not Python by itself) becomes a comment, or
 `0` and a comment where a statement must stand; a cell magic's first line (`%%time`) is
 masked the same way, and the body of one that does not run its body as Python
 (`%%bash`, `%%writefile`, `%%html`, ...) is masked whole. A cell is masked only when it
@@ -39,7 +41,21 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 # the cell magics whose body is Python that IPython runs in the kernel
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3", "pypy",
                                  "tlint"})
-_CANDIDATE = re.compile(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]", re.MULTILINE)
+# IPython's automagics: the line magics (and the shell aliases) it runs without their `%` when
+# a line starts with the name (`pip install x`, `cd data`, `ls -l`), as IPython 8 and
+# ipykernel define them
+_AUTOMAGICS = frozenset("""
+    alias alias_magic autoawait autocall automagic autosave bookmark cat cd clear code_wrap colors conda config
+    connect_info cp debug dhist dirs doctest_mode ed edit env gui hist history killbgscripts ldir less lf lk ll
+    load load_ext loadpy logoff logon logstart logstate logstop ls lsmagic lx macro magic mamba man matplotlib
+    micromamba mkdir more mv notebook page pastebin pdb pdef pdoc pfile pinfo pinfo2 pip popd pprint precision
+    prun psearch psource pushd pwd pycat pylab qtconsole quickref recall rehashx reload_ext rep rerun reset
+    reset_selective rm rmdir run save sc set_env store sx system tb time timeit unalias unload_ext uv who who_ls
+    whos xdel xmode""".split())
+# the name, then arguments or nothing (not an assignment: `config = ...` is Python)
+_AUTOMAGIC_START = "(?:" + "|".join(sorted(_AUTOMAGICS)) + r")(?:[ \t]+(?![ \t=]|[-+*/%&|^<>@]=)|[ \t]*$)"
+_AUTOMAGIC = re.compile(_AUTOMAGIC_START)
+_CANDIDATE = re.compile(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]|^[ \t]*" + _AUTOMAGIC_START, re.MULTILINE)
 _HELP = re.compile(r"^[ \t]*(?:\?\??[\w.]+|[\w.]+\?\??)[ \t]*$")
 _ASSIGNED = re.compile(r"^[ \t]*[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*(?=[%!])")
 # cells[N-1] is cell N: (cell number, first line in the joined source, number of lines)
@@ -186,6 +202,18 @@ def _comment(line: str, statement: bool) -> str:
     return indent + "#" + body[1:]
 
 
+def _automagic(body: str) -> bool:
+    """`body` (a line without its indentation) is an automagic call: it starts with an
+    automagic name and is not Python by itself (`ls -l` and `pwd` are, `pip install x` is not)."""
+    if not _AUTOMAGIC.match(body):
+        return False
+    try:
+        compile(body, "<line>", "exec", flags=0x400, dont_inherit=True)  # ast only
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    return False
+
+
 def mask(text: str) -> tuple[str, frozenset[int]]:
     """`text` (one cell) with its IPython syntax masked, and the 1-based lines masked."""
     if not _CANDIDATE.search(text):
@@ -213,7 +241,7 @@ def mask(text: str) -> tuple[str, frozenset[int]]:
             if body:
                 pieces[i] = _comment(line, False)
             masked.add(i + 1)
-        elif body[:1] in ("%", "!") or _HELP.match(line):
+        elif body[:1] in ("%", "!") or _HELP.match(line) or _automagic(body):
             pieces[i] = _comment(line, True)
             masked.add(i + 1)
         else:

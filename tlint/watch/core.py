@@ -37,7 +37,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import torch
+from tlint.watch.needs import WATCH_EXTRA, absent, needs
+
+try:
+    import torch
+except ImportError as _exc:
+    if not absent(_exc, "torch"):
+        raise
+    raise needs("tlint.watch", "PyTorch", WATCH_EXTRA) from None
 from torch import nn
 
 from tlint.runtime import hooks

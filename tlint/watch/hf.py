@@ -14,7 +14,16 @@ import sys
 from typing import Any
 
 import torch
-from transformers import Trainer, TrainerCallback
+
+from tlint.watch.needs import WATCH_EXTRA, absent, needs
+
+try:
+    from transformers import Trainer, TrainerCallback
+except ImportError as _exc:
+    if not absent(_exc, "transformers"):
+        raise
+    raise needs("tlint.watch.HFCallback (a callback of the Hugging Face Trainer)", "transformers",
+                f"{WATCH_EXTRA} transformers") from None
 
 from tlint.watch.core import Watch
 

@@ -20,10 +20,20 @@ from typing import Any
 
 import torch
 
+from tlint.watch.needs import WATCH_EXTRA, absent, needs
+
 try:
     from lightning.pytorch import Callback
-except ImportError:  # the older package name
-    from pytorch_lightning import Callback  # type: ignore[assignment]
+except ImportError as _exc:
+    if not absent(_exc, "lightning"):
+        raise
+    try:  # the older package name
+        from pytorch_lightning import Callback  # type: ignore[assignment]
+    except ImportError as _old:
+        if not absent(_old, "pytorch_lightning"):
+            raise
+        raise needs("tlint.watch.LightningCallback (a callback of the Lightning Trainer)", "lightning",
+                    f"{WATCH_EXTRA} lightning") from None
 
 from tlint.watch.core import Watch
 
