@@ -655,7 +655,7 @@ def _report_result(args: argparse.Namespace, result, stdin, elapsed: float | Non
 
     shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
     report = OutputReport(shown, result.files, result.parse_errors,
-                    SourceLines({stdin[0].as_posix(): stdin[1]} if stdin else None),
+                    SourceLines({stdin[0].as_posix(): stdin[1]} if stdin else None, result.unread),
                     hidden_suppressed=len(result.diagnostics) - len(shown))
     with _Output(args) as out:
         render(args.format, report, out, statistics=args.statistics, quiet=args.quiet)
@@ -763,7 +763,7 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
         total = outcome.total
         default, sources = sys.stdout, None
     shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
-    report = OutputReport(shown, result.files, result.parse_errors, SourceLines(sources),
+    report = OutputReport(shown, result.files, result.parse_errors, SourceLines(sources, result.unread),
                     hidden_suppressed=len(result.diagnostics) - len(shown))
     with _Output(args, default) as out:
         if not args.fix_only:

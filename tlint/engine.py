@@ -489,7 +489,7 @@ class Linter:
             diagnostics.extend(self._finish_file(result, task[2]))
         diagnostics.sort(key=Diagnostic.sort_key)
         return RunResult(diagnostics, [t[1] for t in tasks], sum(r.parse_error for r in results), errors,
-                         {t[1]: t[0] for t in tasks})
+                         {t[1]: t[0] for t in tasks}, [r.display for r in results if r.unreadable])
 
     @contextmanager
     def _profiling(self) -> Iterator[Timer | None]:

@@ -89,6 +89,9 @@ class RunResult:
     parse_errors: int = 0
     errors: list[str] = field(default_factory=list)  # usage problems (missing paths)
     paths: dict[str, Path] = field(default_factory=dict)  # display path -> the file's path
+    # the display paths of the files the analysis could not read (TL001: not a regular file,
+    # too large): the reporters never open them
+    unread: list[str] = field(default_factory=list)
 
     def path_of(self, display: str) -> Path | None:
         return self.paths.get(display)
