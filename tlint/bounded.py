@@ -68,7 +68,7 @@ def limit_words(limit: int) -> str:
 
 
 def _too_large(size: int, limit: int) -> Refused:
-    return Refused(f"too large ({size_words(size)}; the limit is {limit_words(limit)})", "size",
+    return Refused(f"too large: {size_words(size)}, over the {limit_words(limit)} limit", "size",
                    size=size, limit=limit)
 
 
@@ -88,7 +88,7 @@ def read_bytes(path: str | os.PathLike[str], limit: int, *, follow_links: bool =
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise Refused(f"not a regular file ({kind_of(info.st_mode)})", "type", mode=info.st_mode)
+            raise Refused(f"not a regular file: {kind_of(info.st_mode)}", "type", mode=info.st_mode)
         if info.st_size > limit:
             raise _too_large(info.st_size, limit)
         if check is not None:
@@ -140,7 +140,7 @@ def open_output(path: str | os.PathLike[str], *, binary: bool = False, encoding:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise Refused(f"not a regular file ({kind_of(info.st_mode)}): not written", "type", mode=info.st_mode)
+            raise Refused(f"not a regular file: {kind_of(info.st_mode)}", "type", mode=info.st_mode)
         os.ftruncate(fd, 0)
         os.set_blocking(fd, True)
         if binary:
@@ -161,7 +161,7 @@ def _output_refusal(path: str | os.PathLike[str]) -> Refused | None:
     if stat.S_ISLNK(info.st_mode):
         return Refused("a symbolic link: tlint does not write through one", "link", mode=info.st_mode)
     if not stat.S_ISREG(info.st_mode):
-        return Refused(f"not a regular file ({kind_of(info.st_mode)}): not written", "type", mode=info.st_mode)
+        return Refused(f"not a regular file: {kind_of(info.st_mode)}", "type", mode=info.st_mode)
     return None
 
 
@@ -174,4 +174,4 @@ def check_replaceable(path: str | os.PathLike[str]) -> None:
     except FileNotFoundError:
         return
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
-        raise Refused(f"not a regular file ({kind_of(info.st_mode)}): not written", "type", mode=info.st_mode)
+        raise Refused(f"not a regular file: {kind_of(info.st_mode)}", "type", mode=info.st_mode)
