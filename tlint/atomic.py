@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tlint.bounded import check_replaceable
+
 
 @contextmanager
 def deferred_interrupts() -> Iterator[None]:
@@ -61,12 +63,15 @@ def write_bytes_atomic(target: Path, payload: bytes, *, mode: int | None = None,
     the old file or the new one, never a part; the temporary file is removed on failure.
     `mode`: the permission bits the new file gets; `durable`: flushed to disk before the
     rename (a user's source file, not a cache entry). Ctrl-C waits until the temporary file
-    is renamed or removed (`deferred_interrupts`): none is ever left behind."""
+    is renamed or removed (`deferred_interrupts`): none is ever left behind. A link at
+    `target` is replaced, never followed; a FIFO, a device or a folder there is refused
+    (`tlint.bounded.Refused`)."""
     with deferred_interrupts():
         _write(target, payload, mode, durable, prefix, suffix)
 
 
 def _write(target: Path, payload: bytes, mode: int | None, durable: bool, prefix: str, suffix: str | None) -> None:
+    check_replaceable(target)  # a FIFO, a device or a folder there is refused, not replaced
     fd, temp = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=target.suffix if suffix is None else suffix)
     try:
         with os.fdopen(fd, "wb") as stream:

@@ -489,7 +489,9 @@ class _Output:
         self.stream: Any
         if self.path is not None:
             try:
-                self.file = open(self.path, "w", encoding="utf-8", newline="")  # noqa: SIM115
+                from tlint.bounded import open_output
+
+                self.file = open_output(self.path, newline="")
             except OSError as exc:
                 raise UsageError(f"cannot write {self.path} (--output-file): {exc.strerror or exc}") from None
             self.stream = self.file

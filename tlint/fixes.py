@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from tlint.atomic import deferred_interrupts, write_bytes_atomic
+from tlint.bounded import open_output
 from tlint.diagnostics import Edit, Fix, Position, Range
 
 if TYPE_CHECKING:
@@ -598,25 +599,14 @@ def unified_diff(path: str, before: str, after: str) -> str:
         fromfile=f"a/{path}", tofile=f"b/{path}"))
 
 
-def encoded(path: Path, text: str, data: bytes | None = None) -> bytes:
-    """`text` in the encoding of the file whose bytes are `data` (read from `path` when
-    not given): its BOM and PEP 263 cookie kept."""
-    if data is None:
-        data = path.read_bytes()
+def encoded(text: str, data: bytes) -> bytes:
+    """`text` in the encoding of the file whose bytes are `data`: its BOM and PEP 263
+    cookie kept."""
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     bom = data.startswith(codecs.BOM_UTF8)
     if encoding == "utf-8-sig":
         encoding, bom = "utf-8", True
     return (codecs.BOM_UTF8 if bom else b"") + text.encode(encoding)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` in the file's own encoding (BOM and cookie kept), through a
-    temporary file in the same folder and a rename: the file is never half-written."""
-    payload = encoded(path, text)
-    mode = path.stat().st_mode
-    path = path.resolve()  # a symlink stays a symlink: its target is rewritten
-    write_bytes_atomic(path, payload, mode=mode, durable=True, prefix=f".{path.name}.", suffix=".tlint-fix")
 
 
 # --- writing fixed files back: what is never done -----------------------------------------
@@ -666,14 +656,13 @@ def write_fixed(path: Path, text: str, analysed: bytes, roots: list[Path]) -> st
     current = read_source(real, "")
     if current != analysed:
         return "it changed while tlint was fixing it (run tlint again)"
-    payload = encoded(real, text, analysed)
+    payload = encoded(text, analysed)
     several_links = info.st_nlink > 1
     other_owner = hasattr(os, "geteuid") and info.st_uid != os.geteuid()
     if several_links or other_owner:
         with deferred_interrupts():
-            with open(real, "r+b") as stream:
+            with open_output(real, binary=True, create=False) as stream:  # not through a link, no FIFO
                 stream.write(payload)
-                stream.truncate()
                 stream.flush()
                 os.fsync(stream.fileno())
         return None
