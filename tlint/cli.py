@@ -729,7 +729,7 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
     input) and report what is left (nothing with --fix-only). The exit code reflects what is
     left (with --diff: 1 if anything would change; with --fix-only: 0; with
     --exit-non-zero-on-fix: at least 1 when a fix was applied)."""
-    from tlint.fixes import fix_run, unified_diff, write_fixes
+    from tlint.fixes import fix_run, skipped_messages, unified_diff, write_fixes
     from tlint.reporters import OutputReport, SourceLines, plural, render
 
     outcome = fix_run(linter, paths, unsafe=args.unsafe_fixes, stdin=stdin)
@@ -743,6 +743,8 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
             for path in changed:
                 out.write(unified_diff(displays.get(path, path.as_posix()), outcome.originals[path],
                                        outcome.texts[path]))
+        for message in skipped_messages(outcome, displays):
+            sys.stderr.write(f"tlint: warning: {message}\n")
         if not args.quiet:
             sys.stderr.write(f"tlint: would fix {plural(total, 'finding')} in {plural(len(changed), 'file')}\n")
         for message in result.errors:
@@ -793,11 +795,16 @@ def _inputs(args: argparse.Namespace):
         return [Path(p) for p in args.paths or ["."]], None
     if any(p != STDIN_NAME for p in args.paths):
         raise UsageError("paths cannot be combined with standard input (--stdin-filename or -)")
+    from tlint.bounded import limit_words, source_limit
     from tlint.engine import decode_source
 
     name = args.stdin_filename or "stdin.py"
+    limit = source_limit(name)
+    data = sys.stdin.buffer.read(limit + 1)  # never more than a file of that name may hold
+    if len(data) > limit:
+        raise UsageError(f"standard input is too large to lint (over the {limit_words(limit)} limit)")
     try:
-        text = decode_source(sys.stdin.buffer.read())
+        text = decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
         raise UsageError(f"cannot decode standard input: {exc}") from None
     return [], (Path(name), text)
