@@ -527,13 +527,14 @@ def _show(args: argparse.Namespace, linter, paths, stdin) -> int:
     if stdin is not None:
         raise UsageError("--show-settings and --show-files work on paths, not standard input")
     from tlint.discovery import discover
+    from tlint.encoding import terminal_safe
     from tlint.engine import display_path
 
     if args.show_files:
         files, errors = discover(paths, linter.settings_for, linter.named_roots(paths))
         with _Output(args) as out:
-            for file, _ in files:
-                out.write(display_path(file) + "\n")
+            for file, _ in files:  # a name's control characters escaped, as `git ls-files` quotes them
+                out.write(terminal_safe(display_path(file)) + "\n")
         for message in errors:
             sys.stderr.write(f"tlint: error: {message}\n")
         return 2 if errors else 0
@@ -710,6 +711,7 @@ def _fixed_by_file(first, last, unsafe: bool) -> dict[str, dict[tuple[str, str],
 def _write_fixes(title: str, by_file: dict[str, dict[tuple[str, str], int]], out) -> None:
     """--show-fixes: "Fixed 2 findings:" (or "Would fix"), then `- path:` and
     `    1 × TL305 (scheduler-before-optimizer)` lines."""
+    from tlint.encoding import terminal_safe
     from tlint.reporters import plural
 
     total = sum(sum(counts.values()) for counts in by_file.values())
@@ -718,7 +720,7 @@ def _write_fixes(title: str, by_file: dict[str, dict[tuple[str, str], int]], out
         return
     out.write(f"{title} {plural(total, 'finding')}:\n")
     for path in sorted(by_file):
-        out.write(f"- {path}:\n")
+        out.write(f"- {terminal_safe(path)}:\n")
         for (code, name), count in sorted(by_file[path].items()):
             out.write(f"    {count} \u00d7 {code} ({name})\n")
 
