@@ -29,7 +29,7 @@ SOURCE_BYTES = 2**20  # a Python module (tlint/reading.py says why)
 NOTEBOOK_BYTES = 16 * 2**20  # a notebook's JSON, outputs included (tlint/reading.py)
 CONFIG_BYTES = 4 * 2**20  # tlint.toml, pyproject.toml
 GIT_FILE_BYTES = 4 * 2**20  # .gitignore, .git/info/exclude, core.excludesFile, .git/config, a `.git` file
-SMALL_BYTES = 64 * 2**10  # a file tlint wrote itself (its cache folder's marker)
+SMALL_BYTES = 64 * 2**10  # a small file of tlint's own (its cache folder's marker, LibCST's version)
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -40,8 +40,8 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | _NONBLOCK | _NOFOLLOW | _COMMON
 
 class Refused(OSError):
     """A file tlint will not read or write. `kind`: "type" (not a regular file), "size"
-    (over the limit), "link" (a link where none is followed). `size` and `limit` in bytes
-    for a "size" refusal."""
+    (over the limit), "link" (a link where none is followed), or what a `read_bytes` check
+    names. `size` and `limit` in bytes for a "size" refusal."""
 
     def __init__(self, reason: str, kind: str, *, mode: int = 0, size: int = 0, limit: int = 0) -> None:
         super().__init__(reason)
