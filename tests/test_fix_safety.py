@@ -48,6 +48,73 @@ def test_a_file_saved_while_fix_runs_keeps_the_users_edit(tmp_path, monkeypatch)
     assert leftovers(root) == []
 
 
+SAVED_PY = "z = 3  # the user's own comment\n" + UNUSED  # a line added above the finding
+
+
+def _save_after_the_first_analysis(monkeypatch, path: Path, text: str) -> None:
+    """Write `text` to `path` once the first lint pass of `--fix` is done: between the
+    analysis the fixes' positions come from and the read of the text they edit."""
+    from tlint.engine import Linter
+
+    real = Linter.run
+    done: list[bool] = []
+
+    def run_then_save(self, *args, **kwargs):
+        result = real(self, *args, **kwargs)
+        if not done:
+            done.append(True)
+            path.write_text(text, encoding="utf-8")
+        return result
+
+    monkeypatch.setattr(Linter, "run", run_then_save)
+
+
+@pytest.mark.parametrize("flag", ["--fix", "--diff"])
+def test_a_file_saved_between_its_analysis_and_the_fix_is_skipped_not_misedited(tmp_path, monkeypatch, flag):
+    root = make_project(tmp_path, {"a.py": UNUSED, "b.py": UNUSED})
+    _save_after_the_first_analysis(monkeypatch, root / "a.py", SAVED_PY)
+    code, out, err = run_main(root, "check", "--no-cache", "--select", "TL002", flag, ".")
+    assert (root / "a.py").read_text() == SAVED_PY  # the edit meant for line 1 never lands on the new line 1
+    assert "tlint: warning: a.py not fixed: it changed between its analysis and the fix (run tlint again)" in err
+    if flag == "--fix":
+        assert (root / "b.py").read_text() == FIXED and "fixed 1 finding in 1 file" in err
+    else:
+        assert "+++ b/b.py" in out and "a.py" not in out
+
+
+def test_a_notebook_saved_between_its_analysis_and_the_fix_is_skipped_not_misedited(tmp_path, monkeypatch):
+    from tests.notebookutil import notebook
+
+    root = make_project(tmp_path, {})
+    path = root / "nb.ipynb"
+    path.write_text(notebook([("code", "import torch"), ("code", UNUSED.rstrip("\n"))]), encoding="utf-8")
+    saved = notebook([("code", "import torch"), ("code", "z = 3  # the user's own comment\n" + UNUSED.rstrip("\n"))])
+    _save_after_the_first_analysis(monkeypatch, path, saved)
+    code, out, err = fix(root, ".")
+    assert path.read_text(encoding="utf-8") == saved
+    assert "nb.ipynb not fixed: it changed between its analysis and the fix (run tlint again)" in err
+
+
+def test_a_save_just_before_the_rename_is_kept(tmp_path, monkeypatch):
+    """The digest is checked again once the fixed text is in its temporary file, just
+    before the rename that would replace the file."""
+    from tlint import atomic
+
+    root = make_project(tmp_path, {"a.py": UNUSED})
+    real_chmod = atomic.os.chmod
+
+    def chmod_then_save(path, mode, *args, **kwargs):  # the writer's last step before its check and rename
+        real_chmod(path, mode, *args, **kwargs)
+        if ".tlint-fix" in os.fspath(path):
+            (root / "a.py").write_text("x = 2  # saved by the user meanwhile\n")
+
+    monkeypatch.setattr(atomic.os, "chmod", chmod_then_save)
+    code, out, err = fix(root, ".")
+    assert (root / "a.py").read_text() == "x = 2  # saved by the user meanwhile\n"
+    assert "a.py not fixed: it changed while tlint was fixing it (run tlint again)" in err
+    assert leftovers(root) == []
+
+
 def test_links_never_lead_a_write_outside_the_given_paths(tmp_path):
     outside = make_project(tmp_path / "outside", {"real.py": UNUSED})
     root = make_project(tmp_path / "project", {"own.py": UNUSED})

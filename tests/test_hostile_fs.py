@@ -161,7 +161,9 @@ def test_folder_links_out_of_the_project_are_not_walked(tmp_path, monkeypatch):
 
 
 def test_a_named_file_is_opened_without_blocking_and_checked_on_the_open_file(tmp_path):
-    flags = reading._OPEN_FLAGS
+    from tlint import bounded
+
+    flags = bounded._READ_FLAGS
     assert flags & getattr(os, "O_NONBLOCK", 0) == getattr(os, "O_NONBLOCK", 0)
     path = tmp_path / "a.py"
     path.write_text("x = 1\n")

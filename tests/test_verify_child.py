@@ -229,6 +229,39 @@ def test_cli_json_error_for_a_garbled_report(tmp_path, fake_child):
     assert error["kind"] == "report" and "internal error" not in proc.stdout + proc.stderr
 
 
+OVERSIZED = {
+    # many valid events: the limit, not a malformed line, ends it
+    "lines": "line = json.dumps({'event': 'ready'}).encode() + b' ' * 4000 + b'\\n'",
+    # one line that never ends: read in linear time, not rescanned at each read
+    "one-line": "line = b'{\"event\": \"ready\"' + b' ' * (2**20 - 17)",
+}
+
+
+# duration: the child writes just over 256 MiB through the report pipe
+@pytest.mark.parametrize("shape", list(OVERSIZED))
+def test_a_report_over_the_limit_is_a_report_error_in_json(tmp_path, fake_child, shape):
+    """A factory that writes more than `REPORT_LIMIT_BYTES` (256 MiB) to the report channel:
+    exit 2 with the `report` error in JSON on stdout, never an internal error."""
+    import resource
+
+    fake_child(OVERSIZED[shape] + """
+block = line * max(1, 2**20 // len(line))
+for _ in range(257 + 256 * 2**20 // len(block)):
+    os.write(reporter.fd, block)
+""")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ["PYTHONPATH"]])}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([sys.executable, "-c", DRIVER], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert proc.returncode == 2, proc.stderr
+    document = json.loads(proc.stdout)
+    assert set(document) == {"tool", "error"} and document["error"]["kind"] == "report", document
+    assert "more than 256 MiB" in document["error"]["message"]
+    assert "internal error" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    assert after.ru_utime - before.ru_utime < 30  # linear in the report's size (a rescan per read: minutes)
+
+
 def test_scan_data_result_is_validated(tmp_path, fake_child):
     from tlint.verify.data import DataError, DataOptions, _run_child
 

@@ -266,6 +266,22 @@ def test_bad_options_get_a_clear_message(kwargs, message):
         Watch("model", torch.optim.SGD(model.parameters(), lr=0.1), output_dir=None)
 
 
+@pytest.mark.parametrize("loss, words", [
+    ({"loss": 1.0}, "not dict (the model's outputs: pass outputs['loss'], or outputs.loss)"),
+    ("0.5", "not str"),
+    ([1.0], "not list"),
+])
+def test_a_loss_that_is_not_a_tensor_or_a_number_gets_a_clear_message(loss, words):
+    model = nn.Linear(2, 2)
+    w = Watch(model, torch.optim.SGD(model.parameters(), lr=0.1), output_dir=None, print_summary=False)
+    with pytest.raises(TypeError, match=r"^tlint\.watch: the loss must be a tensor or a number, ") as info:
+        w.after_backward(loss)
+    assert str(info.value).endswith(words)
+    w.after_backward(0.5)  # a plain number is taken
+    w.after_step()
+    w.close()
+
+
 def test_importing_the_watch_imports_neither_transformers_nor_lightning(tmp_path):
     code = ("import sys, tlint.watch\n"
             "print(sorted(m for m in ('transformers', 'lightning', 'pytorch_lightning', 'accelerate') if m in sys.modules))\n")

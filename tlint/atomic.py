@@ -6,9 +6,11 @@ import os
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tlint.bounded import check_replaceable
 
 
 @contextmanager
@@ -56,17 +58,23 @@ def _deliver(signum: int, handler: object) -> None:
 
 
 def write_bytes_atomic(target: Path, payload: bytes, *, mode: int | None = None, durable: bool = False,
-                       prefix: str = ".tmp-", suffix: str | None = None) -> None:
+                       prefix: str = ".tmp-", suffix: str | None = None,
+                       check: Callable[[], None] | None = None) -> None:
     """Write `target` through a temporary file in its folder and a rename: a reader sees
     the old file or the new one, never a part; the temporary file is removed on failure.
     `mode`: the permission bits the new file gets; `durable`: flushed to disk before the
     rename (a user's source file, not a cache entry). Ctrl-C waits until the temporary file
-    is renamed or removed (`deferred_interrupts`): none is ever left behind."""
+    is renamed or removed (`deferred_interrupts`): none is ever left behind. A link at
+    `target` is replaced, never followed; a FIFO, a device or a folder there is refused
+    (`tlint.bounded.Refused`). `check` runs once the temporary file is written, just
+    before the rename: what it raises cancels the write (the temporary file is removed)."""
     with deferred_interrupts():
-        _write(target, payload, mode, durable, prefix, suffix)
+        _write(target, payload, mode, durable, prefix, suffix, check)
 
 
-def _write(target: Path, payload: bytes, mode: int | None, durable: bool, prefix: str, suffix: str | None) -> None:
+def _write(target: Path, payload: bytes, mode: int | None, durable: bool, prefix: str, suffix: str | None,
+           check: Callable[[], None] | None) -> None:
+    check_replaceable(target)  # a FIFO, a device or a folder there is refused, not replaced
     fd, temp = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=target.suffix if suffix is None else suffix)
     try:
         with os.fdopen(fd, "wb") as stream:
@@ -76,6 +84,8 @@ def _write(target: Path, payload: bytes, mode: int | None, durable: bool, prefix
                 os.fsync(stream.fileno())
         if mode is not None:
             os.chmod(temp, mode & 0o7777)
+        if check is not None:
+            check()
         os.replace(temp, target)
     except BaseException:
         try:

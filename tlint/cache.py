@@ -46,10 +46,9 @@ import sys
 from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
-from stat import S_ISREG
 from typing import TYPE_CHECKING
 
-from tlint import signed
+from tlint import bounded, signed
 from tlint.atomic import write_bytes_atomic  # noqa: F401 - the memo and tests use it from here
 
 if TYPE_CHECKING:
@@ -81,7 +80,7 @@ def cache_dir_for(settings: Settings) -> Path:
 def is_cache_dir(folder: Path) -> bool:
     """True for a folder tlint created as its cache (it carries tlint's `.gitignore`)."""
     try:
-        return (folder / ".gitignore").read_text(encoding="utf-8") == _GITIGNORE
+        return bounded.read_text(folder / ".gitignore", bounded.SMALL_BYTES, follow_links=False) == _GITIGNORE
     except (OSError, UnicodeDecodeError):
         return False
 
@@ -113,22 +112,11 @@ def digest_bytes(data: bytes) -> str:
 
 def read_input(path: Path, limit: int = _INPUT_LIMIT) -> bytes | None:
     """The bytes of a regular file of at most `limit` bytes, else None; never follows into
-    a FIFO or a device and never reads more than the limit."""
+    a FIFO or a device and never reads more than the limit (`tlint.bounded`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        return bounded.read_bytes(path, limit)
     except OSError:
         return None
-    try:
-        info = os.fstat(fd)
-        if not S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            data = stream.read(limit + 1)
-        return data if len(data) <= limit else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def input_digest(path: Path, data: bytes | None = None) -> str | None:
@@ -178,8 +166,8 @@ def _libcst_version(spec) -> str:
         return "?"
     package = Path(spec.origin).parent
     try:
-        return (package / "_version.py").read_text(encoding="utf-8")
-    except OSError:
+        return bounded.read_text(package / "_version.py", bounded.SMALL_BYTES)
+    except (OSError, UnicodeDecodeError):
         try:
             stat = os.stat(spec.origin)
         except OSError:

@@ -546,7 +546,9 @@ class _Output:
         self.stream: Any
         if self.path is not None:
             try:
-                self.file = open(self.path, "w", encoding="utf-8", newline="")  # noqa: SIM115
+                from tlint.bounded import open_output
+
+                self.file = open_output(self.path, newline="")
             except OSError as exc:
                 raise UsageError(f"cannot write {self.path} (--output-file): {exc.strerror or exc}") from None
             self.stream = self.file
@@ -582,13 +584,14 @@ def _show(args: argparse.Namespace, linter, paths, stdin) -> int:
     if stdin is not None:
         raise UsageError("--show-settings and --show-files work on paths, not standard input")
     from tlint.discovery import discover
+    from tlint.encoding import terminal_safe
     from tlint.engine import display_path
 
     if args.show_files:
         files, errors = discover(paths, linter.settings_for, linter.named_roots(paths))
         with _Output(args) as out:
-            for file, _ in files:
-                out.write(display_path(file) + "\n")
+            for file, _ in files:  # a name's control characters escaped, as `git ls-files` quotes them
+                out.write(terminal_safe(display_path(file)) + "\n")
         for message in errors:
             sys.stderr.write(f"tlint: error: {message}\n")
         return 2 if errors else 0
@@ -712,7 +715,7 @@ def _report_result(args: argparse.Namespace, result, stdin, elapsed: float | Non
 
     shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
     report = OutputReport(shown, result.files, result.parse_errors,
-                    SourceLines({stdin[0].as_posix(): stdin[1]} if stdin else None),
+                    SourceLines({stdin[0].as_posix(): stdin[1]} if stdin else None, result.unread),
                     hidden_suppressed=len(result.diagnostics) - len(shown))
     with _Output(args) as out:
         render(args.format, report, out, statistics=args.statistics, quiet=args.quiet)
@@ -765,6 +768,7 @@ def _fixed_by_file(first, last, unsafe: bool) -> dict[str, dict[tuple[str, str],
 def _write_fixes(title: str, by_file: dict[str, dict[tuple[str, str], int]], out) -> None:
     """--show-fixes: "Fixed 2 findings:" (or "Would fix"), then `- path:` and
     `    1 × TL305 (scheduler-before-optimizer)` lines."""
+    from tlint.encoding import terminal_safe
     from tlint.reporters import plural
 
     total = sum(sum(counts.values()) for counts in by_file.values())
@@ -773,7 +777,7 @@ def _write_fixes(title: str, by_file: dict[str, dict[tuple[str, str], int]], out
         return
     out.write(f"{title} {plural(total, 'finding')}:\n")
     for path in sorted(by_file):
-        out.write(f"- {path}:\n")
+        out.write(f"- {terminal_safe(path)}:\n")
         for (code, name), count in sorted(by_file[path].items()):
             out.write(f"    {count} \u00d7 {code} ({name})\n")
 
@@ -784,7 +788,7 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
     input) and report what is left (nothing with --fix-only). The exit code reflects what is
     left (with --diff: 1 if anything would change; with --fix-only: 0; with
     --exit-non-zero-on-fix: at least 1 when a fix was applied)."""
-    from tlint.fixes import fix_run, unified_diff, write_fixes
+    from tlint.fixes import fix_run, skipped_messages, unified_diff, write_fixes
     from tlint.reporters import OutputReport, SourceLines, plural, render
 
     outcome = fix_run(linter, paths, unsafe=args.unsafe_fixes, stdin=stdin)
@@ -798,6 +802,8 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
             for path in changed:
                 out.write(unified_diff(displays.get(path, path.as_posix()), outcome.originals[path],
                                        outcome.texts[path]))
+        for message in skipped_messages(outcome, displays):
+            sys.stderr.write(f"tlint: warning: {message}\n")
         if not args.quiet:
             sys.stderr.write(f"tlint: would fix {plural(total, 'finding')} in {plural(len(changed), 'file')}\n")
         for message in result.errors:
@@ -820,7 +826,7 @@ def _fix(args: argparse.Namespace, linter, paths, stdin) -> int:
         total = outcome.total
         default, sources = sys.stdout, None
     shown = [d for d in result.diagnostics if args.show_suppressed or not d.suppressed]
-    report = OutputReport(shown, result.files, result.parse_errors, SourceLines(sources),
+    report = OutputReport(shown, result.files, result.parse_errors, SourceLines(sources, result.unread),
                     hidden_suppressed=len(result.diagnostics) - len(shown))
     with _Output(args, default) as out:
         if not args.fix_only:
@@ -848,11 +854,16 @@ def _inputs(args: argparse.Namespace):
         return [Path(p) for p in args.paths or ["."]], None
     if any(p != STDIN_NAME for p in args.paths):
         raise UsageError("paths cannot be combined with standard input (--stdin-filename or -)")
+    from tlint.bounded import limit_words, source_limit
     from tlint.engine import decode_source
 
     name = args.stdin_filename or "stdin.py"
+    limit = source_limit(name)
+    data = sys.stdin.buffer.read(limit + 1)  # never more than a file of that name may hold
+    if len(data) > limit:
+        raise UsageError(f"standard input is too large to lint (over the {limit_words(limit)} limit)")
     try:
-        text = decode_source(sys.stdin.buffer.read())
+        text = decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
         raise UsageError(f"cannot decode standard input: {exc}") from None
     return [], (Path(name), text)

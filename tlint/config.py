@@ -21,6 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from tlint import bounded
 from tlint.context import ViewOptions
 from tlint.diagnostics import SEVERITIES
 from tlint.memo import seen_file, seen_marker
@@ -243,7 +244,7 @@ def _where(path: Path, text: str, key: str, value: str | None = None) -> str:
 
 def read_toml(path: Path) -> dict[str, Any]:
     try:
-        raw = path.read_bytes()
+        raw = bounded.read_bytes(path, bounded.CONFIG_BYTES)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file ({exc.strerror or exc})") from None
     try:
@@ -325,7 +326,10 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
     table = tlint_table(path)
     if table is None:
         raise ConfigError(f"{path}: no [tool.tlint] table")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = bounded.read_text(path, bounded.CONFIG_BYTES)
+    except (OSError, UnicodeDecodeError) as exc:  # (changed since `tlint_table` read it)
+        raise ConfigError(f"{path}: cannot read config file ({getattr(exc, 'strerror', None) or exc})") from None
     settings = Settings(root=path.parent.resolve(), config_path=path)
     for key in table:
         if key not in TOP_KEYS:

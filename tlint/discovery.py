@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from tlint import bounded
 from tlint.memo import seen_file, seen_folder, seen_marker
 
 SUFFIXES = (".py", ".ipynb")  # what a folder walk lints
@@ -65,7 +66,7 @@ def _read_patterns(path: Path) -> list[str]:
     bytes are kept as replacement characters, which match nothing real)."""
     seen_file(path)
     try:
-        data = path.read_bytes()
+        data = bounded.read_bytes(path, bounded.GIT_FILE_BYTES)
     except OSError:
         return []
     if data.startswith(b"\xef\xbb\xbf"):
@@ -83,14 +84,14 @@ def _git_dir(top: Path) -> Path | None:
     if dot.is_dir():
         return dot
     try:
-        first = dot.read_text(encoding="utf-8", errors="replace").splitlines()[0]
+        first = bounded.read_text(dot, bounded.GIT_FILE_BYTES, errors="replace").splitlines()[0]
     except (OSError, IndexError):
         return None
     if not first.startswith("gitdir:"):
         return None
     git_dir = (top / first[len("gitdir:"):].strip()).resolve()
     try:
-        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+        common = bounded.read_text(git_dir / "commondir", bounded.GIT_FILE_BYTES, errors="replace").strip()
     except OSError:
         return git_dir
     return (git_dir / common).resolve()
@@ -107,7 +108,7 @@ def _excludes_file_setting(config: Path) -> str | None:
     directives not followed."""
     seen_file(config)
     try:
-        text = config.read_text(encoding="utf-8", errors="replace")
+        text = bounded.read_text(config, bounded.GIT_FILE_BYTES, errors="replace")
     except OSError:
         return None
     found, section = None, ""

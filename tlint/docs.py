@@ -31,7 +31,9 @@ def rule_doc_path(code: str) -> Path | None:
 def rule_doc(code: str) -> str | None:
     """The rule's document (Markdown), or None when it has none yet."""
     path = rule_doc_path(code)
-    return path.read_text(encoding="utf-8") if path is not None else None
+    from tlint import bounded
+
+    return bounded.read_text(path, bounded.SOURCE_BYTES) if path is not None else None
 
 
 def rule_url(code: str, name: str | None = None) -> str:

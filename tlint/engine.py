@@ -22,7 +22,7 @@ from typing import Any
 
 import libcst as cst
 
-from tlint.cache import FileCache, cache_disabled_by_env
+from tlint.cache import FileCache, cache_disabled_by_env, digest_bytes
 from tlint.config import ConfigResolver, Settings, named_roots
 from tlint.context import FileContext, Timer, ViewError, view  # noqa: F401 - re-exported
 from tlint.cst import clear_caches
@@ -66,6 +66,7 @@ class TaskOptions:
     prefilter: bool = True  # `--no-prefilter`: False parses every file with LibCST
     profile: bool = False  # `--profile`: time the analysis (tlint/profile.py)
     parse_time_limit: float = PARSE_TIME_LIMIT  # seconds for a guarded parse (tlint/guard.py)
+    digests: bool = False  # keep the digest of the bytes each file was analysed from (`--fix`)
 
 
 def _timed(hook: Timer | None, name: str, fn, /, *args, **kwargs):
@@ -346,8 +347,13 @@ def analyse_task(task) -> FileResult:
     if type(source) is str:
         return analyse_file(path, display, settings, text=source, prefilter=options.prefilter, timer=timer,
                             time_limit=options.parse_time_limit)
-    return analyse_file(path, display, settings, data=source, prefilter=options.prefilter, timer=timer,
-                        time_limit=options.parse_time_limit)
+    if source is None and options.digests:
+        source = read_source(path, display)
+    result = analyse_file(path, display, settings, data=source, prefilter=options.prefilter, timer=timer,
+                          time_limit=options.parse_time_limit)
+    if options.digests and type(source) is bytes:
+        result.digest = digest_bytes(source)
+    return result
 
 
 # --- the run ----------------------------------------------------------------------------
@@ -382,7 +388,7 @@ class Linter:
                  select: list[str] | None = None, extend_select: list[str] | None = None,
                  ignore: list[str] | None = None, cache: bool = False, profile: bool = False,
                  prefilter: bool = True, parse_time_limit: float = PARSE_TIME_LIMIT,
-                 memory: ProjectMemory | None = None) -> None:
+                 memory: ProjectMemory | None = None, digests: bool = False) -> None:
         self.resolver = resolver
         # What a long-lived process (the language server) keeps of the project's files
         # between runs (tlint/project_memory.py); None: nothing is kept.
@@ -395,7 +401,9 @@ class Linter:
 
             self.profile = Profile()
         self.prefilter = prefilter
-        self.options = TaskOptions(prefilter=prefilter, profile=profile, parse_time_limit=parse_time_limit)
+        # `digests`: each result carries the digest of the bytes it was analysed from (`--fix`)
+        self.options = TaskOptions(prefilter=prefilter, profile=profile, parse_time_limit=parse_time_limit,
+                                   digests=digests)
         self.prefiltered = 0  # files of the last run(s) LibCST did not parse
         # The per-file result cache (`tlint check` turns it on unless --no-cache).
         self.cache = FileCache(prefilter) if cache and not cache_disabled_by_env() else None
@@ -489,7 +497,8 @@ class Linter:
             diagnostics.extend(self._finish_file(result, task[2]))
         diagnostics.sort(key=Diagnostic.sort_key)
         return RunResult(diagnostics, [t[1] for t in tasks], sum(r.parse_error for r in results), errors,
-                         {t[1]: t[0] for t in tasks})
+                         {t[1]: t[0] for t in tasks}, [r.display for r in results if r.unreadable],
+                         {r.path: r.digest for r in results if r.digest is not None})
 
     @contextmanager
     def _profiling(self) -> Iterator[Timer | None]:
@@ -529,6 +538,10 @@ class Linter:
             stored_key = keys[i]
             if stored_key is not None:
                 cache.store(tasks[i][0], stored_key, tasks[i][2], result)
+        if self.options.digests:
+            for done, (_, _, _, data, _) in zip(results, read):
+                if done is not None and done.digest is None and type(data) is bytes:
+                    done.digest = digest_bytes(data)
         return results  # type: ignore[return-value]  # every slot is filled by now
 
     def _analyse_all(self, tasks) -> list[FileResult]:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from tlint.atomic import deferred_interrupts, write_bytes_atomic
+from tlint.bounded import open_output
 from tlint.diagnostics import Edit, Fix, Position, Range
 
 if TYPE_CHECKING:
@@ -510,6 +511,9 @@ class FixOutcome:
     texts: dict[Path, str] = field(default_factory=dict)
     originals: dict[Path, str] = field(default_factory=dict)
     read: dict[Path, bytes] = field(default_factory=dict)  # the bytes the originals were decoded from
+    # files left as they are, and why: saved between their analysis and the read of the text
+    # the fixes would edit (their positions belong to the analysed bytes, not these)
+    skipped: dict[Path, str] = field(default_factory=dict)
     applied: dict[Path, int] = field(default_factory=dict)
     result: RunResult | None = None  # set by `fix_run`
     first: RunResult | None = None  # the first pass's result, before any fix (--show-fixes)
@@ -532,11 +536,17 @@ def wanted(diag, unsafe: bool) -> bool:
 def fix_run(linter, paths: list[Path], *, unsafe: bool, stdin: tuple[Path, str] | None = None) -> FixOutcome:
     """Lint, apply the wanted fixes in memory, lint again, until stable. A notebook's text
     is its JSON; its fixes edit the cells' sources (tlint/notebook.py)."""
+    from dataclasses import replace
+
+    from tlint.cache import digest_bytes
     from tlint.notebook import apply_fixes as apply_notebook_fixes
     from tlint.notebook import is_notebook
 
     outcome = FixOutcome()
     stdin_path = stdin[0].absolute() if stdin is not None else None
+    # each result carries the digest of the bytes it analysed: the text a fix edits must be
+    # those very bytes (its positions were computed on them)
+    linter.options = replace(linter.options, digests=True)
     for number in range(MAX_PASSES + 1):
         if stdin is not None:
             assert stdin_path is not None  # (set with stdin)
@@ -556,12 +566,17 @@ def fix_run(linter, paths: list[Path], *, unsafe: bool, stdin: tuple[Path, str] 
                     by_file.setdefault(path, []).append(diag.fix)
         changed = False
         for path, fixes in by_file.items():
+            if path in outcome.skipped:
+                continue
             if path not in outcome.texts:
                 if stdin is not None:
                     original = stdin[1]
                 else:
                     loaded = _read(path)
                     if loaded is None:
+                        continue
+                    if digest_bytes(loaded[1]) != result.digests.get(path):
+                        outcome.skipped[path] = "it changed between its analysis and the fix (run tlint again)"
                         continue
                     original, outcome.read[path] = loaded
                 outcome.originals[path] = original
@@ -598,25 +613,14 @@ def unified_diff(path: str, before: str, after: str) -> str:
         fromfile=f"a/{path}", tofile=f"b/{path}"))
 
 
-def encoded(path: Path, text: str, data: bytes | None = None) -> bytes:
-    """`text` in the encoding of the file whose bytes are `data` (read from `path` when
-    not given): its BOM and PEP 263 cookie kept."""
-    if data is None:
-        data = path.read_bytes()
+def encoded(text: str, data: bytes) -> bytes:
+    """`text` in the encoding of the file whose bytes are `data`: its BOM and PEP 263
+    cookie kept."""
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     bom = data.startswith(codecs.BOM_UTF8)
     if encoding == "utf-8-sig":
         encoding, bom = "utf-8", True
     return (codecs.BOM_UTF8 if bom else b"") + text.encode(encoding)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` in the file's own encoding (BOM and cookie kept), through a
-    temporary file in the same folder and a rename: the file is never half-written."""
-    payload = encoded(path, text)
-    mode = path.stat().st_mode
-    path = path.resolve()  # a symlink stays a symlink: its target is rewritten
-    write_bytes_atomic(path, payload, mode=mode, durable=True, prefix=f".{path.name}.", suffix=".tlint-fix")
 
 
 # --- writing fixed files back: what is never done -----------------------------------------
@@ -661,25 +665,48 @@ def write_fixed(path: Path, text: str, analysed: bytes, roots: list[Path]) -> st
         return "it is no longer a regular file"
     if not info.st_mode & 0o222 or not os.access(real, os.W_OK):
         return "it is read-only"
+    from tlint.cache import digest_bytes
     from tlint.reading import read_source
 
-    current = read_source(real, "")
-    if current != analysed:
-        return "it changed while tlint was fixing it (run tlint again)"
-    payload = encoded(real, text, analysed)
+    digest = digest_bytes(analysed)
+
+    def unchanged() -> None:
+        """The file still holds the analysed bytes (its digest), else `_Changed`."""
+        current = read_source(real, "")
+        if not isinstance(current, bytes) or digest_bytes(current) != digest:
+            raise _Changed
+
+    payload = encoded(text, analysed)
     several_links = info.st_nlink > 1
     other_owner = hasattr(os, "geteuid") and info.st_uid != os.geteuid()
-    if several_links or other_owner:
-        with deferred_interrupts():
-            with open(real, "r+b") as stream:
-                stream.write(payload)
-                stream.truncate()
-                stream.flush()
-                os.fsync(stream.fileno())
-        return None
-    write_bytes_atomic(real, payload, mode=info.st_mode, durable=True, prefix=f".{real.name}.",
-                       suffix=".tlint-fix")
+    try:
+        unchanged()
+        if several_links or other_owner:
+            with deferred_interrupts():
+                unchanged()
+                with open_output(real, binary=True, create=False) as stream:  # not through a link, no FIFO
+                    stream.write(payload)
+                    stream.flush()
+                    os.fsync(stream.fileno())
+            return None
+        # checked again once the new text is on disk, just before the rename that puts it in place
+        write_bytes_atomic(real, payload, mode=info.st_mode, durable=True, prefix=f".{real.name}.",
+                           suffix=".tlint-fix", check=unchanged)
+    except _Changed:
+        return "it changed while tlint was fixing it (run tlint again)"
     return None
+
+
+class _Changed(Exception):
+    """The file no longer holds the bytes its fixes were computed on."""
+
+
+def skipped_messages(outcome: FixOutcome, displays: dict[Path, str]) -> list[str]:
+    """"PATH not fixed: why" for each file `fix_run` left as it is."""
+    from tlint.encoding import printable
+
+    return [f"{printable(displays.get(path, path.as_posix()))} not fixed: {why}"
+            for path, why in sorted(outcome.skipped.items())]
 
 
 def write_fixes(outcome: FixOutcome, paths: Iterable[Path], displays: dict[Path, str]) -> tuple[list[str], list[str]]:
@@ -688,7 +715,7 @@ def write_fixes(outcome: FixOutcome, paths: Iterable[Path], displays: dict[Path,
     from tlint.encoding import printable
 
     roots = allowed_roots(paths)
-    skipped, failed = [], []
+    skipped, failed = skipped_messages(outcome, displays), []
     for path in outcome.changed:
         display = printable(displays.get(path, path.as_posix()))
         try:

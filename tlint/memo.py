@@ -90,9 +90,9 @@ def recording() -> Iterator[Recorder]:
 class StoredResult:
     """A memo's result: what `engine.RunResult` offers the CLI, without importing the engine."""
 
-    def __init__(self, diagnostics, files, parse_errors, errors, paths) -> None:
+    def __init__(self, diagnostics, files, parse_errors, errors, paths, unread=()) -> None:
         self.diagnostics, self.files, self.parse_errors = diagnostics, files, parse_errors
-        self.errors, self.paths = errors, paths
+        self.errors, self.paths, self.unread = errors, paths, list(unread)
 
     @property
     def internal_errors(self) -> int:
@@ -200,7 +200,8 @@ def store(paths: list[str], options: dict, recorder: Recorder, result, cache_dir
         key = invocation_key(paths, options)
         target = cache_dir / _RUNS
         target.mkdir(parents=True, exist_ok=True)
-        fields = (result.diagnostics, result.files, result.parse_errors, list(result.errors), dict(result.paths))
+        fields = (result.diagnostics, result.files, result.parse_errors, list(result.errors), dict(result.paths),
+                  list(result.unread))
         markers = {p: os.path.lexists(p) for p in sorted(recorder.markers)}
         payload = signed.dumps((key, _resolved(paths), folders, files, markers, fields), secret)
         write_bytes_atomic(target / f"{key}.json", payload)

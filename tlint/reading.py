@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from tlint import bounded
+from tlint.bounded import source_limit
 from tlint.context import Timer
 from tlint.diagnostics import Diagnostic, Position, Range
 from tlint.elide import ELIDE_MIN_BYTES
@@ -35,11 +36,11 @@ _MAX_SAFE_NESTING = 150
 # (transformers' modeling_utils.py, 273 KiB). Files over `GUARD_BYTES` are analysed in a
 # child process, one at a time in a run (tlint/engine.py), and their constant tables are
 # not built as trees (tlint/elide.py).
-MAX_FILE_BYTES = 2**20
+MAX_FILE_BYTES = bounded.SOURCE_BYTES
 # A notebook's file is mostly its cells' outputs (plots as base64 PNG, logs): its JSON may be
 # this large (`json.loads` of 16 MiB takes about 0.2 s); its code, once its cells are joined,
 # is held to `MAX_FILE_BYTES` like a module's (`parse_source`).
-MAX_NOTEBOOK_BYTES = 16 * 2**20
+MAX_NOTEBOOK_BYTES = bounded.NOTEBOOK_BYTES
 # LibCST's native parser overflows its stack somewhere past 3,000 to 8,000 nested nodes
 # (measured with LibCST 1.9: 4,000 chained subscripts crash it, 3,000 do not; 8,000
 # additions or attribute accesses crash it, 4,000 do not).
@@ -54,11 +55,7 @@ GUARD_BYTES = ELIDE_MIN_BYTES
 # The time limit of a guarded parse (and the analysis that follows it), in seconds.
 PARSE_TIME_LIMIT = 20.0
 
-# A source file is opened without blocking (a FIFO named `x.py` must not hang the run),
-# without inheriting it into worker processes, in binary mode.
 _CASE_LINE = re.compile(r"^[ \t]*case\b", re.MULTILINE)
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-               | getattr(os, "O_BINARY", 0))
 
 # --- reading and parsing ----------------------------------------------------------------
 
@@ -262,28 +259,20 @@ def parse_source(text: str, display: str, *, syntax_only: bool = False,
         return parse_error(display, f"cannot parse: {type(exc).__name__}: {exc}")
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return name
-    return "not a plain file"
-
-
-def _not_regular(display: str, mode: int) -> Diagnostic:
-    return parse_error(display, f"not a regular file ({_kind(mode)}): it is not read")
-
-
 def read_source(path: Path, display: str) -> bytes | Diagnostic:
     """A source file's bytes (one read: the cache key and the analysis use the same
     bytes), or TL001 when it cannot be read, is not a regular file (a FIFO, a device, a
-    link to one) or is too large. The type and size are checked on the opened file before
-    anything is read, and at most `MAX_FILE_BYTES` + 1 bytes are ever read: a file that
-    grows, or is replaced by a FIFO, between discovery and this read is TL001 too. A
-    notebook (`.ipynb`) may be up to `MAX_NOTEBOOK_BYTES`."""
-    limit = MAX_NOTEBOOK_BYTES if path.name[-6:].lower() == ".ipynb" else MAX_FILE_BYTES
+    link to one) or is too large: `tlint.bounded.read_bytes`, which checks the type and
+    size on the opened file before anything is read and never reads more than the limit
+    (a file that grows, or is replaced by a FIFO, between discovery and this read is TL001
+    too). A notebook (`.ipynb`) may be up to `MAX_NOTEBOOK_BYTES`."""
+    limit = source_limit(path)
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        return bounded.read_bytes(path, limit)
+    except bounded.Refused as refusal:
+        if refusal.kind == "size":
+            return _too_large(display, refusal.size, limit)
+        return parse_error(display, f"not a regular file ({bounded.kind_of(refusal.mode)}): it is not read")
     except OSError as exc:
         if os.path.islink(path) and not os.path.exists(path):
             try:
@@ -293,28 +282,6 @@ def read_source(path: Path, display: str) -> bytes | Diagnostic:
             return parse_error(display, "cannot read file: broken symbolic link (or a symlink loop) to "
                                + printable(target))
         return parse_error(display, f"cannot read file: {exc.strerror or exc}")
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return _not_regular(display, info.st_mode)
-        if info.st_size > limit:
-            return _too_large(display, info.st_size, limit)
-        chunks = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, max(info.st_size + 1, 65536)))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError as exc:
-        return parse_error(display, f"cannot read file: {exc.strerror or exc}")
-    finally:
-        os.close(fd)
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    if len(data) > limit:  # it grew after the size check
-        return _too_large(display, len(data), limit)
-    return data
 
 
 def decode_data(data: bytes, display: str) -> str | Diagnostic:

@@ -77,6 +77,10 @@ class FileResult:
     # A notebook's cell map (tlint/notebook.py `CellMap`): its positions above are in its
     # joined code cells until `Linter._finish_file` places them in the cells.
     cells: list[tuple[int, int, int]] | None = None
+    # The digest of the bytes the analysis read (`tlint.cache.digest_bytes`), when the run
+    # asked for it (`--fix`: the bytes a fix edits must be those its positions were computed
+    # on). Not stored in the cache.
+    digest: str | None = field(default=None, init=False)
 
     def fact_kinds(self) -> set[str]:
         return {fact.kind for fact in self.facts}
@@ -89,6 +93,12 @@ class RunResult:
     parse_errors: int = 0
     errors: list[str] = field(default_factory=list)  # usage problems (missing paths)
     paths: dict[str, Path] = field(default_factory=dict)  # display path -> the file's path
+    # the display paths of the files the analysis could not read (TL001: not a regular file,
+    # too large): the reporters never open them
+    unread: list[str] = field(default_factory=list)
+    # the digest of the bytes each file read from disk was analysed from (absolute path ->
+    # digest), when the run asked for them (`Linter(digests=True)`)
+    digests: dict[Path, str] = field(default_factory=dict)
 
     def path_of(self, display: str) -> Path | None:
         return self.paths.get(display)

@@ -23,7 +23,6 @@ import hashlib
 import hmac
 import json
 import os
-import stat
 from dataclasses import fields, is_dataclass
 from functools import lru_cache
 from pathlib import Path, PurePath
@@ -48,26 +47,21 @@ def key_path() -> Path:
 def _load_key(path: str) -> bytes | None:
     """The secret at `path`, created (atomically, 0600) when absent; None when it cannot
     be made or is not trustworthy (then nothing is cached)."""
+    from tlint import bounded
+
+    def trusted(info: os.stat_result) -> None:
+        if info.st_mode & 0o022 or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
+            raise bounded.Refused("writable by others, or not this user's", "owner")
+
     for _ in range(2):
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            data = bounded.read_bytes(path, 4 * _KEY_BYTES, follow_links=False, check=trusted)
         except FileNotFoundError:
             if not _create_key(path):
                 return None
             continue
         except OSError:
             return None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o022:
-                return None
-            if hasattr(os, "getuid") and info.st_uid != os.getuid():
-                return None
-            data = os.read(fd, 4 * _KEY_BYTES)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
         try:
             key = bytes.fromhex(data.decode("ascii").strip())
         except (UnicodeDecodeError, ValueError):
@@ -226,13 +220,10 @@ def _mac(key: bytes, payload: bytes) -> str:
 
 def read(path: Path | str, key: bytes, limit: int = 1 << 30) -> Any:
     """`loads` of a regular file (not through a link; at most `limit` bytes)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    from tlint import bounded
+
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            raise ValueError("not a regular file of a plausible size")
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            data = stream.read(limit + 1)
-    finally:
-        os.close(fd)
+        data = bounded.read_bytes(path, limit, follow_links=False)
+    except bounded.Refused:
+        raise ValueError("not a regular file of a plausible size") from None
     return loads(data, key)

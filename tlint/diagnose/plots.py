@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tlint.bounded import open_output
 from tlint.diagnose.findings import Finding
 from tlint.diagnose.readers import DiagnoseError, Run
 
@@ -54,7 +55,8 @@ def _slug(path: str) -> str:
 
 def _save(plt: Any, fig: Any, path: Path) -> str:
     try:
-        fig.savefig(path, dpi=110)
+        with open_output(path, binary=True) as stream:  # not through a link, never a FIFO
+            fig.savefig(stream, format="png", dpi=110)
     except OSError as exc:
         raise DiagnoseError(f"{path}: cannot write the plot ({exc.strerror or exc})") from None
     finally:

@@ -201,17 +201,16 @@ def _checkpoint_number(name: str) -> int:
 
 
 def _read_bytes(f: Path) -> bytes:
+    from tlint.bounded import Refused, read_bytes
+
     try:
-        size = f.stat().st_size
-        if size > MAX_BYTES:
-            raise DiagnoseError(f"{f}: {size:,} bytes, over the {MAX_BYTES:,}-byte limit for a log file")
-        with open(f, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
+        return read_bytes(f, MAX_BYTES)  # a regular file only (no FIFO, no device), at most MAX_BYTES
+    except Refused as exc:
+        if exc.kind == "size":
+            raise DiagnoseError(f"{f}: {exc.size:,} bytes, over the {MAX_BYTES:,}-byte limit for a log file") from None
+        raise DiagnoseError(f"{f}: {exc.strerror}") from None
     except OSError as exc:
         raise DiagnoseError(f"{f}: {exc.strerror or exc}") from None
-    if len(data) > MAX_BYTES:
-        raise DiagnoseError(f"{f}: over the {MAX_BYTES:,}-byte limit for a log file")
-    return data
 
 
 def _read_text(f: Path) -> str:

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tlint import bounded
 from tlint.atomic import write_bytes_atomic
 from tlint.doctor.report import curves, evidence_parts, step_outcome
 from tlint.doctor.steps import Results
@@ -77,9 +78,11 @@ def image_tag(data: bytes, alt: str, caption: str = "") -> str:
 def _file_image(path: str | Path, alt: str, caption: str = "") -> str:
     p = Path(path)
     try:
-        if p.stat().st_size > MAX_IMAGE_BYTES:
+        return image_tag(bounded.read_bytes(p, MAX_IMAGE_BYTES), alt, caption)
+    except bounded.Refused as exc:
+        if exc.kind == "size":
             return f'<p class="note">{e(p.name)}: larger than {MAX_IMAGE_BYTES // 2**20} MiB, not embedded</p>'
-        return image_tag(p.read_bytes(), alt, caption)
+        return f'<p class="note">{e(p.name)}: cannot be read ({e(exc.strerror or exc)})</p>'
     except OSError as exc:
         return f'<p class="note">{e(p.name)}: cannot be read ({e(exc.strerror or exc)})</p>'
 

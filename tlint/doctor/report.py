@@ -167,19 +167,22 @@ def render_text(doc: dict[str, Any], stream: TextIO) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from tlint.encoding import terminal_safe as safe  # names and messages come from the user's files
+
     color = stream.isatty() and not os.environ.get("NO_COLOR")
     console = Console(file=stream, force_terminal=color, no_color=not color, highlight=False, emoji=False,
                       markup=False, width=None if color else 160)
-    console.print(Text(f"tlint doctor {doc['path']}", style="bold")
-                  + Text(f" (config: {doc['config'] or 'none found'})", style="dim"))
+    console.print(Text(f"tlint doctor {safe(doc['path'])}", style="bold")
+                  + Text(f" (config: {safe(doc['config'] or 'none found')})", style="dim"))
     table = Table(show_header=False, box=None, padding=(0, 1), pad_edge=False)
     for step in doc["steps"]:
         seconds = f"{step['seconds']:.1f} s" if step["status"] != "skipped" else ""
         status = Text(step["status"], style=_STATUS_STYLE[step["status"]])
-        table.add_row(Text(f"  {step['step']}", style="bold"), status, step_outcome(step), Text(seconds, style="dim"))
+        table.add_row(Text(f"  {step['step']}", style="bold"), status, safe(step_outcome(step)),
+                      Text(seconds, style="dim"))
     console.print(table)
     for note in doc["notes"]:
-        console.print(f"  note: {note}")
+        console.print(f"  note: {safe(note)}")
     items = doc["items"]
     console.print(Text("ranked by likely impact (data → model → training → A/B, logs throughout)" if items
                        else "nothing found", style="bold"))
@@ -187,22 +190,22 @@ def render_text(doc: dict[str, Any], stream: TextIO) -> None:
         line = Text(f"{item['rank']:>3}. ")
         line.append(f"{item['impact']:<6}", style=_IMPACT_STYLE[item["impact"]])
         line.append(f" [{item['stage']}] ", style="dim")
-        line.append(item["title"])
+        line.append(safe(item["title"]))
         if item["runtime"]:
-            line.append(f"  ({item['runtime']})", style="dim")
+            line.append(f"  ({safe(item['runtime'])})", style="dim")
         console.print(line)
         evidence = item["evidence"]
         for e in evidence[:EVIDENCE_SHOWN]:
             source, where, what = evidence_parts(e)
             what = what if len(what) <= EVIDENCE_CHARS else what[:EVIDENCE_CHARS - 1].rstrip() + "…"
-            console.print(Text(f"       {source:<9} ", style="dim") + Text(f"{where}  " if where else "")
-                          + Text(what))
+            console.print(Text(f"       {source:<9} ", style="dim") + Text(f"{safe(where)}  " if where else "")
+                          + Text(safe(what)))
         if len(evidence) > EVIDENCE_SHOWN:
             console.print(Text(f"       (+{len(evidence) - EVIDENCE_SHOWN} more evidence: --format json)",
                                style="dim"))
-        console.print(Text("       fix: ", style="green") + Text(item["fix"]))
+        console.print(Text("       fix: ", style="green") + Text(safe(item["fix"])))
     s = doc["summary"]
     if doc["html"]:
-        console.print(f"wrote {doc['html']}")
+        console.print(f"wrote {safe(doc['html'])}")
     console.print(f"{s['items']} item(s): {s['high']} high, {s['medium']} medium, {s['low']} low impact; "
                   f"exit {doc['exit_code']}")

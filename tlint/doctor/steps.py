@@ -61,7 +61,7 @@ def run_check(plan: Plan, no_cache: bool) -> tuple[Step, dict[str, Any] | None]:
     except ConfigError as exc:
         return Step("check", "error", str(exc), 2, time.monotonic() - started), None
     shown = [d for d in result.diagnostics if not d.suppressed]
-    doc = document(OutputReport(shown, result.files, result.parse_errors, SourceLines(None)))
+    doc = document(OutputReport(shown, result.files, result.parse_errors, SourceLines(None, result.unread)))
     for entry in doc["diagnostics"]:  # where the file is, for matching with verify's findings
         entry["abspath"] = str((Path.cwd() / entry["path"]).resolve())
     step.exit_code = exit_code(result)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TextIO
 
 from tlint.diagnostics import SEVERITY_RANK, Diagnostic
@@ -21,19 +21,25 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 class SourceLines:
     """The lines of each reported file, read once, for code frames and UTF-16 columns.
     Standard input is passed in, under its display name. In a notebook, lines are a
-    cell's (`cell`: its number, as `Diagnostic.cell`)."""
+    cell's (`cell`: its number, as `Diagnostic.cell`). A file named in `unread` (its
+    analysis could not read it: not a regular file, too large) is never opened; any other
+    is read through `tlint.bounded`, as the analysis read it (a file that became a FIFO or
+    grew since gives no frame)."""
 
-    def __init__(self, texts: dict[str, str] | None = None) -> None:
+    def __init__(self, texts: dict[str, str] | None = None, unread: Iterable[str] = ()) -> None:
         self._texts: dict[str, str | None] = dict(texts or {})
+        for path in unread:
+            self._texts.setdefault(path, None)
         self._lines: dict[tuple[str, int | None], list[str] | None] = {}
         self._cells: dict[str, list[str | None]] = {}  # a notebook's cells, parsed once
 
     def _text(self, path: str) -> str | None:
         if path not in self._texts:
+            from tlint.bounded import read_bytes, source_limit
             from tlint.encoding import decode_source
 
             try:
-                self._texts[path] = decode_source(Path(path).read_bytes())
+                self._texts[path] = decode_source(read_bytes(path, source_limit(path)))
             except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
                 self._texts[path] = None
         return self._texts[path]

@@ -8,21 +8,22 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from tlint.encoding import printable
+from tlint.encoding import terminal_safe
 from tlint.reporters import OutputReport, plural
 
 
 def line(diag) -> str:
     """`path:line:col: CODE message`, with ` [*]` for a safe fix (as in the text format) and
     ` [suppressed]` for a finding shown by --show-suppressed. A message is one line: a line
-    break in it is written as a space. A file name's bytes that are not UTF-8: `\\xNN`."""
+    break in it is written as a space. A file name's bytes that are not UTF-8, and control
+    characters in names and messages: escapes (`\\xNN`, `tlint.encoding.terminal_safe`)."""
     message = " ".join(diag.message.split("\n")) if "\n" in diag.message else diag.message
     marks = ""
     if diag.fix is not None and not diag.suppressed and diag.fix.applicability == "safe":
         marks += " [*]"
     if diag.suppressed:
         marks += " [suppressed]"
-    return f"{printable(diag.path)}:{diag.where()}: {diag.code} {printable(message)}{marks}\n"
+    return f"{terminal_safe(diag.path)}:{diag.where()}: {diag.code} {terminal_safe(message)}{marks}\n"
 
 
 def render(report: OutputReport, stream: TextIO, *, quiet: bool = False) -> None:

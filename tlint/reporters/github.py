@@ -4,13 +4,14 @@ A notebook's finding is an annotation of the file (no `line`: GitHub would count
 lines of the notebook's JSON) whose message starts with `cell N, line L, column C:`.
 
 Escaping follows the Actions runner: `%`, CR and LF in the message; those and `:` and `,`
-in property values. A file name's bytes that are not UTF-8 are written `\\xNN`."""
+in property values. A file name's bytes that are not UTF-8, and control characters in names
+and messages (the log viewer would act on ESC), are written as escapes (`\\xNN`)."""
 
 from __future__ import annotations
 
 from typing import TextIO
 
-from tlint.encoding import printable
+from tlint.encoding import terminal_safe
 from tlint.reporters import OutputReport
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
@@ -27,8 +28,8 @@ def escape_property(value: str) -> str:
 def render(report: OutputReport, stream: TextIO) -> None:
     for diag in report.diagnostics:
         start, end = diag.range.start, diag.range.end
-        props: dict[str, object] = {"file": printable(diag.path)}
-        message = printable(diag.message)
+        props: dict[str, object] = {"file": terminal_safe(diag.path)}
+        message = terminal_safe(diag.message, keep_newlines=True)
         if diag.cell is None:
             props.update({"line": start.line, "col": start.column, "endLine": end.line, "endColumn": end.column})
         else:  # a notebook: GitHub's lines would be the JSON's; the cell's position goes in the message

@@ -30,7 +30,7 @@ def utf16_character(line: str | None, column: int) -> int:
     if line is None:
         return index
     head = line[:index]
-    return len(head.encode("utf-16-le")) // 2 + max(0, index - len(line))
+    return len(head.encode("utf-16-le", "surrogatepass")) // 2 + max(0, index - len(line))  # a lone surrogate: one unit
 
 
 def lsp_position(sources: SourceLines, path: str, position: Position, cell: int | None = None) -> dict[str, int]:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tlint.diagnostics import SEVERITY_RANK, Diagnostic
-from tlint.encoding import printable
+from tlint.encoding import frame_safe, terminal_safe
 from tlint.reporters import OutputReport, fixable_counts, plural, statistics_rows
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -76,11 +76,11 @@ def render_statistics(report: OutputReport, stream: TextIO, *, color: bool | Non
 
 def _headline(diag: Diagnostic) -> Text:
     text = Text()
-    text.append(f"{printable(diag.path)}:{diag.where()}:", style="bold")
+    text.append(f"{terminal_safe(diag.path)}:{diag.where()}:", style="bold")
     text.append(" ")
     text.append(diag.code, style=_SEVERITY_STYLE[diag.severity])
     text.append(f" [{diag.severity}] ")
-    text.append(printable(diag.message))
+    text.append(terminal_safe(diag.message, keep_newlines=True))
     text.append(f" ({diag.name})", style="dim")
     if diag.fix is not None and not diag.suppressed:
         text.append(" [*]" if diag.fix.applicability == "safe" else " [unsafe fix]", style="cyan")
@@ -129,6 +129,7 @@ def _frame(group: list[Diagnostic], report: OutputReport) -> Text | None:
             frame.append(f"{'':>{gutter}} | ...\n", style="blue")
             continue
         frame.append(f"{lineno:>{gutter}} | ", style="blue")
+        line = frame_safe(line)  # one character for one: the caret columns stay
         frame.append(line.replace("\t", _TAB) + "\n")
         if caret is not None:
             first, stop = caret

@@ -276,7 +276,14 @@ def run_command(args: Any) -> int:
     else:
         out = report_other(fmt, run, cwd)
     if args.output is not None:
-        args.output.write_text(out, encoding="utf-8")
+        from tlint.bounded import open_output
+
+        try:
+            with open_output(args.output) as stream:
+                stream.write(out)
+        except OSError as exc:
+            sys.stderr.write(f"tlint: error: cannot write {args.output} (--output): {exc.strerror or exc}\n")
+            return 2
     elif fmt == "json" or status != 2 or run.findings:
         sys.stdout.write(out)
     if status == 2 and fmt != "json":

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tlint.bounded import open_output
 from tlint.verify.activations_report import PLOT_HINT
 from tlint.verify.probes import (
     _NORMS,
@@ -291,7 +292,8 @@ def render_png(maps: list[torch.Tensor], layers: list[dict], ids: torch.Tensor, 
             fig = _layer_figure(plt, weights, layer, index, ids[sample], keep[sample], sample, top)
             path = folder / f"attention-sample{sample}-layer{index}.png"
             try:
-                fig.savefig(path, dpi=100)
+                with open_output(path, binary=True) as stream:  # not through a link, never a FIFO
+                    fig.savefig(stream, format="png", dpi=100)
             except OSError as exc:
                 return files, f"cannot write {path}: {exc.strerror or exc}"
             finally:

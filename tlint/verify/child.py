@@ -104,6 +104,7 @@ class Child:
         self.tail = bytearray()      # the end of the child's output
         self.output_bytes = 0        # all of it
         self.report_bytes = 0
+        self.report_overflow = False  # more than REPORT_LIMIT_BYTES came: the rest is read and dropped
         self._report = bytearray()   # an incomplete line
         self._report_fd = self._output_fd = -1
         self._open: set[int] = set()  # the pipes not at their end yet
@@ -184,13 +185,21 @@ class Child:
             signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
         try:
             assert self.proc is not None
-            self.drain()
+            self._drain_quietly()
             kill_tree(self.proc.pid, self.before, self.started)
             self.proc.wait()
-            self.drain()
+            self._drain_quietly()
         finally:
             if blocked and threading.current_thread() is threading.main_thread():
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
+
+    def _drain_quietly(self) -> None:
+        """`drain` for the clean-up: what the report says then is not used (a report that is
+        not valid was, or is now, the run's error)."""
+        try:
+            self.drain()
+        except ReportError:
+            pass
 
     def kill(self) -> None:
         """Stop the child now (its group; the rest of the run at the exit)."""
@@ -295,11 +304,18 @@ class Child:
             return []
         if not data:
             self._open.discard(self._report_fd)
+        if self.report_overflow:  # already an error: read (so the child is never blocked on it) and drop
+            return []
         self.report_bytes += len(data)
         if self.report_bytes > REPORT_LIMIT_BYTES:
+            self.report_overflow = True
+            self._report = bytearray()
             raise ReportError(f"more than {REPORT_LIMIT_BYTES // 2**20} MiB")
+        newline = data.rfind(b"\n")  # only the new bytes are searched: a long line costs linear time
         self._report += data
-        end = self._report.rfind(b"\n") + 1
+        if newline < 0:
+            return []
+        end = len(self._report) - len(data) + newline + 1
         lines, self._report[:end] = bytes(self._report[:end]), b""
         events = []
         for line in lines.splitlines():

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tlint import bounded
 from tlint.verify.options import NO_MODEL, PROBES, OptionsError, VerifyOptions
 
 
@@ -101,7 +102,7 @@ def _owner(path: Path, line: int, roots: list[Path]) -> tuple[tuple[str, str] | 
     """((module, class qualname), "") of the innermost class around `line`, importable from
     the roots; else (None, why not)."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = ast.parse(bounded.read_text(path, bounded.SOURCE_BYTES))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
         return None, f"cannot read {path.name}: {exc}"
     found = _enclosing_class(tree, line)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tlint import bounded
 from tlint.rules import ALL_RULES
 
 # The per-rule tables, built from the rule classes (`Rule.probes`, `Rule.verify_site`; each
@@ -156,7 +157,7 @@ def importers(files: list[Path], roots: list[Path], depth: int = 3) -> set[Path]
     texts: dict[Path, str] = {}
     for path in _project_files(roots):
         try:
-            texts[path] = path.read_text(encoding="utf-8", errors="replace")
+            texts[path] = bounded.read_text(path, bounded.SOURCE_BYTES, errors="replace")
         except OSError:
             continue
     parsed: dict[Path, tuple[str | None, set[str]]] = {}

@@ -191,7 +191,9 @@ def _inside_config_folder(key: str, resolved: str, given: str, config_path: Path
     from tlint.config import _where
 
     try:
-        text = config_path.read_text(encoding="utf-8")
+        from tlint import bounded
+
+        text = bounded.read_text(config_path, bounded.CONFIG_BYTES)
     except (OSError, UnicodeDecodeError):
         text = ""
     raise OptionsError(f"{_where(config_path, text, key)}: `{key} = {given!r}` in [tool.tlint.verify] resolves "

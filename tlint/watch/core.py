@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -314,6 +314,11 @@ class Watch:
         if loss is None:
             return
         if not isinstance(loss, torch.Tensor):
+            if isinstance(loss, (str, bytes, bool)) or not hasattr(loss, "__float__"):
+                hint = (" (the model's outputs: pass outputs['loss'], or outputs.loss)"
+                        if isinstance(loss, Mapping) or hasattr(loss, "loss") else "")
+                raise TypeError(f"tlint.watch: the loss must be a tensor or a number, not "
+                                f"{type(loss).__name__}{hint}")
             loss = torch.tensor(float(loss))
         loss = loss.detach()
         self._loss = loss

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from tlint.bounded import Refused, open_output
+
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("events.schema.json")
 FILE_NAME = "tlint-watch.jsonl"
@@ -45,7 +47,13 @@ class JsonLines:
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         Path(folder).mkdir(parents=True, exist_ok=True)
         self.path = Path(folder) / FILE_NAME
-        self.file: TextIO | None = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 (held open for the run)
+        # not through a link, never a FIFO or a device: a cloned repository may ship one
+        # under this name in the default output folder (`tlint.bounded.open_output`)
+        try:
+            self.file: TextIO | None = open_output(self.path)  # type: ignore[assignment]  # (text mode)
+        except Refused as exc:
+            raise Refused(f"tlint.watch cannot write its events to {self.path}: {exc.strerror} (remove it, or "
+                          "pass another output_dir)", exc.kind, mode=exc.mode) from None
 
     def write(self, event: str, step: int | None, **fields: Any) -> None:
         if self.file is None:
