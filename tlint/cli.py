@@ -303,7 +303,9 @@ def torch_build() -> str:
     folder = Path(next(iter(spec.submodule_search_locations)))
     values: dict[str, object] = {}
     try:
-        tree = ast.parse((folder / "version.py").read_text(encoding="utf-8"))
+        from tlint import bounded
+
+        tree = ast.parse(bounded.read_text(folder / "version.py", 1 << 20))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         tree = ast.Module(body=[], type_ignores=[])
     for node in tree.body:  # `name = "literal"` and `name: type = literal`
