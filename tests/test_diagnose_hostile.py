@@ -279,3 +279,21 @@ def test_yaml_through_the_c_loader_within_a_time_budget(tmp_path, monkeypatch):
     run = readers.read_run(folder)
     assert time.perf_counter() - start < 10
     assert run.notes == ["hparams.yaml not read: reading it took over 0.3 s"] and run.series["loss"]
+
+
+def test_a_run_folder_named_like_mathtext_is_drawn_as_written(tmp_path, capsys):
+    """`$\\frac$` in a run folder's name is text in the plots' titles and legends, for
+    `diagnose --artifacts` and `doctor --html` alike (mathtext failed to parse it)."""
+    pytest.importorskip("matplotlib")
+    project = tmp_path / "proj"
+    run = write(project / "a$\\frac$b", "trainer_state.json", STATE)
+    (project / "a.py").write_text("x = 1\n")
+    assert main(["diagnose", str(run), "--artifacts", str(tmp_path / "plots")]) == 0
+    out = capsys.readouterr()
+    assert "wrote" in out.out and "error" not in out.err
+    assert [p.name for p in (tmp_path / "plots").iterdir()] == ["diagnose-a_frac_b.png"]
+    page = tmp_path / "report.html"
+    assert main(["doctor", str(project), "--no-run", "--no-cache", "--html", str(page)]) == 0
+    out = capsys.readouterr()
+    assert f"wrote {page}" in out.out and "bug in tlint" not in out.out + out.err
+    assert "a$\\frac$b" in page.read_text(encoding="utf-8")
