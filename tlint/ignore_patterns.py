@@ -322,7 +322,7 @@ class PatternList:
 
     def __init__(self, lines: list[bytes], casefold: bool = False) -> None:
         self.casefold = casefold
-        self.signs: list[bool] = []  # per pattern: True ignores, False re-includes
+        self.signs: list[bool] = []  # per line: True ignores, False re-includes (a `!` line)
         # exact look-ups: key -> highest index, for any path and for folders only
         self._names: tuple[dict[bytes, int], dict[bytes, int]] = ({}, {})
         self._paths: tuple[dict[bytes, int], dict[bytes, int]] = ({}, {})
