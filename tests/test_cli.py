@@ -292,3 +292,15 @@ def test_readme_test_command_is_what_ci_runs():
     assert "-n" in words and "-m" not in words and "-k" not in words  # in parallel, and every test
     assert '-m "not slow"' in readme.split("## Quick start", 1)[1].split("## ", 1)[0]  # the quick subset
     assert "export TLINT_REQUIRE_TORCH=1" in ci  # the house checks' own steps run with it too
+
+
+def test_verify_memory_limit_help_says_the_cap_is_per_process(capsys):
+    """The child's memory cap is per process: DataLoader workers each inherit it, so a
+    loader with N workers can take N+1 times it (README "Memory" says how to bound a run)."""
+    from tlint.cli import main
+
+    assert main(["verify", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "per process: each DataLoader worker has its own, so N workers can take N+1 times it" in help_text
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert "a loader with N workers can take N+1 times `memory-limit` plus 1 GiB in all" in readme

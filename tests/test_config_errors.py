@@ -30,6 +30,13 @@ CASES = {
     "unknown-verify-key": ("tlint.toml", '[verify]\nmodle = "m:f"\n', "tlint.toml:2", "`modle`"),
     "conflict-select-ignore": ("tlint.toml", 'select = ["TL101"]\nignore = ["TL102",\n  "missing-attention-mask"]\n',
                                "tlint.toml:3", "conflicting options"),
+    # a nesting deeper than the TOML reader's recursion, and a tlint setting of the wrong shape
+    "toml-nested-too-deep": ("tlint.toml", "a = " + "[" * 3500 + "]" * 3500 + "\n", "tlint.toml:",
+                             "nested too deeply"),
+    "toml-inline-tables-too-deep": ("pyproject.toml", "[tool.tlint]\nx = " + "{a = " * 3500 + "1" + "}" * 3500,
+                                    "pyproject.toml:", "nested too deeply"),
+    "tool-tlint-not-a-table": ("pyproject.toml", "[tool]\ntlint = 5\n", "pyproject.toml:",
+                               "`tool.tlint` must be a table"),
     "conflict-severity": ("tlint.toml", '[severity]\nTL101 = "warning"\nmissing-attention-mask = "info"\n',
                           "tlint.toml:3", "conflicting options"),
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from tests.cliutil import run_tlint, tlint_env
 from tests.torchutil import import_torch
 from tlint.cli import main
-from tlint.diagnose import readers
+from tlint.diagnose import findings, readers
 
 
 def one_line_error(capsys, *args: str) -> str:
@@ -225,3 +226,74 @@ def test_stuck_loss_severity(tmp_path, capsys, vocab, end, severity):
     doc = json.loads(capsys.readouterr().out)
     (stuck,) = [f for f in doc["runs"][0]["findings"] if f["kind"] == "stuck-loss"]
     assert stuck["severity"] == severity
+
+
+def test_diagnose_is_linear_in_train_times_eval_steps(tmp_path):
+    """20,000 train and 20,000 eval entries: the train level at each evaluation is a binary
+    search, not a scan of every train point (a scan is quadratic: minutes here)."""
+    history = []
+    for step in range(1, 20_001):
+        history.append({"step": step, "loss": 3.0 - step / 20_000, "learning_rate": 1e-4})
+        history.append({"step": step, "eval_loss": 3.1 - step / 20_000})
+    folder = write(tmp_path / "run", "trainer_state.json", json.dumps({"log_history": history}))
+    start = time.perf_counter()
+    found = findings.diagnose(readers.read_run(folder))
+    assert time.perf_counter() - start < 15
+    assert not any(f.kind in ("train-eval-gap", "stuck-loss", "divergence") for f in found)
+
+
+class _Clock:
+    """A clock one second later at each read."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_a_log_over_its_time_budget_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(readers, "FILE_SECONDS", 50.0)
+    monkeypatch.setattr(readers, "time", _Clock())
+    folder = write(tmp_path / "run", "trainer_state.json", STATE)
+    assert main(["diagnose", str(folder)]) in (0, 1)  # 29 entries fit in 50 s
+    capsys.readouterr()
+    history = [{"step": s, "loss": 1.0} for s in range(1, 200)]
+    folder = write(tmp_path / "run2", "trainer_state.json", json.dumps({"log_history": history}))
+    err = one_line_error(capsys, folder)
+    assert "reading took over 50 s, the time budget for one file" in err
+
+
+def test_yaml_through_the_c_loader_within_a_time_budget(tmp_path, monkeypatch):
+    """A 200,000-key hparams.yaml: the C loader where PyYAML has it, and the budget checked
+    on each node, so a slow configuration is skipped with a note and the logs are still
+    diagnosed."""
+    yaml = pytest.importorskip("yaml")
+    loader = readers._yaml_loader(yaml, readers.Budget(tmp_path))
+    assert issubclass(loader, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    folder = write(tmp_path / "run", "trainer_state.json", STATE)
+    write(folder, "hparams.yaml", "model:\n" + "".join(f"  key_{i}: {i}\n" for i in range(200_000)))
+    monkeypatch.setattr(readers, "FILE_SECONDS", 0.3)
+    start = time.perf_counter()
+    run = readers.read_run(folder)
+    assert time.perf_counter() - start < 10
+    assert run.notes == ["hparams.yaml not read: reading it took over 0.3 s"] and run.series["loss"]
+
+
+def test_a_run_folder_named_like_mathtext_is_drawn_as_written(tmp_path, capsys):
+    """`$\\frac$` in a run folder's name is text in the plots' titles and legends, for
+    `diagnose --artifacts` and `doctor --html` alike (as mathtext it does not parse)."""
+    pytest.importorskip("matplotlib")
+    project = tmp_path / "proj"
+    run = write(project / "a$\\frac$b", "trainer_state.json", STATE)
+    (project / "a.py").write_text("x = 1\n")
+    assert main(["diagnose", str(run), "--artifacts", str(tmp_path / "plots")]) == 0
+    out = capsys.readouterr()
+    assert "wrote" in out.out and "error" not in out.err
+    assert [p.name for p in (tmp_path / "plots").iterdir()] == ["diagnose-a_frac_b.png"]
+    page = tmp_path / "report.html"
+    assert main(["doctor", str(project), "--no-run", "--no-cache", "--html", str(page)]) == 0
+    out = capsys.readouterr()
+    assert f"wrote {page}" in out.out and "bug in tlint" not in out.out + out.err
+    assert "a$\\frac$b" in page.read_text(encoding="utf-8")

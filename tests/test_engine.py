@@ -190,6 +190,20 @@ def test_unused_suppression_tl002_only_when_selected(tmp_path):
     assert "no-such-rule" in diags[1].message
 
 
+@pytest.mark.parametrize("comment", ["# tlint: ignore[]", "# tlint: ignore[ , ]"])
+def test_an_empty_code_list_suppresses_nothing(tmp_path, comment):
+    """`ignore[]` names no rule: like Ruff's `# noqa:` without codes, it suppresses
+    nothing (only a bare `# tlint: ignore` suppresses every code), and TL002 says so."""
+    inline = UNUSED_MASK.replace("def forward(self, x, mask):", f"def forward(self, x, mask):  {comment}")
+    file_level = comment.replace("ignore", "ignore-file") + "\n" + UNUSED_MASK
+    assert [d.code for d in lint_tree(tmp_path / "a", {"m.py": inline})] == ["TL103"]
+    assert [d.code for d in lint_tree(tmp_path / "b", {"m.py": file_level})] == ["TL103"]
+    diags = lint_paths([tmp_path / "a"], extend_select=["TL002"]).diagnostics
+    assert sorted(d.code for d in diags) == ["TL002", "TL103"]
+    tl002 = next(d for d in diags if d.code == "TL002")
+    assert "names no rule" in tl002.message and tl002.fix is not None
+
+
 # --- selection and config ---------------------------------------------------------------
 
 

@@ -59,3 +59,43 @@ def test_a_file_written_just_now_is_not_remembered(tmp_path, monkeypatch):
     for _ in range(2):  # loading.py is "racy" (written within the timestamp tick): analysed each time
         lsp_server.lint_text(root / "train.py", TRAIN, "utf-16")
     assert memory.hits == 0 and memory.facts == {}
+
+
+def test_a_slow_document_holds_back_neither_the_server_nor_the_other_documents(monkeypatch):
+    """Each document is linted off the thread that serves the others: while one lint is
+    stuck (a file parsed in the guard's child for up to its time limit), another document's
+    lint finishes; the same document's lints still run one after another."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    release = threading.Event()
+    running: list[str] = []
+
+    def lint_text(path, text, encoding):
+        running.append(text)
+        if text == "slow":
+            assert release.wait(30)
+        return lsp_server.Linted(text)
+
+    documents = {"file:///p/slow.py": "slow", "file:///p/fast.py": "fast"}
+    workspace = SimpleNamespace(text_documents=documents, position_encoding=None, root_path="/p",
+                                get_text_document=lambda uri: SimpleNamespace(source=documents[uri]))
+    monkeypatch.setattr(lsp_server, "lint_text", lint_text)
+    monkeypatch.setattr(lsp_server.TlintServer, "workspace", property(lambda self: workspace))
+    server = lsp_server.TlintServer()
+
+    async def scenario():
+        slow = asyncio.ensure_future(server.lint("file:///p/slow.py"))
+        again = asyncio.ensure_future(server.lint("file:///p/slow.py"))
+        fast = await asyncio.wait_for(server.lint("file:///p/fast.py"), 10)
+        assert fast.text == "fast" and not slow.done() and not again.done()
+        release.set()
+        assert (await slow).text == "slow" and (await again) is server.linted["file:///p/slow.py"]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        server.lint_pool.shutdown(wait=True)
+    assert running == ["slow", "fast"]  # the second lint of the unchanged text reused the first

@@ -39,6 +39,12 @@ def nested_mapping_pattern(depth: int) -> str:
     return f"import torch\n\nmatch x:\n    case {pattern}:\n        pass\n"
 
 
+def nested_pattern(open_: str, close: str, depth: int, inner: str = "1") -> str:
+    """A `case` whose pattern nests `open_ ... close` `depth` times (class patterns holding
+    groups, or-patterns in groups: each level a bracket or two)."""
+    return f"import torch\n\nmatch x:\n    case 0:\n        pass\n    case {open_ * depth}{inner}{close * depth}:\n        pass\n"
+
+
 def run_script(script: str, timeout: float = 90) -> dict:
     """`script` in a child python (this tree first on the path); its last line is JSON."""
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
@@ -65,14 +71,16 @@ LINT = """
 
 @pytest.mark.parametrize("jobs", [1, 2], ids=["in-process", "workers"])
 def test_a_native_parser_crash_and_a_slow_parse_are_tl001_and_the_run_goes_on(tmp_path, jobs):
-    root = make_project(tmp_path, {"model.py": MODEL, "crash.py": CRASH, "slow.py": nested_mapping_pattern(11)})
+    root = make_project(tmp_path, {"model.py": MODEL, "crash.py": CRASH, "slow.py": nested_mapping_pattern(11),
+                                   "slow_class.py": nested_pattern("A((", "))", 12)})
     out = run_script(LINT.format(parallel=jobs > 1, jobs=jobs, limit=1.5, root=str(root)))
     assert out["found"] == [
         ["crash.py", "TL001", "parser crashed on this file (SIGSEGV): the file was not checked"],
         ["model.py", "TL103", out["found"][1][2]],
         ["slow.py", "TL001", "parse took longer than 1.5 s: the file was not checked"],
+        ["slow_class.py", "TL001", "parse took longer than 1.5 s: the file was not checked"],
     ]
-    assert out["seconds"] < 30  # depth 11 alone takes LibCST 10 to 30 s
+    assert out["seconds"] < 30  # depth 11 alone takes LibCST 10 to 30 s; the class pattern minutes
 
 
 def test_a_guarded_file_that_parses_in_time_gives_its_findings(tmp_path):
@@ -88,13 +96,19 @@ def test_only_the_files_at_risk_are_guarded(monkeypatch):
     text = "x = 1\n"
     assert reading.parse_source(text, "a.py", guard=True).code == text  # plain code: parsed here
     for risky, why in ((CRASH, "Python refuses it"), (nested_mapping_pattern(6), "nested match patterns"),
+                       (nested_pattern("A((", "))", 3), "nested match patterns"),
+                       (nested_pattern("((1) | (", "))", 3, "2"), "nested match patterns"),
+                       (nested_pattern("(", ")", 6), "nested match patterns"),
+                       (nested_pattern("A(x=", ")", 6), "nested match patterns"),
+                       (nested_pattern("[(", ") as y]", 3), "nested match patterns"),
                        ("x = 1\n" * 700, "large")):
         with pytest.raises(reading.NeedsGuard) as caught:
             reading.parse_source(risky, "a.py", guard=True)
         assert caught.value.reason == why
     # five levels of patterns (LibCST: milliseconds) and `case` used as a name are not at risk
-    for safe in (nested_mapping_pattern(5), "case = 1\ncase\n",
-                 "match x:\n    case [{'a': (1, 2)}, C(y=[1])]:\n        pass\n"):
+    for safe in (nested_mapping_pattern(5), "case = 1\ncase\n", nested_pattern("A(", ")", 5),
+                 nested_pattern("A(", ")", 2, "'((((((('") + '"""\ncase ((((((((\n"""\n',
+                 "match x:\n    case [{'a': (1, 2)}, C(y=[1])] if f(g(h(i(j(k(1)))))):\n        pass\n"):
         assert not isinstance(reading.parse_source(safe, "a.py", guard=True), Diagnostic)
     # without the guard (the guard's child), nothing is refused for these reasons
     assert not isinstance(reading.parse_source(nested_mapping_pattern(6), "a.py"), Diagnostic)

@@ -81,7 +81,7 @@ class _Lines:
             return None
         comment = self.comments.get(line)
         inside = comment is not None and comment[0] <= sup.column - 1 < comment[1]
-        if sup.file_level or not inside or not sup.selectors:
+        if sup.file_level or not inside or sup.blanket:
             return False
         return sup
 
@@ -179,7 +179,7 @@ def add_file_suppression(text: str, code: str, reason: str = "") -> str | None:
     if code in NOT_SUPPRESSIBLE:
         return None
     file_level = [s for s in parse_suppressions(text) if s.file_level and s.kind == "tlint"]
-    if any(not s.selectors or code in s.selectors for s in file_level):
+    if any(s.blanket or code in s.selectors for s in file_level):
         return None
     lines = [m.group() for m in _LINE.finditer(text)]
     if lines and lines[-1] == "":

@@ -249,7 +249,9 @@ def _add_verify_parser(sub) -> None:
     verify.add_argument("--probe-timeout", type=float, metavar="SECONDS",
                         help="limit for loading the model and for each probe (default 120)")
     verify.add_argument("--memory-limit", type=float, metavar="MIB",
-                        help="refuse a larger model before allocating it (default: half the machine's memory)")
+                        help="refuse a larger model before allocating it (default: half the machine's "
+                             "memory); the child's cap is this plus 1 GiB per process: each DataLoader "
+                             "worker has its own, so N workers can take N+1 times it")
     verify.add_argument("--optimizer", metavar="PKG.MOD:FACTORY",
                         help="callable(model) returning the optimiser (warmup-ab, data-ab, optimizer-coverage)")
     verify.add_argument("--lr", type=float, metavar="LR",

@@ -251,6 +251,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: config file is not UTF-8") from None
+    except RecursionError:  # the TOML reader recurses once per nested array or inline table
+        raise ConfigError(f"{path}: invalid TOML: arrays or inline tables nested too deeply to read") from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         at = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
@@ -266,12 +268,17 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def tlint_table(path: Path) -> dict[str, Any] | None:
-    """The tlint table of a config file, or None for a pyproject.toml without one."""
+    """The tlint table of a config file, or None for a pyproject.toml without one. A
+    `tool.tlint` that is not a table (`[tool]` `tlint = 5`) is a ConfigError: a setting
+    written in the wrong shape is never silently ignored."""
     data = read_toml(path)
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})
         table = tool.get("tlint") if isinstance(tool, dict) else None
-        return table if isinstance(table, dict) else None
+        if table is not None and not isinstance(table, dict):
+            raise ConfigError(f"{path}: `tool.tlint` must be a table ([tool.tlint]), "
+                              f"not {type(table).__name__} {table!r:.40}")
+        return table
     return data
 
 

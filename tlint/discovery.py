@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tlint import bounded
+from tlint.ignore_patterns import PatternList, pattern_lines
 from tlint.memo import seen_file, seen_folder, seen_marker
 
 SUFFIXES = (".py", ".ipynb")  # what a folder walk lints
@@ -18,25 +19,14 @@ SUFFIXES = (".py", ".ipynb")  # what a folder walk lints
 class _IgnoreFile:
     """The patterns of one ignore file, matched against paths relative to `prefix` (its
     folder as a POSIX string ending in `/`; for `.git/info/exclude` and `core.excludesFile`
-    the work tree's top).
-
-    Each line is compiled by pathspec's gitignore pattern (git's wildmatch: anchoring,
-    `**`, character classes, escapes, trailing spaces, `!`, a trailing `/`). pathspec's
-    regexes also match the contents of a matched folder (the match then has its folder
-    mark group); a walk asks about each folder before its contents, as git does, so only a
-    pattern's match of the path itself counts here, and the last such match decides."""
+    the work tree's top), with git's own matching (tlint/ignore_patterns.py)."""
 
     __slots__ = ("prefix", "patterns")
 
-    def __init__(self, base: Path, lines: list[str]) -> None:
-        from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern  # only where patterns exist
-
+    def __init__(self, base: Path, lines: list[bytes], casefold: bool) -> None:
         text = base.as_posix()
         self.prefix = text if text.endswith("/") else text + "/"
-        compiled = (GitIgnoreSpecPattern(line) for line in lines)
-        # last first: the first match of the path itself decides
-        self.patterns: list[tuple[re.Pattern, bool]] = [
-            (p.regex, p.include) for p in compiled if p.include is not None and p.regex is not None][::-1]
+        self.patterns = PatternList(lines, casefold)
 
     def decision(self, text: str, is_dir: bool) -> bool | None:
         """True: ignored, False: re-included by a `!` pattern, None: no pattern matches."""
@@ -45,35 +35,17 @@ class _IgnoreFile:
         rel = text[len(self.prefix):]
         if not rel:
             return None
-        folder = rel + "/"
-        for regex, include in self.patterns:
-            match = regex.match(rel)
-            if match is not None and match.groupdict().get(_FOLDER_MARK) is None:
-                return include
-            if is_dir:  # a pattern ending in `/` matches a folder only (its mark then ends the path)
-                match = regex.match(folder)
-                if match is not None and match.groupdict().get(_FOLDER_MARK) is not None \
-                        and match.end(_FOLDER_MARK) == len(folder):
-                    return include
-        return None
+        return self.patterns.decision(os.fsencode(rel), is_dir)
 
 
-_FOLDER_MARK = "ps_d"  # the group pathspec's gitignore regexes give the `/` after a matched folder
-
-
-def _read_patterns(path: Path) -> list[str]:
-    """The lines of an ignore file that hold a pattern (git reads it as bytes; undecodable
-    bytes are kept as replacement characters, which match nothing real)."""
+def _read_patterns(path: Path) -> list[bytes]:
+    """The lines of an ignore file that may hold a pattern, as bytes (git matches bytes)."""
     seen_file(path)
     try:
         data = bounded.read_bytes(path, bounded.GIT_FILE_BYTES)
     except OSError:
         return []
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    lines = [line[:-1] if line.endswith("\r") else line for line in lines]  # git drops a CR before the LF
-    return [line for line in lines if line.strip() and not line.startswith("#")]
+    return pattern_lines(data)
 
 
 def _git_dir(top: Path) -> Path | None:
@@ -99,32 +71,51 @@ def _git_dir(top: Path) -> Path | None:
 
 SYSTEM_GIT_CONFIG = Path("/etc/gitconfig")
 _SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\]|\\.)*")?\s*\]\s*(.*)$')
-_EXCLUDES_FILE = re.compile(r"^\s*excludesfile\s*=\s*(.*?)\s*$", re.IGNORECASE)
+_CORE_KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
+_CORE_KEYS = ("excludesfile", "ignorecase")
 
 
-def _excludes_file_setting(config: Path) -> str | None:
-    """`core.excludesFile` as one git config file sets it (the last one wins), or None.
-    A light reader: `[core]` sections and the key's value, quotes removed, `include`
-    directives not followed."""
+def _core_settings(config: Path) -> dict[str, str | None]:
+    """`core.excludesFile` and `core.ignoreCase` as one git config file sets them (the last
+    one wins; a key without `=` is None: boolean true). A light reader: `[core]` sections
+    and the keys' values, quotes removed, `include` directives not followed."""
     seen_file(config)
     try:
         text = bounded.read_text(config, bounded.GIT_FILE_BYTES, errors="replace")
     except OSError:
-        return None
-    found, section = None, ""
+        return {}
+    found: dict[str, str | None] = {}
+    section = ""
     for line in text.splitlines():
         header = _SECTION.match(line)
         if header:
             section, line = header.group(1).lower(), header.group(2)
         if section != "core":
             continue
-        match = _EXCLUDES_FILE.match(line)
-        if match:
-            value = re.split(r"\s[#;]", match.group(1), maxsplit=1)[0].strip()
-            if len(value) >= 2 and value[0] == value[-1] == '"':
-                value = value[1:-1]
-            found = value
+        match = _CORE_KEY.match(line)
+        if match and match.group(1).lower() in _CORE_KEYS:
+            value = match.group(2)
+            if value is not None:
+                value = re.split(r"(?:^|\s)[#;]", value, maxsplit=1)[0].strip()
+                if len(value) >= 2 and value[0] == value[-1] == '"':
+                    value = value[1:-1]
+            found[match.group(1).lower()] = value
     return found
+
+
+def _git_bool(value: str | None) -> bool | None:
+    """A git boolean (None: not one; git would stop, tlint leaves the setting unset)."""
+    if value is None:
+        return True
+    value = value.lower()
+    if value in ("true", "yes", "on"):
+        return True
+    if value in ("false", "no", "off", ""):
+        return False
+    try:
+        return int(value) != 0
+    except ValueError:
+        return None
 
 
 def _home() -> Path | None:
@@ -132,9 +123,10 @@ def _home() -> Path | None:
     return Path(home) if home else None
 
 
-def _global_excludes(git_dir: Path | None, top: Path) -> Path | None:
-    """The file `core.excludesFile` names (the repository's config, then the user's, then
-    the system's), else git's default `$XDG_CONFIG_HOME/git/ignore` (`~/.config/git/ignore`)."""
+def _git_settings(git_dir: Path | None, top: Path) -> tuple[Path | None, bool]:
+    """(the file `core.excludesFile` names, `core.ignoreCase`) from the system's config,
+    the user's and the repository's (the last that sets a key wins). Without
+    `core.excludesFile`, git's default `$XDG_CONFIG_HOME/git/ignore` (`~/.config/git/ignore`)."""
     home = _home()
     xdg = os.environ.get("XDG_CONFIG_HOME") or (str(home / ".config") if home else None)
     configs: list[Path] = [] if os.environ.get("GIT_CONFIG_NOSYSTEM") else [SYSTEM_GIT_CONFIG]
@@ -144,64 +136,70 @@ def _global_excludes(git_dir: Path | None, top: Path) -> Path | None:
         configs.append(home / ".gitconfig")
     if git_dir is not None:
         configs.append(git_dir / "config")
-    value = None
+    value, casefold = None, False
     for config in configs:
-        value = _excludes_file_setting(config) or value
+        settings = _core_settings(config)
+        value = settings.get("excludesfile") or value
+        if "ignorecase" in settings:
+            flag = _git_bool(settings["ignorecase"])
+            casefold = casefold if flag is None else flag
     if value is None:
-        return Path(xdg) / "git" / "ignore" if xdg else None
+        return (Path(xdg) / "git" / "ignore" if xdg else None), casefold
     if value.startswith("~/") and home:
-        return home / value[2:]
+        return home / value[2:], casefold
     path = Path(value)
-    return path if path.is_absolute() else top / path
+    return (path if path.is_absolute() else top / path), casefold
 
 
 class GitIgnore:
     """Git's ignore rules for the folders of a walk, with git's precedence: the
     `.gitignore` files from the folder up to the work tree's top (the deepest decides),
     then `.git/info/exclude`, then the `core.excludesFile` file; within one file the last
-    matching pattern decides (`_IgnoreFile`: pathspec's patterns, git's wildmatch).
+    matching pattern decides (`_IgnoreFile`: git's wildmatch, tlint/ignore_patterns.py).
     Without a `.git` above, the `.gitignore` files up to the file system's root count (a
     copy of a repository without its `.git` is linted alike)."""
 
     def __init__(self) -> None:
-        self._by_folder: dict[Path, tuple[_IgnoreFile, ...]] = {}
+        self._by_folder: dict[Path, tuple[tuple[_IgnoreFile, ...], bool]] = {}
 
-    def _chain(self, folder: Path) -> tuple[_IgnoreFile, ...]:
-        """The ignore files that apply in `folder`, deepest first."""
+    def _chain(self, folder: Path) -> tuple[tuple[_IgnoreFile, ...], bool]:
+        """The ignore files that apply in `folder`, deepest first, and whether their
+        repository ignores case (`core.ignoreCase`)."""
         cached = self._by_folder.get(folder)
         if cached is None:
             seen_marker(folder / ".git")
             if (folder / ".git").exists():
-                outer = self._repository(folder)
+                outer, casefold = self._repository(folder)
             elif folder.parent != folder:
-                outer = self._chain(folder.parent)
+                outer, casefold = self._chain(folder.parent)
             else:
-                outer = ()
+                outer, casefold = (), _git_settings(None, folder)[1]
             lines = _read_patterns(folder / ".gitignore")
-            cached = ((_IgnoreFile(folder, lines),) if lines else ()) + outer
+            cached = ((_IgnoreFile(folder, lines, casefold),) if lines else ()) + outer, casefold
             self._by_folder[folder] = cached
         return cached
 
     @staticmethod
-    def _repository(top: Path) -> tuple[_IgnoreFile, ...]:
-        """`.git/info/exclude`, then the `core.excludesFile` file, of the work tree `top`."""
+    def _repository(top: Path) -> tuple[tuple[_IgnoreFile, ...], bool]:
+        """`.git/info/exclude`, then the `core.excludesFile` file, of the work tree `top`,
+        and its `core.ignoreCase`."""
         git_dir = _git_dir(top)
+        excludes, casefold = _git_settings(git_dir, top)
         out = []
         if git_dir is not None:
             lines = _read_patterns(git_dir / "info" / "exclude")
             if lines:
-                out.append(_IgnoreFile(top, lines))
-        excludes = _global_excludes(git_dir, top)
+                out.append(_IgnoreFile(top, lines, casefold))
         if excludes is not None:
             lines = _read_patterns(excludes)
             if lines:
-                out.append(_IgnoreFile(top, lines))
-        return tuple(out)
+                out.append(_IgnoreFile(top, lines, casefold))
+        return tuple(out), casefold
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         """Whether git ignores `path` by the patterns of its folder's files (its parent
         folders are not asked: a walk never enters an ignored folder)."""
-        chain = self._chain(path.parent)
+        chain = self._chain(path.parent)[0]
         if not chain:
             return False
         text = path.as_posix()

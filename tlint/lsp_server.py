@@ -3,10 +3,12 @@
 Diagnostics are published on didOpen, on didSave and, debounced (`DEBOUNCE` seconds after
 the last keystroke; the latest text wins), on didChange; they are cleared on didClose.
 Each lint runs `Linter.run([], stdin=(path, text))` on the editor's in-memory text with the
-project's config (a fresh `ConfigResolver` each time, so config edits take effect), in a
-one-thread executor: the server keeps answering while a file is linted, and lints never
-run concurrently. A file that does not parse gets TL001 like any other finding. Notebooks
-(LSP 3.17 `notebookDocument/*`, diagnostics per cell): tlint/lsp_notebook.py.
+project's config (a fresh `ConfigResolver` each time, so config edits take effect), off
+the thread that serves requests, on a pool of `LINT_THREADS` threads: one document's
+lints run one after another, while a slow document (a file parsed in the guard's child
+for up to its time limit) holds back neither the server nor the other documents. A file
+that does not parse gets TL001 like any other finding. Notebooks (LSP 3.17
+`notebookDocument/*`, diagnostics per cell): tlint/lsp_notebook.py.
 
 The diagnostics are those of `--format lsp` (tlint/reporters/lsp.py): 0-based lines, UTF-16
 characters unless the client negotiated another position encoding (utf-8/utf-32: pygls
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,6 +45,7 @@ from tlint.reporters import SourceLines
 from tlint.reporters.lsp import lsp_diagnostic, utf16_character
 
 DEBOUNCE = 0.3  # seconds between the last change and the lint
+LINT_THREADS = 4  # documents linted at the same time
 FIX_ALL_KIND = "source.fixAll.tlint"
 FIX_ALL_TITLE = "Fix all safe tlint findings"
 
@@ -112,6 +116,7 @@ class Linted:
 
 
 _MEMORY = None  # the project's facts and import scans, kept between lints (one per server)
+_MEMORY_LOCK = threading.Lock()
 
 
 def _new_linter():
@@ -123,8 +128,9 @@ def _new_linter():
     from tlint.engine import Linter
     from tlint.project_memory import ProjectMemory
 
-    if _MEMORY is None:
-        _MEMORY = ProjectMemory()
+    with _MEMORY_LOCK:
+        if _MEMORY is None:
+            _MEMORY = ProjectMemory()
     return Linter(ConfigResolver(), jobs=1, cache=False, memory=_MEMORY)
 
 
@@ -184,7 +190,8 @@ class TlintServer(LanguageServer):
         self.linted: dict[str, Linted] = {}  # uri -> the last lint of its text
         self.pending: dict[str, asyncio.Task] = {}  # uri -> the scheduled lint
         self.fix_all: dict[str, tuple[str, str | None]] = {}  # uri -> (text, fixed text)
-        self.lint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlint-lint")
+        self.lint_pool = ThreadPoolExecutor(max_workers=LINT_THREADS, thread_name_prefix="tlint-lint")
+        self.lint_locks: dict[str, asyncio.Lock] = {}  # uri -> held while that document is linted
         self.shown_error: str | None = None
 
     # where a document lints from: its file, or an untitled buffer in the workspace root
@@ -228,14 +235,15 @@ class TlintServer(LanguageServer):
         if not self.is_open(uri) or self.workspace.get_notebook_document(cell_uri=uri) is not None:
             return None
         text = self.workspace.get_text_document(uri).source
-        last = self.linted.get(uri)
-        if last is not None and last.text == text:
-            return last
-        loop = asyncio.get_running_loop()
-        linted = await loop.run_in_executor(self.lint_pool, lint_text, self.document_path(uri), text,
-                                            self.encoding)
-        if self.is_open(uri) and self.workspace.get_text_document(uri).source == text:
-            self.linted[uri] = linted
+        async with self.lint_locks.setdefault(uri, asyncio.Lock()):  # this document's lints in turn
+            last = self.linted.get(uri)
+            if last is not None and last.text == text:
+                return last
+            loop = asyncio.get_running_loop()
+            linted = await loop.run_in_executor(self.lint_pool, lint_text, self.document_path(uri), text,
+                                                self.encoding)
+            if self.is_open(uri) and self.workspace.get_text_document(uri).source == text:
+                self.linted[uri] = linted
         return linted
 
     async def lint_and_publish(self, uri: str) -> None:
@@ -266,6 +274,7 @@ class TlintServer(LanguageServer):
         self.cancel(uri)
         self.linted.pop(uri, None)
         self.fix_all.pop(uri, None)
+        self.lint_locks.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     # --- code actions ---
@@ -361,7 +370,8 @@ class TlintServer(LanguageServer):
         if cached is not None and cached[0] == text:
             return cached[1]
         loop = asyncio.get_running_loop()
-        fixed = await loop.run_in_executor(self.lint_pool, fix_all_text, self.document_path(uri), text)
+        async with self.lint_locks.setdefault(uri, asyncio.Lock()):
+            fixed = await loop.run_in_executor(self.lint_pool, fix_all_text, self.document_path(uri), text)
         self.fix_all[uri] = (text, fixed)
         return fixed
 

@@ -45,9 +45,10 @@ MAX_NOTEBOOK_BYTES = bounded.NOTEBOOK_BYTES
 # (measured with LibCST 1.9: 4,000 chained subscripts crash it, 3,000 do not; 8,000
 # additions or attribute accesses crash it, 4,000 do not).
 _MAX_LIBCST_DEPTH = 3000
-# LibCST's parse time grows about fourfold per level of nested mapping or tuple patterns in
-# a `match` statement (measured with LibCST 1.9: depth 8 takes 0.13 s, 9 0.5 s, 12 about
-# 47 s); more than this many levels is parsed under the time limit.
+# LibCST's parse time grows about fourfold per level of brackets nested in a `match`
+# statement's pattern (measured with LibCST 1.9: mapping patterns nested 8 deep take 0.9 s,
+# 12 about 47 s; class patterns holding groups, `A((A((...))))`, or or-patterns in groups
+# the same per bracket); more than this many levels is parsed under the time limit.
 _MAX_PATTERN_NESTING = 5
 # Files over this size are analysed in a child process (its memory goes back to the system
 # when it ends), one at a time in a run, under a time limit that grows with their size.
@@ -160,25 +161,54 @@ class NeedsGuard(Exception):
 
 
 def _pattern_nesting_risk(text: str, tree) -> bool:
-    """True when a `match` statement nests mapping or sequence patterns deeper than
-    `_MAX_PATTERN_NESTING` (LibCST's parse time is exponential in that depth). Only files
-    with a line starting with `case` are walked."""
+    """True when a `case` pattern nests deeper than `_MAX_PATTERN_NESTING` brackets.
+
+    LibCST's parse time grows exponentially with a pattern's nesting, whatever nests:
+    mapping and sequence patterns, class patterns, or-patterns and `as` patterns in
+    parentheses, parenthesised groups. Each of those levels opens a bracket, so the
+    pattern's bracket depth is counted on Python's own tokens (a bracket in a string is
+    not one), from the `case` keyword to the `:` (or the guard's `if`) that ends the
+    pattern, in the lines of each outermost `match` statement of Python's tree `tree`
+    (each line tokenized once)."""
     if "case" not in text or not _CASE_LINE.search(text):
         return False
     import ast
+    import io
+    import tokenize
 
-    nested = (ast.MatchMapping, ast.MatchSequence)
-    for node in ast.walk(tree):
-        if type(node) is not ast.match_case:
+    lines = text.splitlines(keepends=True)
+    stack = list(ast.iter_child_nodes(tree))
+    while stack:
+        node = stack.pop()
+        if type(node) is not ast.Match:
+            stack.extend(ast.iter_child_nodes(node))
             continue
-        stack = [(node.pattern, 0)]
-        while stack:
-            pattern, depth = stack.pop()
-            if isinstance(pattern, nested):
-                depth += 1
-                if depth > _MAX_PATTERN_NESTING:
-                    return True
-            stack.extend((child, depth) for child in ast.iter_child_nodes(pattern) if isinstance(child, ast.pattern))
+        source = "".join(lines[node.lineno - 1:node.end_lineno])
+        depth, in_pattern, line_start = 0, False, True
+        try:
+            for token in tokenize.generate_tokens(io.StringIO(source).readline):
+                kind, value = token.type, token.string
+                if kind in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                    line_start = True
+                    continue
+                if kind in (tokenize.NL, tokenize.COMMENT):
+                    continue
+                if line_start and kind == tokenize.NAME and value == "case":
+                    depth, in_pattern = 0, True
+                elif in_pattern and kind == tokenize.NAME and value == "if" and depth == 0:
+                    in_pattern = False  # the guard is an expression, not a pattern
+                elif in_pattern and kind == tokenize.OP:
+                    if value in "([{":
+                        depth += 1
+                        if depth > _MAX_PATTERN_NESTING:
+                            return True
+                    elif value in ")]}":
+                        depth -= 1
+                    elif value == ":" and depth == 0:
+                        in_pattern = False
+                line_start = False
+        except (tokenize.TokenError, SyntaxError):  # pragma: no cover - Python compiled it
+            return True
     return False
 
 

@@ -2,8 +2,10 @@
 
 Forms: `# tlint: ignore[TL101]`, `# tlint: ignore[missing-attention-mask]`, bare
 `# tlint: ignore`, `# noqa: TL101`, and file-level `# tlint: ignore-file[TL301]` /
-`# tlint: ignore-file`. A line comment applies to findings that start or end on its
-line, or that start on the line below when the comment stands alone on its line.
+`# tlint: ignore-file`. A list that names no rule (`ignore[]`, `ignore[ , ]`) suppresses
+nothing: only the bare form suppresses every code (TL002 reports the empty list). A line
+comment applies to findings that start or end on its line, or that start on the line
+below when the comment stands alone on its line.
 """
 
 from __future__ import annotations
@@ -24,16 +26,23 @@ class Suppression:
     line: int
     column: int  # 1-based column of the `#`
     end_column: int
-    selectors: tuple[str, ...]  # empty: all codes
+    selectors: tuple[str, ...]  # empty: all codes, unless `names_none`
     file_level: bool
     standalone: bool  # the comment is alone on its line
     kind: str  # "tlint" or "noqa"
     used: set[str] = field(default_factory=set)
     text: str = ""  # the whole line (for the fix that removes the comment)
     bracket: tuple[int, int] | None = None  # 1-based columns [start, end) of the selector list
+    # `ignore[]`: a list that names no rule suppresses nothing (a bare `ignore` suppresses all)
+    names_none: bool = False
+
+    @property
+    def blanket(self) -> bool:
+        """Whether it suppresses every code (a bare `# tlint: ignore`, `# noqa`)."""
+        return not self.selectors and not self.names_none
 
     def matches(self, code: str, name: str) -> bool:
-        return not self.selectors or code in self.selectors or name in self.selectors
+        return self.blanket or code in self.selectors or name in self.selectors
 
 
 def parse_suppressions(text: str) -> list[Suppression]:
@@ -94,7 +103,7 @@ def _suppression(line: str, lineno: int, start: int) -> Suppression | None:
         bracket = (match.start(2) + 1, match.end(2) + 1) if match.group(2) is not None else None
         return Suppression(lineno, match.start() + 1, match.end() + 1, selectors,
                            match.group(1).lower() == "ignore-file", standalone, "tlint",
-                           text=line, bracket=bracket)
+                           text=line, bracket=bracket, names_none=bracket is not None and not selectors)
     match = _NOQA.search(line, start)
     if match:
         codes = tuple(s.strip().upper() for s in (match.group(1) or "").split(",") if s.strip())
@@ -147,6 +156,10 @@ def unused_suppressions(suppressions: list[Suppression], display: str, enabled: 
 
     for sup in suppressions:
         if sup.kind != "tlint":
+            continue
+        if sup.names_none:
+            report(sup, "suppression names no rule (`[]`): it suppresses nothing; name the codes, "
+                        "or write a bare `# tlint: ignore`", _remove_suppression(sup))
             continue
         if not sup.selectors:
             if not sup.used:

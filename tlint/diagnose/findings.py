@@ -12,6 +12,7 @@ verify probes (`tlint verify --probe NAME`) that test it.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -365,19 +366,18 @@ def _trend(points: list[tuple[int, float]], run: Run, schedule: Schedule | None,
     return out
 
 
-def _train_level(points: list[tuple[int, float]], step: int) -> float | None:
-    before = [v for s, v in points if s <= step][-5:]
-    return _level(before) if before else None
-
-
 def _eval(train: list[tuple[int, float]], evals: list[tuple[int, float]]) -> list[Finding]:
     evals = finite(evals)
     if not evals or not train:
         return []
+    # the train level at an evaluation: the median of the last 5 train points at or before
+    # its step (both series are sorted by step: one binary search per evaluation)
+    steps = [s for s, _ in train]
     gaps = []
     for step, value in evals:
-        level = _train_level(train, step)
-        if level is not None:
+        end = bisect.bisect_right(steps, step)
+        if end:
+            level = _level([v for _, v in train[max(0, end - 5):end]])
             gaps.append((step, value, level, value - level))
     if not gaps:
         return []

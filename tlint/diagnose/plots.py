@@ -36,6 +36,7 @@ def write_plots(runs: list[Run], findings: list[list[Finding]], comparison: dict
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DiagnoseError(f"{folder}: cannot create the artifacts folder ({exc.strerror or exc})") from None
+    plain_text(matplotlib)
     written = []
     names = ["a", "b"] if len(runs) == 2 else [""]
     for run, found, name in zip(runs, findings, names):
@@ -46,6 +47,13 @@ def write_plots(runs: list[Run], findings: list[list[Finding]], comparison: dict
         fig = _compare_figure(plt, runs, comparison)
         written.append(_save(plt, fig, folder / "diagnose-comparison.png"))
     return written
+
+
+def plain_text(matplotlib: Any) -> None:
+    """Every text of tlint's figures is drawn as written: a run folder named `a$\\frac$b`
+    is a name, not mathtext (which would fail to parse, or render something else)."""
+    if "text.parse_math" in matplotlib.rcParams:
+        matplotlib.rcParams["text.parse_math"] = False
 
 
 def _slug(path: str) -> str:

@@ -4,8 +4,11 @@ recorded configuration (`config.json`, `args.json`, YAML, the Trainer's argument
 TensorBoard callback records as text).
 
 Nothing is unpickled or `torch.load`ed: `training_args.bin` and checkpoints are pickles and
-are never opened. Every file is read up to `MAX_BYTES`; a folder is searched to a bounded
-depth and number of entries. Bad input raises `DiagnoseError` with a one-line message.
+are never opened. Every file is read up to `MAX_BYTES` and within `FILE_SECONDS` (each
+reader's loop checks its `Budget`; YAML through PyYAML's C loader where it is built, the
+budget checked on each node); a folder is searched to a bounded depth and number of
+entries. Every reader is linear in its file. Bad input raises `DiagnoseError` with a
+one-line message.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import io
 import json
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ MAX_BYTES = 64 * 1024 * 1024  # one log file
 MAX_POINTS = 2_000_000  # points per run, all series together
 MAX_DEPTH = 4  # below the run folder
 MAX_ENTRIES = 20_000  # directory entries looked at while searching a run folder
+FILE_SECONDS = 20.0  # time to read one file: a log over it is an error, a configuration is skipped
 
 SERIES = ("loss", "eval_loss", "grad_norm", "lr", "throughput", "pad_share")
 
@@ -53,6 +58,25 @@ class DiagnoseError(Exception):
     """Bad input: a one-line message, exit 2."""
 
 
+class OverBudget(DiagnoseError):
+    """Reading one file took longer than `FILE_SECONDS`."""
+
+
+class Budget:
+    """The time left to read one file; `check()` raises OverBudget once it is spent
+    (called in each reader's loop: a clock read is cheap next to a parsed entry)."""
+
+    __slots__ = ("f", "deadline")
+
+    def __init__(self, f: Path) -> None:
+        self.f = f
+        self.deadline = time.monotonic() + FILE_SECONDS
+
+    def check(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise OverBudget(f"{self.f}: reading took over {FILE_SECONDS:g} s, the time budget for one file")
+
+
 @dataclass
 class Run:
     path: str
@@ -64,14 +88,15 @@ class Run:
     notes: list[str] = field(default_factory=list)
 
     locked: set[str] = field(default_factory=set)  # series an earlier, preferred log already gave
+    points: int = 0  # logged points added, all series together
 
     def add(self, series: str, step: int, value: float) -> None:
         if series in self.locked:
             return
-        points = self.series.setdefault(series, [])
-        if sum(len(p) for p in self.series.values()) >= MAX_POINTS:
+        if self.points >= MAX_POINTS:
             raise DiagnoseError(f"{self.path}: more than {MAX_POINTS:,} logged points")
-        points.append((step, value))
+        self.points += 1
+        self.series.setdefault(series, []).append((step, value))
 
     def finish(self) -> None:
         """Sort each series by step; a step logged twice keeps its last value (a resumed run)."""
@@ -286,7 +311,9 @@ def _read_trainer_state(f: Path, run: Run) -> None:
     entries = [e for e in history if isinstance(e, dict) and not any(k in e for k in _PER_RUN)]
     # (the end-of-run summary is left out: its train_loss is the run's mean, not a step's loss)
     columns = _columns(sorted({k for e in entries for k in e if isinstance(k, str)}))
+    budget = Budget(f)
     for entry in entries:
+        budget.check()
         step = _step(entry.get("step"))
         if step is None:
             continue
@@ -310,7 +337,9 @@ def _read_metrics_csv(f: Path, run: Run) -> None:
         if step_field is None:
             raise DiagnoseError(f"{f}: no step column (columns: {', '.join(fields[:12])})")
         columns = _columns([c for c in fields if c != step_field])
+        budget = Budget(f)
         for row in reader:
+            budget.check()
             step = _step(row.get(step_field))
             if step is None:
                 continue
@@ -331,7 +360,9 @@ def _read_watch(f: Path, run: Run) -> None:
     throughput, finding events are carried over."""
     text = _read_text(f)
     last_time: tuple[int, float] | None = None
+    budget = Budget(f)
     for number, line in enumerate(text.splitlines(), 1):
+        budget.check()
         if not line.strip():
             continue
         event = _load_json(line, f"{f}, line {number}")
@@ -389,8 +420,10 @@ def _read_tensorboard(f: Path, run: Run, scalars: bool) -> None:
         raise DiagnoseError(f"{f}: {size:,} bytes, over the {MAX_BYTES:,}-byte limit for a log file")
     first_time: dict[int, float] = {}
     events = 0
+    budget = Budget(f)
     try:
         for event in EventFileLoader(str(f)).Load():
+            budget.check()
             events += 1
             if not event.HasField("summary"):
                 continue
@@ -449,6 +482,23 @@ def _read_text_config(section: str, raw: bytes, run: Run) -> None:
             run.vocab_size = run.vocab_size or data["vocab_size"]
 
 
+def _yaml_loader(yaml: Any, budget: Budget) -> Any:
+    """PyYAML's safe loader (the C one where PyYAML was built with it), with `budget`
+    checked on each node it resolves and each object it builds."""
+    base = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        def resolve(self, kind, value, implicit):
+            budget.check()
+            return super().resolve(kind, value, implicit)
+
+        def construct_object(self, node, deep=False):
+            budget.check()
+            return super().construct_object(node, deep)
+
+    return Loader
+
+
 def _read_config(f: Path, run: Run) -> None:
     text = _read_text(f)
     if f.suffix == ".json":
@@ -460,7 +510,10 @@ def _read_config(f: Path, run: Run) -> None:
             run.notes.append(f"{f.name} not read: reading YAML needs PyYAML (pip install pyyaml)")
             return
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_yaml_loader(yaml, Budget(f)))  # a safe loader
+        except OverBudget:
+            run.notes.append(f"{f.name} not read: reading it took over {FILE_SECONDS:g} s")
+            return
         except (yaml.YAMLError, RecursionError) as exc:
             raise DiagnoseError(f"{f}: not valid YAML ({str(exc).splitlines()[0][:120]})") from None
     if not isinstance(data, dict):

@@ -103,6 +103,9 @@ class _Plots:
                 matplotlib.use("Agg")
                 import matplotlib.pyplot as plt
 
+                from tlint.diagnose.plots import plain_text
+
+                plain_text(matplotlib)
                 self._plt = plt
             except ImportError:
                 self.missing = True
