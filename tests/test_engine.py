@@ -308,7 +308,7 @@ def seq_len_rule(monkeypatch):
     from tlint.rules.base import Rule
 
     class SeqLenMismatch(Rule):
-        code, name, severity, summary = "TL199", "seq-len-mismatch", "error", "test rule"
+        code, name, kind, summary = "TL199", "seq-len-mismatch", "defect", "test rule"
 
         def check_project(self, path, related):
             mine = [f for f in related[path] if f.kind == "seq-len"]
