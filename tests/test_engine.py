@@ -195,7 +195,7 @@ def test_unused_suppression_tl002_only_when_selected(tmp_path):
 
 def test_selection_semantics():
     default = select_rules(None, [], [])
-    assert "TL002" not in default and {"TL101", "TL301", "TL001", "TL003"} <= default
+    assert "TL002" not in default and "TL301" not in default and {"TL101", "TL305", "TL001", "TL003"} <= default
     assert "TL002" in select_rules(["ALL"], [], [])
     assert "TL002" in select_rules(["TL0"], [], [])
     assert select_rules(["TL1"], [], ["TL102"]) >= {"TL101", "TL103"}

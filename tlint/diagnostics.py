@@ -101,7 +101,6 @@ class Diagnostic:
             "code": self.code,
             "name": self.name,
             "severity": self.severity,
-            "kind": self.kind,
             "message": self.message,
             "path": self.path,
             "range": self.range.to_json(),
@@ -110,6 +109,8 @@ class Diagnostic:
         }
         if self.cell is not None:
             out["cell"] = self.cell
+        if self.kind:  # every finding of a rule (not one a test builds by hand)
+            out["kind"] = self.kind
         if self.evidence:
             out["evidence"] = list(self.evidence)
         return out
