@@ -21,13 +21,13 @@ from tlint.rules import ALL_RULES  # noqa: E402
 
 def rules_block() -> str:
     """The generated block, markers included."""
-    lines = [START, "| code | name | severity | default | summary |", "|---|---|---|---|---|"]
+    lines = [START, "| code | name | kind | severity | default | summary |", "|---|---|---|---|---|---|"]
     for rule in ALL_RULES:
         doc = sorted((REPO / "rules").glob(f"{rule.code}-*.md"))
         code = f"[{rule.code}](rules/{doc[0].name})" if doc else rule.code
         default = "on" if rule.default_enabled else "off"
         summary = rule.summary.replace("|", "\\|")
-        lines.append(f"| {code} | `{rule.name}` | {rule.severity} | {default} | {summary} |")
+        lines.append(f"| {code} | `{rule.name}` | {rule.kind} | {rule.severity} | {default} | {summary} |")
     lines.append(END)
     return "\n".join(lines)
 

@@ -16,7 +16,8 @@ from tlint.suppressions import apply_suppressions, parse_suppressions
 
 HEADER = "import torch\nimport torch.nn as nn\n\n\ndef setup():\n    model = nn.Transformer(d_model=512).cuda()\n" \
          "    model = model.half()\n"
-# Each Adam call is TL304 (no warmup) and TL308 (eps underflows in fp16), both warnings.
+# Each Adam call is TL308 (eps underflows in fp16, a warning) and TL304 (no warmup: practice,
+# off by default).
 ADAM = "torch.optim.Adam(model.parameters(), lr=1e-4)"
 SOURCE = HEADER + f"""\
     first = {ADAM}
@@ -39,15 +40,15 @@ def test_adds_merges_and_is_idempotent(tmp_path, capsys, monkeypatch):
     assert before.returncode == 1 and before.stdout.count("TL308") >= 5
     added = _check(tmp_path, "--add-suppressions=legacy code", ".", capsys=capsys, monkeypatch=monkeypatch)
     assert added.returncode == 0, added.stderr
-    assert "tlint: added 10 suppressions in 1 file" in added.stderr
+    assert "tlint: added 5 suppressions in 1 file" in added.stderr
     text = (tmp_path / "a.py").read_text(encoding="utf-8")
     assert text == HEADER + f"""\
-    first = {ADAM}  # tlint: ignore[TL304, TL308] legacy code
+    first = {ADAM}  # tlint: ignore[TL308] legacy code
     second = torch.optim.Adam(model.parameters(), lr=float(\"\"\"1e-4
-\"\"\"))  # tlint: ignore[TL304, TL308] legacy code
-    third = {ADAM}  # noqa: TL101, TL304, TL308
-    fourth = {ADAM}  # tlint: ignore[TL101, TL304, TL308] kept reason
-    fifth = {ADAM}  # type: ignore  # tlint: ignore[TL304, TL308] legacy code
+\"\"\"))  # tlint: ignore[TL308] legacy code
+    third = {ADAM}  # noqa: TL101, TL308
+    fourth = {ADAM}  # tlint: ignore[TL101, TL308] kept reason
+    fifth = {ADAM}  # type: ignore  # tlint: ignore[TL308] legacy code
     return first, second, third, fourth, fifth
 """
     assert (tmp_path / "clean.py").read_text(encoding="utf-8") == "x = 1\n"
@@ -56,17 +57,28 @@ def test_adds_merges_and_is_idempotent(tmp_path, capsys, monkeypatch):
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == text
     after = _check(tmp_path, ".", capsys=capsys, monkeypatch=monkeypatch)
     assert after.returncode == 0, after.stdout
-    assert "10 suppressed" in after.stdout
+    assert "5 suppressed" in after.stdout
 
 
 def test_parse_and_internal_errors_are_never_suppressed(tmp_path, capsys, monkeypatch):
     make_project(tmp_path, {"bad.py": SYNTAX_ERROR, "a.py": HEADER + f"    return {ADAM}\n"})
     proc = _check(tmp_path, "--add-suppressions", ".", capsys=capsys, monkeypatch=monkeypatch)
     assert proc.returncode == 1
-    assert "tlint: added 2 suppressions in 1 file" in proc.stderr
+    assert "tlint: added 1 suppression in 1 file" in proc.stderr
     assert "bad.py:1:10: TL001" in proc.stderr and "never suppressed" in proc.stderr
     assert (tmp_path / "bad.py").read_text(encoding="utf-8") == SYNTAX_ERROR
+    assert (tmp_path / "a.py").read_text(encoding="utf-8").endswith("  # tlint: ignore[TL308]\n")
+
+
+def test_practice_rules_are_suppressed_only_when_selected(tmp_path, capsys, monkeypatch):
+    make_project(tmp_path, {"a.py": HEADER + f"    return {ADAM}\n"})
+    proc = _check(tmp_path, "--add-suppressions", "--extend-select", "practice", ".", capsys=capsys,
+                  monkeypatch=monkeypatch)
+    assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "a.py").read_text(encoding="utf-8").endswith("  # tlint: ignore[TL304, TL308]\n")
+    # the default set does not run TL304: its suppression is not unused (no TL002)
+    unused = _check(tmp_path, "--extend-select", "TL002", ".", capsys=capsys, monkeypatch=monkeypatch)
+    assert unused.returncode == 0 and "TL002" not in unused.stdout
 
 
 def test_encoding_bom_and_line_endings_are_kept(tmp_path, capsys, monkeypatch):
@@ -78,15 +90,15 @@ def test_encoding_bom_and_line_endings_are_kept(tmp_path, capsys, monkeypatch):
     (tmp_path / "bom.py").write_bytes(bom)
     proc = _check(tmp_path, "--add-suppressions", ".", capsys=capsys, monkeypatch=monkeypatch)
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "latin.py").read_bytes() == latin[:-2] + b"  # tlint: ignore[TL304, TL308]\r\n"
-    assert (tmp_path / "bom.py").read_bytes() == bom + b"  # tlint: ignore[TL304, TL308]"
+    assert (tmp_path / "latin.py").read_bytes() == latin[:-2] + b"  # tlint: ignore[TL308]\r\n"
+    assert (tmp_path / "bom.py").read_bytes() == bom + b"  # tlint: ignore[TL308]"
 
 
 def test_a_path_after_the_flag_is_a_path_and_usage_errors(tmp_path, capsys, monkeypatch):
     make_project(tmp_path, {"src/a.py": HEADER + f"    return {ADAM}\n"})
     proc = _check(tmp_path, "--add-suppressions", "src", capsys=capsys, monkeypatch=monkeypatch)
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "src" / "a.py").read_text(encoding="utf-8").endswith("# tlint: ignore[TL304, TL308]\n")
+    assert (tmp_path / "src" / "a.py").read_text(encoding="utf-8").endswith("# tlint: ignore[TL308]\n")
     for extra in (["--fix"], ["--diff"], ["--stdin-filename", "x.py"]):
         monkeypatch.setattr("sys.stdin", open(tmp_path / "src" / "a.py"))  # noqa: SIM115
         proc = _check(tmp_path, "--add-suppressions", *extra, capsys=capsys, monkeypatch=monkeypatch)

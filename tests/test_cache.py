@@ -11,7 +11,7 @@ import pytest
 import tlint.cache
 import tlint.engine
 import tlint.project_phase
-from tests.cliutil import DEEPSPEED_SCRIPT, REPO, main_in, make_project
+from tests.cliutil import DEEPSPEED_SCRIPT, REPO, SELECT_TL301, main_in, make_project
 from tlint import signed
 from tlint.cache import CACHE_DIR_NAME, NO_CACHE_ENV
 
@@ -85,7 +85,7 @@ def test_touching_one_file_reanalyses_only_that_file(demo, capsys, monkeypatch, 
 def test_a_config_change_is_seen(demo, capsys, monkeypatch):
     lint(demo, capsys, monkeypatch)
     config = demo / "tlint.toml"
-    for change in ('severity = { TL101 = "info" }\nignore = ["TL301"]\n',
+    for change in ('severity = { TL101 = "info" }\nignore = ["TL308"]\n',
                    'causal-names = ["Classifier"]\n',
                    '[rules.missing-grad-clipping]\nclip-functions = ["train.clip"]\n'):
         config.write_text(change + config.read_text() if not change.startswith("[") else config.read_text() + change)
@@ -140,7 +140,7 @@ def test_no_cache_and_stdin_write_nothing(tmp_path, capsys, monkeypatch):
 
 
 def test_a_changed_deepspeed_json_invalidates_the_file_that_reads_it(tmp_path, capsys, monkeypatch):
-    root = make_project(tmp_path / "p", {"train.py": DEEPSPEED_SCRIPT, "ds.json": '{"train_batch_size": 8}'})
+    root = make_project(tmp_path / "p", {"train.py": DEEPSPEED_SCRIPT, "tlint.toml": SELECT_TL301, "ds.json": '{"train_batch_size": 8}'})
     flagged = lint(root, capsys, monkeypatch, "--select", "TL301")
     assert "TL301" in flagged
     (root / "ds.json").write_text('{"train_batch_size": 8, "gradient_clipping": 1.0}')

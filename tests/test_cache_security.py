@@ -16,7 +16,7 @@ import tlint.cache
 import tlint.engine
 import tlint.memo
 import tlint.project_phase
-from tests.cliutil import DEEPSPEED_SCRIPT, REPO, main_in, make_project
+from tests.cliutil import DEEPSPEED_SCRIPT, REPO, SELECT_TL301, main_in, make_project
 from tlint import signed
 from tlint.cache import CACHE_DIR_NAME, NO_CACHE_ENV
 from tlint.diagnostics import Diagnostic, Position, Range
@@ -276,7 +276,7 @@ def test_a_file_missing_for_a_moment_is_not_cached_as_missing(demo, capsys, monk
 def test_an_input_file_is_recorded_as_the_analysis_read_it(tmp_path, capsys, monkeypatch):
     """A DeepSpeed JSON changed after the view read it and before the entry is stored:
     the entry holds the digest of what the analysis used, so the next run sees the change."""
-    root = make_project(tmp_path / "p", {"train.py": DEEPSPEED_SCRIPT, "ds.json": '{"train_batch_size": 8}\n'})
+    root = make_project(tmp_path / "p", {"train.py": DEEPSPEED_SCRIPT, "tlint.toml": SELECT_TL301, "ds.json": '{"train_batch_size": 8}\n'})
     real_store = tlint.cache.FileCache.store
 
     def edit_then_store(self, path, key, settings, result, **kw):

@@ -233,9 +233,9 @@ def test_rule_all_json(tmp_path):
     entries = json.loads(proc.stdout)
     assert [e["code"] for e in entries] == [r.code for r in ALL_RULES]
     for entry, rule in zip(entries, ALL_RULES):
-        assert set(entry) == {"code", "name", "severity", "default_enabled", "summary", "doc"}
-        assert (entry["name"], entry["severity"], entry["default_enabled"], entry["summary"]) == (
-            rule.name, rule.severity, rule.default_enabled, rule.summary)
+        assert set(entry) == {"code", "name", "kind", "severity", "default_enabled", "summary", "doc"}
+        assert (entry["name"], entry["kind"], entry["severity"], entry["default_enabled"], entry["summary"]) == (
+            rule.name, rule.kind, rule.severity, rule.default_enabled, rule.summary)
         path = REPO / "rules" / f"{rule.code}-{rule.name}.md"
         assert entry["doc"] == (path.read_text(encoding="utf-8") if path.exists() else None)
     single = json.loads(run_tlint("rule", "TL001", "--format", "json", cwd=tmp_path).stdout)

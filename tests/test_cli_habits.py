@@ -46,9 +46,14 @@ TL305 = ("train.py:16:13: TL305 scheduler.step() before optimizer.step() skips t
          "(the start of the warmup); step the scheduler after the optimiser [*]")
 
 
+# TL304 is a practice rule (info, off by default): the project turns it on as a warning, so
+# that a run has a finding with no fix that fails it, beside TL305's fixable one.
+CONFIG = 'extend-select = ["TL304"]\nseverity = { TL304 = "warning" }\n'
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path, {"train.py": source(TRAIN), "legacy/old.py": source(TRAIN)})
+    return make_project(tmp_path, {"train.py": source(TRAIN), "legacy/old.py": source(TRAIN), "tlint.toml": CONFIG})
 
 
 def run(project: Path, *args: str, capsys, monkeypatch):
@@ -231,7 +236,7 @@ def test_exit_non_zero_on_fix_with_nothing_left(tmp_path, capsys, monkeypatch):
 
 
 def test_exclude_and_extend_exclude_flags(project, capsys, monkeypatch):
-    (project / "tlint.toml").write_text('extend-exclude = ["legacy"]\n', encoding="utf-8")
+    (project / "tlint.toml").write_text(CONFIG + 'extend-exclude = ["legacy"]\n', encoding="utf-8")
     files = lambda *flags: run(project, "check", "--show-files", *flags, ".",  # noqa: E731
                                capsys=capsys, monkeypatch=monkeypatch).stdout.splitlines()
     assert files() == ["train.py"]
@@ -243,14 +248,14 @@ def test_exclude_and_extend_exclude_flags(project, capsys, monkeypatch):
 
 
 def test_force_exclude_skips_excluded_files_named_on_the_command_line(project, capsys, monkeypatch):
-    (project / "tlint.toml").write_text('extend-exclude = ["legacy"]\n', encoding="utf-8")
+    (project / "tlint.toml").write_text(CONFIG + 'extend-exclude = ["legacy"]\n', encoding="utf-8")
     named = run(project, "check", "--output-format", "concise", "legacy/old.py", capsys=capsys,
                 monkeypatch=monkeypatch)
     assert named.returncode == 1 and "legacy/old.py:16:13: TL305" in named.stdout  # named: linted
     forced = run(project, "check", "--output-format", "concise", "--force-exclude", "legacy/old.py", "train.py",
                  capsys=capsys, monkeypatch=monkeypatch)
     assert forced.stdout.splitlines() == [TL304, TL305, "Found 2 findings in 1 of 1 file; 1 fixable with --fix."]
-    (project / "tlint.toml").write_text('extend-exclude = ["legacy"]\nforce-exclude = true\n', encoding="utf-8")
+    (project / "tlint.toml").write_text(CONFIG + 'extend-exclude = ["legacy"]\nforce-exclude = true\n', encoding="utf-8")
     configured = run(project, "check", "--output-format", "concise", "legacy/old.py", capsys=capsys,
                      monkeypatch=monkeypatch)
     assert (configured.returncode, configured.stdout) == (0, "No findings in 0 files.\n")
@@ -286,9 +291,9 @@ def test_rule_list_one_line_a_rule(project, capsys, monkeypatch):
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0 and len(lines) == len(ALL_RULES)
     for line, rule in zip(lines, ALL_RULES):
-        code, name, severity, state, summary = line.split(maxsplit=4)
-        assert (code, name, severity, state, summary) == (
-            rule.code, rule.name, rule.severity, "on" if rule.default_enabled else "off", rule.summary)
+        code, name, kind, severity, state, summary = line.split(maxsplit=5)
+        assert (code, name, kind, severity, state, summary) == (
+            rule.code, rule.name, rule.kind, rule.severity, "on" if rule.default_enabled else "off", rule.summary)
     as_json = json.loads(run(project, "rule", "--list", "--output-format", "json", capsys=capsys,
                              monkeypatch=monkeypatch).stdout)
     assert [entry["code"] for entry in as_json] == [rule.code for rule in ALL_RULES] and "doc" not in as_json[0]

@@ -122,7 +122,9 @@ def test_explicit_paths_give_one_result_whatever_the_order_cache_and_jobs(packag
     monkeypatch.setattr(tlint.memo, "_SETTLE_FINE_NS", 0)
 
     def run(*args: str) -> str:
-        proc = main_in(packages, "check", "--format", "json", "--verbose", *args, capsys=capsys, monkeypatch=monkeypatch)
+        # TL301 and TL304 are practice rules (off by default): their cross-file findings are wanted
+        proc = main_in(packages, "check", "--format", "json", "--verbose", "--extend-select", "TL301,TL304", *args,
+                       capsys=capsys, monkeypatch=monkeypatch)
         assert proc.returncode == 1, proc.stderr
         assert "note:" not in proc.stderr
         return proc.stdout
@@ -149,7 +151,8 @@ def test_explicit_paths_give_one_result_whatever_the_order_cache_and_jobs(packag
             assert run("--no-cache", "--jobs", jobs, *order) == reference, (order, jobs)
             assert run("--jobs", jobs, *order) == reference, ("cold", order, jobs)
             assert run("--jobs", jobs, *order) == reference, ("warm", order, jobs)
-            proc = main_in(packages, "check", "--format", "json", "--verbose", "--jobs", jobs, *order,
+            proc = main_in(packages, "check", "--format", "json", "--verbose", "--extend-select", "TL301,TL304",
+                           "--jobs", jobs, *order,
                            capsys=capsys, monkeypatch=monkeypatch)
             assert proc.stdout == reference and "run memo" in proc.stderr, ("memo", order, jobs)
             shutil.rmtree(packages / CACHE_DIR_NAME / "runs")

@@ -209,7 +209,7 @@ def test_an_empty_code_list_suppresses_nothing(tmp_path, comment):
 
 def test_selection_semantics():
     default = select_rules(None, [], [])
-    assert "TL002" not in default and {"TL101", "TL301", "TL001", "TL003"} <= default
+    assert "TL002" not in default and "TL301" not in default and {"TL101", "TL305", "TL001", "TL003"} <= default
     assert "TL002" in select_rules(["ALL"], [], [])
     assert "TL002" in select_rules(["TL0"], [], [])
     assert select_rules(["TL1"], [], ["TL102"]) >= {"TL101", "TL103"}
@@ -322,7 +322,7 @@ def seq_len_rule(monkeypatch):
     from tlint.rules.base import Rule
 
     class SeqLenMismatch(Rule):
-        code, name, severity, summary = "TL199", "seq-len-mismatch", "error", "test rule"
+        code, name, kind, summary = "TL199", "seq-len-mismatch", "defect", "test rule"
 
         def check_project(self, path, related):
             mine = [f for f in related[path] if f.kind == "seq-len"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cliutil import DEEPSPEED_SCRIPT, make_project, run_tlint
+from tests.cliutil import DEEPSPEED_SCRIPT, SELECT_TL301, make_project, run_tlint
 from tests.lintutil import found, lint_paths
 from tlint import reading
 
@@ -121,7 +121,7 @@ def test_a_file_replaced_by_a_fifo_after_discovery_is_tl001_and_the_run_goes_on(
 def test_a_deepspeed_json_config_that_is_not_a_small_regular_file_is_no_config(tmp_path):
     for kind in ("real", "absent", "fifo", "dev-zero", "huge"):
         folder = tmp_path / kind
-        make_project(folder, {"train.py": DEEPSPEED_SCRIPT})
+        make_project(folder, {"train.py": DEEPSPEED_SCRIPT, "tlint.toml": SELECT_TL301})
         if kind == "real":
             (folder / "ds.json").write_text('{"train_batch_size": 8}')
         elif kind == "fifo":

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tlint.memo
-from tests.cliutil import DEEPSPEED_SCRIPT, REPO, main_in, make_project, tlint_env
+from tests.cliutil import DEEPSPEED_SCRIPT, REPO, SELECT_TL301, main_in, make_project, tlint_env
 from tlint.cache import CACHE_DIR_NAME, NO_CACHE_ENV
 
 MEMO_HIT = "unchanged since the last run (run memo)"
@@ -95,7 +95,7 @@ def test_any_change_the_run_depends_on_is_a_miss(demo, capsys, monkeypatch, chan
     elif change == "delete":
         (demo / "loaders.py").unlink()
     elif change == "config":
-        (demo / "tlint.toml").write_text('ignore = ["TL301"]\n' + (demo / "tlint.toml").read_text())
+        (demo / "tlint.toml").write_text('ignore = ["TL308"]\n' + (demo / "tlint.toml").read_text())
     elif change == "gitignore":
         (demo / ".gitignore").write_text("train.py\n")
     out, hit = run(demo, capsys, monkeypatch)
@@ -140,7 +140,8 @@ def test_a_corrupt_memo_is_a_miss(demo, capsys, monkeypatch):
 
 
 def test_a_changed_input_file_is_a_miss(tmp_path, capsys, monkeypatch):
-    root = make_project(tmp_path / "p", {"train.py": DEEPSPEED_SCRIPT, "ds.json": '{"train_batch_size": 8}'})
+    root = make_project(tmp_path / "p", {"train.py": DEEPSPEED_SCRIPT, "tlint.toml": SELECT_TL301,
+                                         "ds.json": '{"train_batch_size": 8}'})
     run(root, capsys, monkeypatch)
     out, _ = run(root, capsys, monkeypatch)
     assert "TL301" in out and run(root, capsys, monkeypatch)[1]

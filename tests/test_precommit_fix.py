@@ -76,7 +76,9 @@ def test_one_hook_fixes_and_reports_once(tmp_path, hook_source):
     for name in ("train.py", "alias.py", "legacy/old.py"):
         (project / name).parent.mkdir(exist_ok=True)
         (project / name).write_text(source(TRAIN), encoding="utf-8")
-    (project / "tlint.toml").write_text('extend-exclude = ["legacy"]\n', encoding="utf-8")
+    # TL304 (practice, off by default) on, as a warning: a finding with no fix, left and reported
+    (project / "tlint.toml").write_text('extend-exclude = ["legacy"]\nextend-select = ["TL304"]\n'
+                                        'severity = { TL304 = "warning" }\n', encoding="utf-8")
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "train")
     proc = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"],

@@ -159,7 +159,7 @@ def test_a_custom_rule_without_tokens_needs_every_file():
     from tlint.rules.base import Rule
 
     class Custom(Rule):
-        code, name, severity, summary = "TL999", "custom", "warning", "custom"
+        code, name, kind, summary = "TL999", "custom", "likely-defect", "custom"
 
     settings = Linter(ConfigResolver(), select=["ALL"]).settings_for(FIXTURES)
     ruleset = settings.ruleset()

@@ -57,7 +57,7 @@ def test_scanned_imports_build_the_edges(tmp_path):
 
 
 class _Counting(Rule):
-    code, name, severity, summary = "TL999", "counting", "info", "test"
+    code, name, kind, summary = "TL999", "counting", "practice", "test"
     built = 0
 
     def project_index(self, related):

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from tlint.rules import ALL_RULES, BY_CODE, ENGINE_CODES, RULE_MODULES, rule_of_module, rules_defined_in, the_rule
-from tlint.rules.base import VERIFY_SITES, Rule
+from tlint.rules.base import KINDS, SEVERITY_OF_KIND, VERIFY_SITES, Rule
 
 REPO = Path(__file__).resolve().parent.parent
 RULES_PACKAGE = REPO / "tlint" / "rules"
 VIEWS_PACKAGE = REPO / "tlint" / "views"
 DOCS = REPO / "rules"
-HEADER_KEYS = ["Severity", "Default", "Probe", "Options"]
+HEADER_KEYS = ["Kind", "Severity", "Default", "Probe", "Options"]
 
 
 # --- the registry: one entry per rule ------------------------------------------------------
@@ -68,10 +68,10 @@ def _module(name: str, *classes: type) -> types.ModuleType:
 
 def test_a_module_with_no_rule_or_two_rules_is_an_error():
     class One(Rule):
-        code, name, severity, summary = "TL998", "one", "error", "One."
+        code, name, kind, summary = "TL998", "one", "defect", "One."
 
     class Two(Rule):
-        code, name, severity, summary = "TL999", "two", "error", "Two."
+        code, name, kind, summary = "TL999", "two", "defect", "Two."
 
     assert the_rule(_module("fake_one", One)) is One
     with pytest.raises(ImportError, match="exactly one Rule subclass, found none"):
@@ -80,13 +80,44 @@ def test_a_module_with_no_rule_or_two_rules_is_an_error():
         the_rule(_module("fake_two", One, Two))
 
     class Elsewhere(Rule):
-        code, name, severity, summary = "TL997", "elsewhere", "error", "Elsewhere."
+        code, name, kind, summary = "TL997", "elsewhere", "defect", "Elsewhere."
         verify_site = "nowhere"
 
     with pytest.raises(ImportError, match="verify_site"):
         the_rule(_module("fake_site", Elsewhere))
     with pytest.raises(ModuleNotFoundError):
         rule_of_module("tl000_no_such_rule")
+
+
+# --- the kind: one meaning, one severity, one default -----------------------------------------
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.code)
+def test_every_rule_has_a_kind_that_gives_its_severity_and_default(rule):
+    assert "kind" in vars(rule), f"{rule.code} sets no kind"
+    assert rule.kind in KINDS
+    assert rule.severity == SEVERITY_OF_KIND[rule.kind]
+    if rule.kind == "practice":
+        assert not rule.default_enabled, f"{rule.code}: a practice rule is on by default"
+
+
+def test_a_rule_without_a_kind_or_with_a_severity_of_its_own_is_an_error():
+    class NoKind(Rule):
+        code, name, summary = "TL996", "no-kind", "No kind."
+
+    with pytest.raises(ImportError, match="does not set kind"):
+        the_rule(_module("fake_no_kind", NoKind))
+
+    class OddKind(Rule):
+        code, name, kind, summary = "TL995", "odd-kind", "style", "Odd."
+
+    with pytest.raises(ImportError, match="kind 'style' is not one of"):
+        the_rule(_module("fake_odd_kind", OddKind))
+    with pytest.raises(TypeError, match="sets `severity`"):
+        type("OwnSeverity", (Rule,), {"code": "TL994", "name": "own", "kind": "defect", "severity": "error"})
+    with pytest.raises(TypeError, match="practice rule is off by default"):
+        type("OnPractice", (Rule,), {"code": "TL993", "name": "on", "kind": "practice", "default_enabled": True})
+    practice = type("Practice", (Rule,), {"code": "TL992", "name": "advice", "kind": "practice"})
+    assert (practice.severity, practice.default_enabled) == ("info", False)
 
 
 # --- the documents' header lines -----------------------------------------------------------
@@ -171,12 +202,14 @@ def test_document_header_matches_the_rule_class(rule):
     items = header(path)
     assert list(items) == HEADER_KEYS, f"{path.name}: header lines {list(items)}, want {HEADER_KEYS}"
 
+    assert items["Kind"] == rule.kind
     assert items["Severity"] == rule.severity
 
     default, remark = _split_remark(items["Default"])
     assert default == ("enabled" if rule.default_enabled else "disabled"), items["Default"]
     if not rule.default_enabled:
-        assert remark == f"enable with `--extend-select {rule.code}`", items["Default"]
+        preset = " or `--extend-select practice`" if rule.kind == "practice" else ""
+        assert remark == f"enable with `--extend-select {rule.code}`{preset}", items["Default"]
 
     assert _split_remark(items["Probe"])[0] == expected_probe(rule), (
         f"{path.name}: `- Probe: {items['Probe']}` but the class says {expected_probe(rule)!r}")
@@ -191,7 +224,7 @@ def test_document_header_matches_the_rule_class(rule):
 
 def test_header_checks_can_fail():
     class Fake(Rule):
-        code, name, severity, summary = "TL998", "fake-rule", "error", "Fake."
+        code, name, kind, summary = "TL998", "fake-rule", "defect", "Fake."
         options = {"model-names": [], "max-lr": 1e-3}
 
     value = ("`[tool.tlint.rules.fake-rule]` `model-names` (list of words, e.g. `[\"a\"]`; default `[]`), "

@@ -103,7 +103,8 @@ def build_parser() -> _Parser:
     for flag, what in (("--select", "enable only these"), ("--ignore", "disable these"),
                        ("--extend-select", "enable these too")):
         check.add_argument(flag, action="append", type=_selectors, default=[], metavar="CODES",
-                           help=f"{what}: comma-separated codes, prefixes (TL3), names or ALL")
+                           help=f"{what}: comma-separated codes, prefixes (TL3), names, kinds "
+                                f"(defect, likely-defect, practice) or ALL")
     _add_format(check, CHECK_FORMATS)
     check.add_argument("-o", "--output-file", type=Path, metavar="FILE", help="write the report to FILE, not stdout")
     check.add_argument("-q", "--quiet", action="store_true", help="print the findings and nothing else")
@@ -935,16 +936,18 @@ def _rule(args: argparse.Namespace) -> int:
     if args.format == "json":
         import json
 
-        entries = [{"code": r.code, "name": r.name, "severity": r.severity, "default_enabled": r.default_enabled,
+        entries = [{"code": r.code, "name": r.name, "kind": r.kind, "severity": r.severity,
+                    "default_enabled": r.default_enabled,
                     "summary": r.summary, **({} if args.list else {"doc": rule_doc(r.code)})} for r in rules]
         sys.stdout.write(json.dumps(entries if args.all or args.list else entries[0], indent=2,
                                     ensure_ascii=False) + "\n")
         return 0
     if args.list:
         width = max(len(r.name) for r in rules)
+        kinds = max(len(r.kind) for r in rules)
         for r in rules:
             state = "on " if r.default_enabled else "off"
-            sys.stdout.write(f"{r.code}  {r.name:<{width}}  {r.severity:<7}  {state}  {r.summary}\n")
+            sys.stdout.write(f"{r.code}  {r.name:<{width}}  {r.kind:<{kinds}}  {r.severity:<7}  {state}  {r.summary}\n")
         return 0
     texts = [rule_doc(r.code) or _undocumented(r) for r in rules]
     sys.stdout.write("\n\n".join(text.rstrip("\n") for text in texts) + "\n")
@@ -953,4 +956,5 @@ def _rule(args: argparse.Namespace) -> int:
 
 def _undocumented(rule) -> str:
     state = "on" if rule.default_enabled else "off"
-    return f"# {rule.code} {rule.name}\n\n{rule.summary}\n\nSeverity: {rule.severity}; {state} by default.\n"
+    return (f"# {rule.code} {rule.name}\n\n{rule.summary}\n\nKind: {rule.kind}; severity: {rule.severity}; "
+            f"{state} by default.\n")

@@ -26,7 +26,7 @@ from tlint.context import ViewOptions
 from tlint.diagnostics import SEVERITIES
 from tlint.memo import seen_file, seen_marker
 from tlint.rules import ALL_RULES, BY_CODE, lookup
-from tlint.rules.base import Rule, RuleSet
+from tlint.rules.base import KINDS, Rule, RuleSet
 
 TOP_KEYS = {
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
@@ -147,9 +147,12 @@ def _glob_match(path: str, pattern: str) -> bool:
 
 
 def _specificity(selector: str, rule: type[Rule]) -> int:
-    """How specifically `selector` names `rule`: 0 = not at all."""
+    """How specifically `selector` names `rule`: 0 = not at all. A kind (`practice`,
+    `likely-defect`, `defect`) is more specific than ALL and less than any code prefix."""
     if selector.upper() == "ALL":
         return 1
+    if selector.lower() in KINDS:
+        return 2 if rule.kind == selector.lower() else 0
     if lookup(selector) is rule:
         return 100
     upper = selector.upper()
@@ -159,7 +162,7 @@ def _specificity(selector: str, rule: type[Rule]) -> int:
 
 
 def validate_selector(selector: str) -> bool:
-    if selector.upper() == "ALL" or lookup(selector) is not None:
+    if selector.upper() == "ALL" or selector.lower() in KINDS or lookup(selector) is not None:
         return True
     upper = selector.upper()
     return upper.startswith("TL") and any(code.startswith(upper) for code in BY_CODE)

@@ -37,14 +37,16 @@ def _any_case(words: list[str]) -> str:
 
 
 def _selector() -> dict[str, Any]:
-    """A rule selector: a code, a code prefix (`TL3`), a name, or `ALL`, in any case."""
+    """A rule selector: a code, a code prefix (`TL3`), a name, a kind (`practice`), or `ALL`,
+    in any case."""
     from tlint.rules import ALL_RULES
+    from tlint.rules.base import KINDS
 
     codes = [rule.code for rule in ALL_RULES]
     prefixes = sorted({code[:i] for code in codes for i in range(2, len(code))})
     names = [rule.name for rule in ALL_RULES]
-    return {"type": "string", "anyOf": [{"enum": ["ALL", *codes, *names, *prefixes]},
-                                        {"pattern": _any_case(["ALL", *codes, *names, *prefixes])}]}
+    return {"type": "string", "anyOf": [{"enum": ["ALL", *KINDS, *codes, *names, *prefixes]},
+                                        {"pattern": _any_case(["ALL", *KINDS, *codes, *names, *prefixes])}]}
 
 
 def _option_schema(default: Any) -> dict[str, Any]:
@@ -129,10 +131,11 @@ def config_schema() -> dict[str, Any]:
     selectors = {"type": "array", "items": {"$ref": "#/definitions/selector"}}
     strings = {"type": "array", "items": {"type": "string"}}
     properties: dict[str, Any] = {
-        "select": {**selectors, "description": "the rules to run: codes, prefixes (TL3), names or ALL "
-                                               "(replaces the default set)"},
+        "select": {**selectors, "description": "the rules to run: codes, prefixes (TL3), names, kinds "
+                                               "(defect, likely-defect, practice) or ALL (replaces the default set)"},
         "ignore": {**selectors, "description": "rules not to run"},
-        "extend-select": {**selectors, "description": "rules to run on top of the default set"},
+        "extend-select": {**selectors, "description": "rules to run on top of the default set (e.g. \"practice\": "
+                                                      "the advice rules, off by default)"},
         "per-file-ignores": {"type": "object", "description": "{\"glob\" = [codes]}: rules not to run on matching "
                                                               "files (globs relative to the config's folder)",
                              "additionalProperties": selectors},

@@ -18,7 +18,9 @@ A rule's `check(self, ctx: FileContext)` may use, and only use:
   (`causal-names`, warmup scheduler names), built once from the project's settings;
 - `ctx.read_input(path)`: the bytes of another file the analysis depends on (a DeepSpeed
   JSON config), recorded for the cache and the run memo;
-- `ctx.report(node, message, fix=..., when=...)`: the one way to report.
+- `ctx.report(node, message, fix=..., when=..., evidence=...)`: the one way to report;
+  `ctx.listing(items)` bounds a list a message names ("a, b, c and 4 more"), and passed as
+  `evidence` it keeps the whole list for the JSON output.
 
 Its own options arrive in the rule as `self.options`. Views register themselves with
 `register_view` (the engine does not list them); `tlint/views/__init__.py` imports every
@@ -27,7 +29,7 @@ view module, so registering one means writing it and importing it there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -41,7 +43,7 @@ from tlint.results import ProjectCondition
 if TYPE_CHECKING:
     from tlint.config import Settings
     from tlint.fixes import PendingFix
-    from tlint.rules.base import Finding, Rule
+    from tlint.rules.base import Finding, Listing, Rule
     from tlint.source import FileIndex
     from tlint.views.bindings import BindingsView
     from tlint.views.calls import CallsView
@@ -179,13 +181,25 @@ class FileContext:
         raise AttributeError(f"{type(self).__name__!r} has no attribute or view {name!r}")
 
     def report(self, node: cst.CSTNode, message: str, *, fix: Fix | PendingFix | None = None,
-               when: ProjectCondition | None = None) -> None:
+               when: ProjectCondition | None = None, evidence: Listing | None = None) -> None:
         """Report a finding at `node`. With `when`, it is kept only if the project facts
-        of related files satisfy the condition (decided after all files are read)."""
+        of related files satisfy the condition (decided after all files are read). With
+        `evidence` (`ctx.listing(items)`, named boundedly in the message), the finding
+        carries the whole list (`--format json`: `evidence`)."""
         from tlint.rules.base import Finding
 
         assert self._rule is not None, "report() called outside a rule's check()"
-        self.reports.append((self._rule, Finding(node, message, fix, when)))
+        self.reports.append((self._rule, Finding(node, message, fix, when, evidence.items if evidence else ())))
+
+    @staticmethod
+    def listing(items: Iterable[str], *, limit: int = 3, sep: str = ", ", width: int = 100) -> Listing:
+        """A list of evidence for a message, bounded: its text names the first items (at
+        most `limit`, in at most `width` characters) and ends with "and N more"; pass it
+        to `report(..., evidence=)` too, so the JSON keeps the whole list
+        (`tlint.rules.base.listing`)."""
+        from tlint.rules.base import listing
+
+        return listing(items, limit=limit, sep=sep, width=width)
 
     def read_input(self, path: Path) -> bytes | None:
         """The bytes of another file the analysis depends on (a regular file under 2 MB;

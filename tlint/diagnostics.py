@@ -79,6 +79,12 @@ class Diagnostic:
     # In a notebook: the cell (1-based, over all its cells) that `range` is in; None in a
     # Python file, and for a notebook's own TL001 (its JSON's line and column).
     cell: int | None = None
+    # The rule's kind (`tlint.rules.base.KINDS`: defect, likely-defect, practice); "" where
+    # the finding is not a rule's (a trace's own).
+    kind: str = ""
+    # The whole list of evidence a message names boundedly ("a, b, c and 4 more"):
+    # `tlint.rules.base.listing`; JSON and SARIF carry it.
+    evidence: tuple[str, ...] = field(default=(), compare=False)
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.range.start.line, self.range.start.column, self.code, self.message)
@@ -103,6 +109,10 @@ class Diagnostic:
         }
         if self.cell is not None:
             out["cell"] = self.cell
+        if self.kind:  # every finding of a rule (not one a test builds by hand)
+            out["kind"] = self.kind
+        if self.evidence:
+            out["evidence"] = list(self.evidence)
         return out
 
 
@@ -118,6 +128,6 @@ def internal_error(what: Any, display: str, exc: BaseException, consequence: str
         f"{what} failed on this file with {type(exc).__name__}: {first_line}{consequence}. "
         "This is a bug in tlint; please report it (--verbose shows the traceback).",
         display, Range(Position(1, 1), Position(1, 1)),
-        detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), kind="defect",
     )
 

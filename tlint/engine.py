@@ -306,7 +306,7 @@ def _analyse_tree(result: FileResult, ctx: FileContext, display: str, statement_
             lines = lines or FileLines(text)
             found = drop_touching(resolve_fix(found, module, lines, ranges), elided)
         diag = Diagnostic(rule.code, rule.name, rule.severity, report.message, display,
-                          ranges.get(report.node, Range.point(1)), found)
+                          ranges.get(report.node, Range.point(1)), found, kind=rule.kind, evidence=report.evidence)
         if report.when is None:
             result.diagnostics.append(diag)
         else:

@@ -151,7 +151,7 @@ def lint_text(path: Path, text: str, encoding: str) -> Linted:
         logger.error("tlint failed on %s:\n%s", display, traceback.format_exc())
         diag = Diagnostic("TL003", "internal-error", "error",
                           f"internal error: {type(exc).__name__}: {exc} (this is a bug in tlint)",
-                          display, Range.point(1))
+                          display, Range.point(1), kind="defect")
         return Linted(text, [diag], [lsp_payload(diag, SourceLines({display: text}), encoding)])
     shown = sorted((d for d in result.diagnostics if not d.suppressed and d.path == display),
                    key=Diagnostic.sort_key)

@@ -90,9 +90,10 @@ def resolve_file(result: FileResult, settings: Settings, project_of, timer: Time
         except Exception as exc:  # isolate the rule, as in phase 1
             result.diagnostics.append(internal_error(rule, result.display, exc))
             continue
-        for where, message in found:
-            result.diagnostics.append(
-                Diagnostic(rule.code, rule.name, rule.severity, message, result.display, where))
+        for where, message, *listed in found:
+            evidence = listed[0].items if listed else ()
+            result.diagnostics.append(Diagnostic(rule.code, rule.name, rule.severity, message, result.display,
+                                                 where, kind=rule.kind, evidence=evidence))
 
 
 def _code(path: Path, text: str) -> str:

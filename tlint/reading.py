@@ -75,7 +75,7 @@ def _max_nesting(text: str) -> int:
 
 def parse_error(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
     return Diagnostic("TL001", "parse-error", "error", message, display,
-                      Range(Position(line, column), Position(line, column)))
+                      Range(Position(line, column), Position(line, column)), kind="defect")
 
 
 def _too_large(display: str, size: int, limit: int = MAX_FILE_BYTES) -> Diagnostic:

@@ -152,7 +152,7 @@ def unused_suppressions(suppressions: list[Suppression], display: str, enabled: 
 
     def report(sup: Suppression, message: str, fix: Fix | None = None) -> None:
         where = Range(Position(sup.line, sup.column), Position(sup.line, sup.end_column))
-        out.append(Diagnostic("TL002", "unused-suppression", "info", message, display, where, fix))
+        out.append(Diagnostic("TL002", "unused-suppression", "info", message, display, where, fix, kind="practice"))
 
     for sup in suppressions:
         if sup.kind != "tlint":

@@ -89,6 +89,8 @@ def rule_descriptor(code: str, name: str | None = None, severity: str | None = N
     if doc:  # the rule's document (rules/TLxxx-name.md): code scanning shows it as the rule's help
         descriptor["help"] = {"text": doc, "markdown": doc}
     descriptor["defaultConfiguration"] = {"level": LEVELS.get(default, "warning")}
+    if rule is not None:  # defect, likely-defect or practice (a tag too, which code scanning filters by)
+        descriptor["properties"] = {"kind": rule.kind, "tags": [rule.kind]}
     return descriptor
 
 
@@ -176,6 +178,8 @@ def render(report: OutputReport, stream: TextIO) -> None:
             more["suppressions"] = [{"kind": "inSource"}]
         log.result(diag.code, printable(diag.message), level=LEVELS[diag.severity],
                    locations=[location(report.sources, diag.path, diag.range, diag.cell)],
-                   properties={"name": diag.name, "severity": diag.severity},
+                   properties={"name": diag.name, "severity": diag.severity,
+                               **({"kind": diag.kind} if diag.kind else {}),
+                               **({"evidence": list(diag.evidence)} if diag.evidence else {})},
                    name=diag.name, severity=diag.severity, **more)
     write(log.document(properties={"files": len(report.files), "parseErrors": report.parse_errors}), stream)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from tlint.rules.base import VERIFY_SITES, Rule
+from tlint.rules.base import KINDS, VERIFY_SITES, Rule
 
 # In order of code: ALL_RULES keeps this order.
 RULE_MODULES: tuple[str, ...] = (
@@ -90,9 +90,11 @@ def the_rule(module) -> type[Rule]:
         listed = ", ".join(rule.__name__ for rule in found) or "none"
         raise ImportError(f"{module.__name__} must define exactly one Rule subclass, found {listed}")
     rule = found[0]
-    missing = [attr for attr in ("code", "name", "severity", "summary") if not hasattr(rule, attr)]
+    missing = [attr for attr in ("code", "name", "kind", "summary") if not hasattr(rule, attr)]
     if missing:
         raise ImportError(f"{module.__name__}.{rule.__name__} does not set {', '.join(missing)}")
+    if rule.kind not in KINDS:
+        raise ImportError(f"{rule.code}: kind {rule.kind!r} is not one of {', '.join(KINDS)}")
     if rule.verify_site not in VERIFY_SITES:
         raise ImportError(f"{rule.code}: verify_site {rule.verify_site!r} is not one of {', '.join(VERIFY_SITES)}")
     return rule

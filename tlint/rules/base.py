@@ -20,6 +20,59 @@ if TYPE_CHECKING:
 # The values of `Rule.verify_site` (see there).
 VERIFY_SITES = ("model", "call-site", "training", "data")
 
+# The three kinds of rule (`Rule.kind`), each with one meaning, one severity and one default:
+# - "defect": wrong whatever the intent (error, on by default);
+# - "likely-defect": wrong unless the program means it; the message names the evidence
+#   (warning, on by default);
+# - "practice": advice, a recipe choice the author may make on purpose (info, off by default:
+#   `--extend-select practice`, or the rule's code).
+# `bench/rule_verdicts.py` gives each rule the kind its recorded verdicts give it.
+KINDS = ("defect", "likely-defect", "practice")
+SEVERITY_OF_KIND = {"defect": "error", "likely-defect": "warning", "practice": "info"}
+KIND_TEXT = {"defect": "defect", "likely-defect": "likely defect", "practice": "practice"}
+# A message names at most this many items of a list, in at most this many characters
+# (always the first item), then "and N more" (`listing`).
+LISTED = 3
+LISTED_WIDTH = 100
+
+
+class Listing:
+    """A list of evidence (files, names, lines) for a message, bounded: `str(listing)` names
+    the first items, at most `limit` of them in at most `width` characters (the first one
+    always), and ends with "and N more"; `items` is the whole list, which the finding
+    carries (`--format json`: its `evidence`). A rule passes it to `ctx.report(...,
+    evidence=listing)` or yields it third from `check_project`."""
+
+    __slots__ = ("items", "limit", "sep", "width")
+
+    def __init__(self, items: Iterable[str], *, limit: int = LISTED, sep: str = ", ",
+                 width: int = LISTED_WIDTH) -> None:
+        self.items: tuple[str, ...] = tuple(items)
+        self.limit = max(1, limit)
+        self.sep = sep
+        self.width = width
+
+    def __str__(self) -> str:
+        shown = list(self.items[:1])
+        for item in self.items[1: self.limit]:
+            if len(self.sep.join([*shown, item])) > self.width:
+                break
+            shown.append(item)
+        rest = len(self.items) - len(shown)
+        text = self.sep.join(shown)
+        return f"{text} and {rest} more" if rest > 0 else text
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def listing(items: Iterable[str], *, limit: int = LISTED, sep: str = ", ", width: int = LISTED_WIDTH) -> Listing:
+    """The bounded form of a list of evidence for a message (`Listing`)."""
+    return Listing(items, limit=limit, sep=sep, width=width)
+
 
 @dataclass
 class Finding:
@@ -29,6 +82,10 @@ class Finding:
     message: str
     fix: Fix | PendingFix | None = None  # a rule's fix is pending: anchored on nodes, resolved by the engine
     when: ProjectCondition | None = None
+    evidence: tuple[str, ...] = ()  # the whole list a message names boundedly (`listing`)
+
+
+ProjectFinding = tuple[Range, str] | tuple[Range, str, Listing]
 
 
 class Rule:
@@ -38,16 +95,20 @@ class Rule:
     `ctx.report(node, message)` for each finding. Options declared in `options` (with
     their defaults) arrive, validated, in `self.options`.
 
-    Every fact about a rule lives here, on its class: code, name, severity, summary,
-    whether it is on by default, its options, and how `tlint verify` tests it (`probes`,
-    `verify_site`, `data_check`). Its document's header lines (`rules/TLNNN-name.md`:
-    `- Severity:`, `- Default:`, `- Probe:`, `- Options:`) are checked against them by
+    Every fact about a rule lives here, on its class: code, name, kind, summary, its
+    options, and how `tlint verify` tests it (`probes`, `verify_site`, `data_check`). The
+    kind (`KINDS`) gives the severity and whether the rule is on by default: a rule sets
+    `kind`, never `severity`. A practice rule is always off by default; a defect or likely
+    defect is on unless it sets `default_enabled = False` (a rule with no recorded verdict
+    yet). Its document's header lines (`rules/TLNNN-name.md`: `- Kind:`, `- Severity:`,
+    `- Default:`, `- Probe:`, `- Options:`) are checked against them by
     tests/test_rule_metadata.py; the registry is `tlint.rules.RULE_MODULES`.
     """
 
     code: ClassVar[str]
     name: ClassVar[str]
-    severity: ClassVar[str]
+    kind: ClassVar[str]
+    severity: ClassVar[str]  # from `kind` (SEVERITY_OF_KIND), set when the class is made
     summary: ClassVar[str]
     default_enabled: ClassVar[bool] = True
     options: dict[str, Any] = {}  # the declared defaults; an instance holds its own, validated
@@ -80,6 +141,19 @@ class Rule:
     # verdict of the rule's findings in the data scan; None: no check tests it there.
     data_check: ClassVar[str | None] = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if "severity" in cls.__dict__:
+            raise TypeError(f"{cls.__name__} sets `severity`: a rule sets `kind` ({', '.join(KINDS)}), "
+                            "which gives the severity")
+        if kind == "practice" and cls.__dict__.get("default_enabled") is True:
+            raise TypeError(f"{cls.__name__}: a practice rule is off by default")
+        if kind in SEVERITY_OF_KIND:
+            cls.severity = SEVERITY_OF_KIND[kind]
+            if kind == "practice":
+                cls.default_enabled = False
+
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         merged = dict(type(self).options)
         merged.update(options or {})
@@ -87,8 +161,9 @@ class Rule:
 
     # Cross-file rules compare facts: `check_project(path, related)` gets the file's path
     # and {path: [Fact]} of every related file (itself included, `project_scope` decides
-    # which) and yields (Range, message) findings for `path`. Facts a rule reports at must
-    # be listed in `tlint.views.facts.POSITIONED` so they carry a range.
+    # which) and yields (Range, message) findings for `path`, or (Range, message, Listing)
+    # when the message names a bounded list. Facts a rule reports at must be listed in
+    # `tlint.views.facts.POSITIONED` so they carry a range.
     project_scope: ClassVar[str] = "related"
     # When set, `check_project` runs only for files that have a fact of one of these kinds
     # themselves (the ones it reports at): other files need not read their related files.
@@ -115,7 +190,9 @@ class Rule:
     def check(self, ctx: FileContext) -> None:
         """Per-file analysis; report through `ctx.report`."""
 
-    def check_project(self, path: Path, related: Mapping[Path, list[Fact]]) -> Iterable[tuple[Range, str]]:
+    def check_project(self, path: Path, related: Mapping[Path, list[Fact]]) -> Iterable[ProjectFinding]:
+        """(range, message) for each finding at `path`, or (range, message, listing) when the
+        message names a `listing` of evidence."""
         return ()
 
     def project_index(self, related: Mapping[Path, list[Fact]]) -> Any:

@@ -7,6 +7,6 @@ from tlint.rules.base import Rule
 class ParseError(Rule):
     code = "TL001"
     name = "parse-error"
-    severity = "error"
+    kind = "defect"
     summary = "The file cannot be parsed (syntax error, undecodable bytes)."
     produced_by_engine = True

@@ -7,7 +7,6 @@ from tlint.rules.base import Rule
 class UnusedSuppression(Rule):
     code = "TL002"
     name = "unused-suppression"
-    severity = "info"
-    default_enabled = False
+    kind = "practice"
     summary = "A `# tlint: ignore[...]` comment suppressed nothing."
     produced_by_engine = True

@@ -7,6 +7,6 @@ from tlint.rules.base import Rule
 class InternalError(Rule):
     code = "TL003"
     name = "internal-error"
-    severity = "error"
+    kind = "defect"
     summary = "A rule raised on a file; its results are missing, the other rules' stand."
     produced_by_engine = True

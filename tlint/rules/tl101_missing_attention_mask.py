@@ -37,7 +37,7 @@ _MODEL_METHODS = {"forward", "generate", "__call__"}
 class MissingAttentionMask(Rule):
     code = "TL101"
     name = "missing-attention-mask"
-    severity = "error"
+    kind = "defect"
     # pre-filter: model calls count only with input ids (`input_ids=`, `["input_ids"]`, names assigned from them,
     # or from a tokenizer's `convert_tokens_to_ids`)
     tokens = frozenset({"input_ids", "convert_tokens_to_ids"})

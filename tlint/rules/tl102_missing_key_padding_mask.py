@@ -57,7 +57,7 @@ def _padding_in_attn_mask(call: cst.Call, padding_params: list[str]) -> bool:
 class MissingKeyPaddingMask(Rule):
     code = "TL102"
     name = "missing-key-padding-mask"
-    severity = "error"
+    kind = "defect"
     # pre-filter: torch.nn attention/transformer sub-modules; the project's own modules show a `*padding_mask`
     tokens = frozenset({"multiheadattention", "transformer", "padding_mask"})
     summary = "A torch.nn attention/transformer module is called without its padding mask."

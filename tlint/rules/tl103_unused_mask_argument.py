@@ -534,7 +534,7 @@ _NOT_SCORE_MASKS = frozenset({"head", "query", "q", "out", "output", "label", "l
 class UnusedMaskArgument(Rule):
     code = "TL103"
     name = "unused-mask-argument"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"mask"})  # pre-filter: a parameter named like a mask
     summary = "A forward (or a function it calls) takes a mask parameter and never reads it."
     probes = ("mask-leak",)

@@ -3,7 +3,7 @@ or with different settings (cross-file, on the `tokenizer` facts)."""
 
 from __future__ import annotations
 
-from tlint.rules.base import Rule
+from tlint.rules.base import Rule, listing
 from tlint.views.facts import TOKENIZER_OPTIONS
 
 # Library defaults, so that `padding_side="left"` differs from a tokenizer that leaves it out.
@@ -22,7 +22,7 @@ def _exclusive(a, b) -> bool:
 class TokenizerMismatch(Rule):
     code = "TL104"
     name = "tokenizer-mismatch"
-    severity = "error"
+    kind = "practice"
     tokens = frozenset()  # pre-filter: cross-file only, on the `tokenizer` facts (their extractor's tokens)
     summary = "Files of one program build tokenizers from different checkpoints or with different settings."
     verify_site = "data"
@@ -53,9 +53,10 @@ class TokenizerMismatch(Rule):
                 if reason:
                     differences.append(f"{related.place(other_path, other.range, path)} ({reason})")
             if differences:
-                yield fact.range, ("this tokenizer differs from the one built at " + ", ".join(differences)
-                                   + ": text is encoded differently in training and evaluation/inference "
-                                   "(other ids, padding or truncation side); build one tokenizer and share it")
+                places = listing(differences)
+                yield fact.range, (f"this tokenizer differs from the one built at {places}: text is encoded "
+                                   "differently in training and evaluation/inference (other ids, padding or "
+                                   "truncation side); build one tokenizer and share it"), places
 
     @staticmethod
     def _reloaded(fact, saved: set) -> bool:

@@ -136,7 +136,7 @@ def _reads(expr: cst.CSTNode, names: set[str]) -> bool:
 class PaddingWithoutTruncation(Rule):
     code = "TL105"
     name = "padding-without-truncation"
-    severity = "warning"
+    kind = "likely-defect"
     tokens = frozenset({"pad"})  # pre-filter: `padding=`/`pad_to_max_length=` of a tokenizer call
     summary = "A tokenizer call pads to a length or into tensors but does not truncate."
     verify_site = "data"

@@ -170,7 +170,7 @@ def _labels_target(target: cst.BaseExpression) -> bool:
 class PadLabelsNotIgnored(Rule):
     code = "TL106"
     name = "pad-labels-not-ignored"
-    severity = "error"
+    kind = "defect"
     # pre-filter: labels copied from input ids, or from ids fed to an embedding (`self.text_emb(text)`)
     tokens = frozenset({"input_ids", "embedding"})
     summary = "Labels copied from padded input ids keep the pad positions in the loss."

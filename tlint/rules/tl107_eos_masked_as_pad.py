@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class EosMaskedAsPad(Rule):
     code = "TL107"
     name = "eos-masked-as-pad"
-    severity = "warning"
+    kind = "likely-defect"
     tokens = frozenset({"pad_token"})  # pre-filter: `pad_token`/`pad_token_id` set to the EOS token
     summary = "pad_token = eos_token while labels are masked by pad id: the model never learns to stop."
     verify_site = "data"

@@ -38,7 +38,7 @@ def _paired_words(a: str, b: str) -> bool:
 class UnpairedShuffle(Rule):
     code = "TL108"
     name = "unpaired-shuffle"
-    severity = "error"
+    kind = "defect"
     # pre-filter: shuffles, permutations, shuffled loaders
     tokens = frozenset({"shuffle", "permutation", "randperm", "dataloader"})
     summary = "Paired sequences are shuffled independently (or shuffled loaders are zipped into pairs)."

@@ -57,7 +57,7 @@ def _base_name(expr) -> str | None:
 class LabelShiftMismatch(Rule):
     code = "TL109"
     name = "label-shift-mismatch"
-    severity = "error"
+    kind = "defect"
     # pre-filter: a Hugging Face causal LM, or a cross-entropy/NLL loss
     tokens = frozenset({"forcausallm", "lmheadmodel", "cross_entropy", "nll_loss", "crossentropyloss", "nllloss"})
     summary = "Labels shifted twice (HF causal LM) or not at all (hand-written next-token loss)."

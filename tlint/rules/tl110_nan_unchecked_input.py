@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class NanUncheckedInput(Rule):
     code = "TL110"
     name = "nan-unchecked-input"
-    severity = "warning"
+    kind = "likely-defect"
     tokens = READER_TOKENS  # pre-filter: the pandas/numpy readers
     summary = "Data read with pandas/numpy reaches a tensor with no NaN handling in the module."
     verify_site = "data"

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class PadToMaxLength(Rule):
     code = "TL111"
     name = "pad-to-max-length"
-    severity = "info"
+    kind = "practice"
     tokens = frozenset({"pad"})  # pre-filter: `padding="max_length"`/`pad_to_max_length=True`
     summary = "Training data is padded to the maximum length instead of dynamically."
     verify_site = "data"

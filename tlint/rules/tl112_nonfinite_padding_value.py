@@ -42,7 +42,7 @@ def _spelled(value: float) -> str:
 class NonfinitePaddingValue(Rule):
     code = "TL112"
     name = "nonfinite-padding-value"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"pad", "torch", "new_full"})  # pre-filter: `pad_sequence`, `F.pad`, `torch.full`, `new_full`
     summary = "Inputs are padded or pre-filled with NaN or ±inf."
     probes = ("nan-trace",)

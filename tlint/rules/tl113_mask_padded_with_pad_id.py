@@ -59,7 +59,7 @@ def _names_a_mask(expr: cst.CSTNode | None) -> bool:
 class MaskPaddedWithPadId(Rule):
     code = "TL113"
     name = "mask-padded-with-pad-id"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"pad"})  # pre-filter: a pad id (`pad_token_id`, `pad_id`, `PAD_IDX`)
     summary = "An attention mask is padded or pre-filled with the token pad id instead of 0."
     verify_site = "data"

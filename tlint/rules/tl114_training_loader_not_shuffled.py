@@ -82,11 +82,10 @@ def _says(name: str, words: frozenset[str], prefixes: tuple[str, ...]) -> bool:
 class TrainingLoaderNotShuffled(Rule):
     code = "TL114"
     name = "training-loader-not-shuffled"
-    severity = "warning"
+    kind = "likely-defect"
     # off by default since issue 25, when accelerate's parallelism and throughput examples (read
     # in order on purpose) were 5 fp against 1 tp on bench/ecosystem; issue 21's guards (literal
     # `shuffle=False`, synthetic data, throughput runs) removed those 5, the default is unchanged
-    default_enabled = False
     tokens = frozenset({"dataloader"})  # pre-filter: a `DataLoader` is built here
     summary = "The DataLoader that feeds training has no shuffle=True and no sampler."
     verify_site = "data"

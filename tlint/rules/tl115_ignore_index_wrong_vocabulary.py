@@ -66,7 +66,7 @@ def _target_pad_word(name: str) -> bool:
 class IgnoreIndexWrongVocabulary(Rule):
     code = "TL115"
     name = "ignore-index-wrong-vocabulary"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"pad"})  # pre-filter: pad ids
     summary = "A seq2seq loss or target mask uses the source vocabulary's pad id."
 

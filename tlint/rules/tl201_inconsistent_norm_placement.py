@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from tlint.rules.base import Rule
+from tlint.rules.base import Rule, listing
 from tlint.views.model import norm_first_value
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def _root(parent: dict, key):
 class InconsistentNormPlacement(Rule):
     code = "TL201"
     name = "inconsistent-norm-placement"
-    severity = "warning"
+    kind = "likely-defect"
     # pre-filter: module classes (a torch.nn/HF/Lightning base, or `forward`), `norm_first=`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward", "norm_first"})
     summary = "Residual blocks of one model mix pre-norm and post-norm."
@@ -121,16 +121,18 @@ class InconsistentNormPlacement(Rule):
             if other_style is None:
                 continue
             majority = other_style if styles.count(other_style) > styles.count(first) else first
-            examples = sorted({fact.data.cls for _, fact in items if fact.data.style == majority})
+            examples = listing(f"`{cls}`" for cls in sorted({fact.data.cls for _, fact in items
+                                                             if fact.data.style == majority}))
             holder = next((holders[_root(parent, key)] for key in keys if _root(parent, key) in holders), None)
             for other, fact in items:
                 if other == path and fact.data.style != majority:
                     yield fact.range, (
                         f"{_STYLE_TEXT[fact.data.style]} residual in `{fact.data.cls}`, while "
-                        f"`{'`, `'.join(examples)}`, assembled with it"
+                        f"{examples}, assembled with it"
                         + (f" by `{holder}`" if holder else "")
                         + f" in another file, {'is' if len(examples) == 1 else 'are'} {_STYLE_TEXT[majority]}: "
-                        "mixed norm placement changes how the residual stream grows with depth; pick one style")
+                        "mixed norm placement changes how the residual stream grows with depth; pick one style"
+                    ), examples
 
     def check(self, ctx: FileContext) -> None:
         view = ctx.models

@@ -51,7 +51,7 @@ def _pre_norm_element(view, sub) -> bool:
 class MissingFinalNorm(Rule):
     code = "TL202"
     name = "missing-final-norm"
-    severity = "warning"
+    kind = "likely-defect"
     # pre-filter: module classes; `nn.TransformerEncoder`/`Decoder`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward", "transformer"})
     summary = "A pre-norm stack has no final norm before the output head."

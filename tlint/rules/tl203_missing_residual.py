@@ -19,7 +19,7 @@ _KIND_TEXT = {"attention": "attention", "mlp": "MLP"}
 class MissingResidual(Rule):
     code = "TL203"
     name = "missing-residual"
-    severity = "warning"
+    kind = "likely-defect"
     # pre-filter: module classes: a torch.nn/HF/Lightning base (through an import) or `forward`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
     summary = "A transformer block overwrites the residual stream with a sub-layer's output."
@@ -45,7 +45,8 @@ class MissingResidual(Rule):
                     names.setdefault(use.kind, [])
                     if f"`self.{use.name}`" not in names[use.kind]:
                         names[use.kind].append(f"`self.{use.name}`")
-                what = " and ".join(f"{_KIND_TEXT[kind]} {', '.join(found)}" for kind, found in names.items())
+                listed = {kind: ctx.listing(found) for kind, found in names.items()}
+                what = " and ".join(f"{_KIND_TEXT[kind]} {shown}" for kind, shown in listed.items())
                 if write.target is None:
                     head = f"`{module_class.name}.forward` returns the output of {what} without adding its input"
                 else:
@@ -53,7 +54,8 @@ class MissingResidual(Rule):
                             "stream's earlier value")
                 ctx.report(write.node, f"{head}: this branch of the block has no residual connection, so the "
                                        "stream (and the gradient) must pass through the sub-layer; write "
-                                       f"`x = x + f(norm(x))` (pre-norm) or `x = norm(x + f(x))` (post-norm)")
+                                       f"`x = x + f(norm(x))` (pre-norm) or `x = norm(x + f(x))` (post-norm)",
+                           evidence=ctx.listing(name for shown in listed.values() for name in shown.items))
 
 
 def _names_bound(statement) -> set[str]:

@@ -175,7 +175,7 @@ def _measured_axes(module_class, expr) -> tuple[str, list[int], str | None] | No
 class PositionalSliceWrongAxis(Rule):
     code = "TL204"
     name = "positional-slice-wrong-axis"
-    severity = "error"
+    kind = "defect"
     # pre-filter: module classes: a torch.nn/HF/Lightning base (through an import) or `forward`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
     summary = "A positional table is sliced by the batch size of a batch-first input."

@@ -333,7 +333,7 @@ def _calls_an_inherited_method(module_class) -> bool:
 class PositionalEncodingUnused(Rule):
     code = "TL205"
     name = "positional-encoding-unused"
-    severity = "error"
+    kind = "defect"
     # pre-filter: module classes: a torch.nn/HF/Lightning base (through an import) or `forward`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward"})
     summary = "A positional table is never used, or a token model has no positional information."

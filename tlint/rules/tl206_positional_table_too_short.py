@@ -10,7 +10,7 @@ from tlint.rules.base import Rule
 class PositionalTableTooShort(Rule):
     code = "TL206"
     name = "positional-table-too-short"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset()  # pre-filter: cross-file only, on the `positional-table` facts (their extractor's tokens)
     summary = "A positional table is smaller than the sequence length the data is built with."
     verify_site = "data"

@@ -83,7 +83,7 @@ def _causal_word(name: str) -> bool:
 class MissingCausalMask(Rule):
     code = "TL207"
     name = "missing-causal-mask"
-    severity = "error"
+    kind = "defect"
     # pre-filter: SDPA calls, hand-written attention (a softmax), torch.nn attention modules
     tokens = frozenset({"scaled_dot_product_attention", "softmax", "logsumexp", "transformer", "multiheadattention"})
     summary = "A causal (decoder-only) model's self-attention has no causal mask."

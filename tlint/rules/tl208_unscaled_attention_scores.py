@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 class UnscaledAttentionScores(Rule):
     code = "TL208"
     name = "unscaled-attention-scores"
-    severity = "warning"
+    kind = "likely-defect"
     tokens = frozenset({"softmax", "logsumexp"})  # pre-filter: hand-written attention sites (softmax, logsumexp)
     summary = "Hand-written attention scores reach the softmax without 1/sqrt(d) scaling."
     probes = ("attention-entropy",)

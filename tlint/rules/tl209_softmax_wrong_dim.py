@@ -88,7 +88,7 @@ def wrong_axis(dim: int, ndim: int | None, key_axis: int | None = None) -> bool:
 class SoftmaxWrongDim(Rule):
     code = "TL209"
     name = "softmax-wrong-dim"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"softmax", "logsumexp"})  # pre-filter: softmax calls, `nn.Softmax`, logsumexp softmaxes
     summary = "Attention softmax over the wrong axis, or a softmax with an implicit dim."
     probes = ("attention-entropy",)

@@ -57,7 +57,7 @@ def from_padding(site, mask_expr, index) -> bool:
 class NegInfMaskFill(Rule):
     code = "TL210"
     name = "neg-inf-mask-fill"
-    severity = "warning"
+    kind = "likely-defect"
     tokens = frozenset({"softmax", "logsumexp"})  # pre-filter: hand-written attention sites (softmax, logsumexp)
     summary = "Attention scores masked with -inf from a padding mask (fully padded rows give NaN)."
     probes = ("nan-trace",)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class HeadSplitWithoutTranspose(Rule):
     code = "TL212"
     name = "head-split-without-transpose"
-    severity = "error"
+    kind = "defect"
     # pre-filter: the operands of an attention
     tokens = frozenset({"softmax", "logsumexp", "scaled_dot_product_attention"})
     summary = "Heads split by viewing (B, T, C) as (B, heads, T, d) without a transpose."

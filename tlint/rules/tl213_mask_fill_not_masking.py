@@ -59,7 +59,7 @@ def _mask_word(expr) -> bool:
 class MaskFillNotMasking(Rule):
     code = "TL213"
     name = "mask-fill-not-masking"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"softmax"})  # pre-filter: hand-written attention sites: a softmax of a q-k product
     summary = "Attention scores are masked with a value that does not mask (zero, positive, tiny)."
     probes = ("mask-leak", "causal-leak")

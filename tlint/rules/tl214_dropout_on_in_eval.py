@@ -50,7 +50,7 @@ def _reads_training(expr) -> bool:
 class DropoutOnInEval(Rule):
     code = "TL214"
     name = "dropout-on-in-eval"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"dropout"})  # pre-filter: `F.dropout`, `dropout_p=`, `memory_efficient_attention(p=)`
     summary = "Functional dropout in a module (F.dropout, SDPA's dropout_p) stays on under model.eval()."
     probes = ("eval-determinism",)

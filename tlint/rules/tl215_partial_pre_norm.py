@@ -34,7 +34,7 @@ def _role(attr: str) -> str | None:
 class PartialPreNorm(Rule):
     code = "TL215"
     name = "partial-pre-norm"
-    severity = "error"
+    kind = "defect"
     default_enabled = False  # no real case with a fix, no ecosystem finding yet (see the CHANGELOG)
     tokens = frozenset({"norm"})  # pre-filter: the norm sub-layer's class (`LayerNorm`, `RMSNorm`, `F.layer_norm`)
     summary = "A pre-norm self-attention normalises the query but not the keys/values (or the reverse)."

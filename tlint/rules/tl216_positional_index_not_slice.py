@@ -67,7 +67,7 @@ def _shape_source(value) -> str | None:
 class PositionalIndexNotSlice(Rule):
     code = "TL216"
     name = "positional-index-not-slice"
-    severity = "error"
+    kind = "defect"
     default_enabled = False  # no real case with a fix, no ecosystem finding yet (see the CHANGELOG)
     # pre-filter: the table is a torch tensor (a buffer, a Parameter, a torch call, an Embedding's
     # weight), so the file imports torch (the positional words, `pe`, `pos`, are substrings of

@@ -41,7 +41,7 @@ def _no_clip_value(value) -> bool:
 class MissingGradClipping(Rule):
     code = "TL301"
     name = "missing-grad-clipping"
-    severity = "warning"
+    kind = "practice"
     # pre-filter: training loops (a `backward`), Lightning trainers, TrainingArguments/trl configs
     tokens = frozenset({"backward", "trainer", "trainingarguments", "trl"})
     summary = "A training loop, `TrainingArguments` or Lightning `Trainer` that never clips gradients."

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class ClipMisordered(Rule):
     code = "TL302"
     name = "clip-misordered"
-    severity = "error"
+    kind = "defect"
     # pre-filter: training loops (`backward`), or a wrapper that steps and clips (`clip`)
     tokens = frozenset({"backward", "clip"})
     summary = "Gradients are clipped before backward() or after optimizer.step()."

@@ -42,7 +42,7 @@ _WHY = ("the threshold applies to gradients multiplied by the loss scale; call s
 class ClipWithoutUnscale(Rule):
     code = "TL303"
     name = "clip-without-unscale"
-    severity = "error"
+    kind = "defect"
     # pre-filter: training loops (a file without `backward` has none); a clip before an `unscale_`
     tokens = frozenset({"backward", "unscale", "clip_grad"})
     summary = "AMP-scaled gradients are clipped without scaler.unscale_(optimizer) first."

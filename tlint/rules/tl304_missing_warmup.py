@@ -22,7 +22,7 @@ _NO_WARMUP_ANYWHERE = ProjectCondition(any_of=("transformer",), none_of=("warmup
 class MissingWarmup(Rule):
     code = "TL304"
     name = "missing-warmup"
-    severity = "warning"
+    kind = "practice"
     # pre-filter: Adam-family optimisers, TrainingArguments/trl configs (and the `optimizers` option)
     tokens = frozenset({"adam", "trainingarguments", "trl"})
     summary = "An Adam-family optimiser trains a transformer with no learning-rate warmup."

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 class SchedulerBeforeOptimizer(Rule):
     code = "TL305"
     name = "scheduler-before-optimizer"
-    severity = "error"
+    kind = "defect"
     # pre-filter: training loops (`backward`), or a wrapper stepping a scheduler (`sched`)
     tokens = frozenset({"backward", "sched"})
     summary = "scheduler.step() is called before optimizer.step() in the same iteration."

@@ -41,7 +41,7 @@ _STEP_WORDS = frozenset({"step", "steps", "iter", "iters", "iteration", "iterati
 class SchedulerSteppedPerEpoch(Rule):
     code = "TL306"
     name = "scheduler-stepped-per-epoch"
-    severity = "error"
+    kind = "defect"
     # pre-filter: schedulers (`lr_scheduler`, `get_*_schedule*`, `*Scheduler`, `*Warmup*`, `SWALR`)
     tokens = frozenset({"sched", "warmup", "swalr"})
     summary = "A schedule sized in optimiser steps is stepped once per epoch."

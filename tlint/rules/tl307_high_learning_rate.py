@@ -30,7 +30,7 @@ _TRANSFORMER = ProjectCondition(any_of=("transformer",), scope="imports")
 class HighLearningRate(Rule):
     code = "TL307"
     name = "high-learning-rate"
-    severity = "warning"
+    kind = "practice"
     # pre-filter: Adam-family optimisers, TrainingArguments/trl configs
     tokens = frozenset({"adam", "trainingarguments", "trl"})
     summary = "An Adam-family optimiser trains a transformer at a learning rate above the usual range."

@@ -29,7 +29,7 @@ _SMALLEST_SAFE_EPS = 1e-7
 class AdamEpsUnderflow(Rule):
     code = "TL308"
     name = "adam-eps-underflow"
-    severity = "warning"
+    kind = "likely-defect"
     tokens = frozenset({"adam"})  # pre-filter: Adam-family optimisers
     summary = "Adam's eps (1e-8 by default) rounds to zero over fp16 parameters."
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class MissingZeroGrad(Rule):
     code = "TL309"
     name = "missing-zero-grad"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "A training loop runs backward() and step() but never resets the gradients."
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 class ZeroGradMisplaced(Rule):
     code = "TL310"
     name = "zero-grad-misplaced"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "zero_grad() between backward() and step() wipes the gradients before they are used."
 

@@ -36,7 +36,7 @@ _COUNTED_REVERSED = (cst.Equal, cst.LessThanEqual)  # `k == n`, `k <= n`
 class AccumulationLossUnscaled(Rule):
     code = "TL311"
     name = "accumulation-loss-unscaled"
-    severity = "warning"
+    kind = "likely-defect"
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "The optimiser steps every k iterations but the loss is not divided by k."
 

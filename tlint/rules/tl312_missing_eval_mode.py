@@ -39,7 +39,7 @@ _FROZEN_WORDS = frozenset({"teacher", "ema", "ref", "reference", "target", "froz
 class MissingEvalMode(Rule):
     code = "TL312"
     name = "missing-eval-mode"
-    severity = "warning"
+    kind = "likely-defect"
     # pre-filter: `eval*`/`valid*` functions or loops without autograd; training loops
     tokens = frozenset({"no_grad", "inference_mode", "set_grad_enabled", "backward"})
     patterns = (r"def[\s\\]+_*(?:eval|valid)",)  # a function whose name starts so (any case)

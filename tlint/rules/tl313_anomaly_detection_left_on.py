@@ -26,7 +26,7 @@ _CONTEXT = ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect
 class AnomalyDetectionLeftOn(Rule):
     code = "TL313"
     name = "anomaly-detection-left-on"
-    severity = "info"
+    kind = "practice"
     tokens = frozenset({"anomaly"})  # pre-filter: `set_detect_anomaly`/`detect_anomaly`
     summary = "Autograd anomaly detection is left on in training code (several times slower)."
 

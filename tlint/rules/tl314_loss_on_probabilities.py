@@ -61,7 +61,7 @@ _MESSAGES = {
 class LossOnProbabilities(Rule):
     code = "TL314"
     name = "loss-on-probabilities"
-    severity = "error"
+    kind = "defect"
     # pre-filter: cross-entropy/NLL losses
     tokens = frozenset({"cross_entropy", "nll_loss", "crossentropyloss", "nllloss"})
     summary = "cross_entropy/nll_loss is given softmax probabilities instead of logits/log-probabilities."

@@ -24,9 +24,8 @@ _WRAPPERS = frozenset({"filter", "list", "tuple"})
 class WeightDecayOnNormAndBias(Rule):
     code = "TL315"
     name = "weight-decay-on-norm-and-bias"
-    severity = "info"
+    kind = "practice"
     tokens = frozenset({"adamw"})  # pre-filter: AdamW optimisers
-    default_enabled = False
     summary = "AdamW applies weight decay to biases, norms and embeddings (no parameter groups)."
 
     def check(self, ctx: FileContext) -> None:

@@ -26,9 +26,8 @@ _NOT_TL301 = ProjectCondition(none_of=("transformer",), scope="program")
 class GradNormNotMonitored(Rule):
     code = "TL316"
     name = "grad-norm-not-monitored"
-    severity = "info"
+    kind = "practice"
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
-    default_enabled = False
     summary = "A training loop never logs its gradient norm."
 
     def check(self, ctx: FileContext) -> None:

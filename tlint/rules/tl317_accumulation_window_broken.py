@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class AccumulationWindowBroken(Rule):
     code = "TL317"
     name = "accumulation-window-broken"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"backward"})  # pre-filter: training loops: a file without `backward` has none
     summary = "zero_grad() or gradient clipping runs on every micro-step while the optimiser steps every k."
 

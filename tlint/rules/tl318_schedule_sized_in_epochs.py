@@ -47,7 +47,7 @@ _EPOCH_WORDS = frozenset({"epoch", "epochs"})
 class ScheduleSizedInEpochs(Rule):
     code = "TL318"
     name = "schedule-sized-in-epochs"
-    severity = "error"
+    kind = "defect"
     tokens = frozenset({"epoch"})  # pre-filter: the size counts epochs
     summary = "A schedule sized in epochs is stepped on every iteration."
 

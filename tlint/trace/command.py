@@ -213,6 +213,7 @@ def report_other(fmt: str, run: TraceRun, cwd: Path) -> str:
 
     from tlint.diagnostics import Diagnostic, Position, Range
     from tlint.reporters import OutputReport, SourceLines, render
+    from tlint.rules import BY_CODE
 
     sources = SourceLines()
     diagnostics = []
@@ -224,7 +225,8 @@ def report_other(fmt: str, run: TraceRun, cwd: Path) -> str:
         text = sources.line(path, site["line"]) or ""
         column = len(text) - len(text.lstrip()) + 1
         diagnostics.append(Diagnostic(f["code"], RULES[f["code"]], f["severity"], f["message"] + " [trace]", path,
-                                      Range(Position(site["line"], column), Position(site["line"], len(text) + 1))))
+                                      Range(Position(site["line"], column), Position(site["line"], len(text) + 1)),
+                                      kind=BY_CODE[f["code"]].kind))
     diagnostics.sort(key=Diagnostic.sort_key)
     files = sorted({d.path for d in diagnostics} | {_display(p, cwd) for p in run.checked})
     stream = io.StringIO()

@@ -338,7 +338,9 @@ def _run_child(options: DataOptions, verbose: bool) -> dict[str, Any]:
 
 def match_findings(result: dict[str, Any], options: DataOptions) -> list[dict[str, Any]]:
     """`tlint check` on the user files the loaders imported; findings of the data rules get the
-    verdict of the check testing their rule (train loader's entry first)."""
+    verdict of the check testing their rule (train loader's entry first). The data rules run
+    even where they are off by default (practice rules such as TL104): the checks are there
+    to test them; the project's `ignore` still turns them off."""
     files = [Path(f) for f in result.get("files", [])]
     if not files:
         return []
@@ -348,7 +350,8 @@ def match_findings(result: dict[str, Any], options: DataOptions) -> list[dict[st
     rules = {rule: name for name, codes in checked_rules().items() for rule in codes}
     from tlint.verify.matching import DATA_SCAN_RULES
 
-    diagnostics = [d for d in Linter(ConfigResolver(), jobs=1).run(files).diagnostics
+    tested = sorted(DATA_SCAN_RULES | set(rules))
+    diagnostics = [d for d in Linter(ConfigResolver(), jobs=1, extend_select=tested).run(files).diagnostics
                    if not d.suppressed and (d.code in DATA_SCAN_RULES or d.code in rules)]
     out = []
     for diag in diagnostics:

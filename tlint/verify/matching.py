@@ -68,7 +68,10 @@ def _inside(path: Path, roots: list[Path]) -> bool:
 def lint(files: list[Path], classes: list[ModelClass], roots: list[Path] | None = None):
     """Diagnostics of the model's files, plus call-site and training-loop findings in the
     files beside them and in the project's files that import the model (through the import
-    graph from the roots: a training script at the repository root beside the package)."""
+    graph from the roots: a training script at the repository root beside the package).
+    The training rules (`TRAINING_RULES`, judged by the `warmup-ab` probe) run even where
+    they are off by default (practice rules): testing them is what that probe is for; the
+    project's `ignore` still turns them off."""
     from tlint.config import ConfigResolver
     from tlint.engine import Linter
 
@@ -76,7 +79,7 @@ def lint(files: list[Path], classes: list[ModelClass], roots: list[Path] | None 
     around = {p.resolve() for folder in folders for p in folder.glob("*.py")} - set(files)
     if roots:
         around |= importers(files, roots) - set(files)
-    result = Linter(ConfigResolver(), jobs=1).run(files + sorted(around))
+    result = Linter(ConfigResolver(), jobs=1, extend_select=sorted(TRAINING_RULES)).run(files + sorted(around))
     model_files = {str(f) for f in files}
     kept = []
     for diag in result.diagnostics:
