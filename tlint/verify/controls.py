@@ -172,6 +172,8 @@ class AttentionDropout(_AttentionEdit):
 
 # --- the effective attention scale (TL208) ---------------------------------------------
 
+FOLD = 2.0  # one side of q·k this much smaller than the other carries a scale of its own
+
 _VIEWS = {"view", "reshape", "transpose", "permute", "contiguous", "split", "chunk", "unbind", "__getitem__",
           "unflatten", "flatten", "expand", "repeat_interleave", "to", "float", "type_as", "clone", "mT",
           "unsqueeze", "squeeze", "narrow", "swapaxes", "movedim"}
@@ -204,6 +206,19 @@ class ScaleTrace(TorchFunctionMode):
         got = self._get(self.factors, tensor)
         return got[0] if got else 1.0
 
+    def folded(self, query: Any, key: Any) -> float:
+        """A scale folded into the initialisation: one side of q·k (its tracked factors taken
+        out) smaller than the other by more than FOLD, as when the query projection is drawn
+        1/sqrt(d_head) smaller than the key's (T5); 1 otherwise (q and k drawn alike)."""
+        try:
+            sizes = [float(t.detach().float().pow(2).mean().sqrt()) / abs(self.factor(t)) for t in (query, key)]
+        except (AttributeError, RuntimeError, ZeroDivisionError):
+            return 1.0
+        small, large = min(sizes), max(sizes)
+        if small <= 0 or large / small < FOLD:
+            return 1.0
+        return small / large
+
     def _set(self, table: dict, tensor: Any, *values) -> None:
         for out in _tensors(tensor):
             try:
@@ -219,7 +234,7 @@ class ScaleTrace(TorchFunctionMode):
             scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
             d = query.shape[-1]
             applied = (1 / math.sqrt(d) if scale is None else float(scale)) * self.factor(query) * self.factor(key)
-            self.ratios.append(applied * math.sqrt(d))
+            self.ratios.append(applied * math.sqrt(d) * self.folded(query, key))
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
         if func in _SOFTMAX and args and isinstance(args[0], torch.Tensor):
@@ -230,6 +245,10 @@ class ScaleTrace(TorchFunctionMode):
             return out
         first = args[0] if args else None
         if name in _MATMULS:
+            if name == "baddbmm":  # (input, batch1, batch2), by position or keyword (BLOOM: alibi.baddbmm(...))
+                named = dict(zip(("batch1", "batch2"), args[1:3], strict=False))
+                named.update({k: v for k, v in kwargs.items() if k in ("batch1", "batch2")})
+                args = (first, named.get("batch1"), named.get("batch2"))
             operands = [a for a in (args[1:] if name == "einsum" else args) if isinstance(a, torch.Tensor)][:2]
             if isinstance(out, torch.Tensor) and out.dim() >= 2 and out.shape[-1] == out.shape[-2] == self.seq_len \
                     and len(operands) == 2 and out.is_floating_point():
@@ -237,11 +256,14 @@ class ScaleTrace(TorchFunctionMode):
                 d = a.shape[-1] if name != "baddbmm" else b.shape[-1]
                 if name == "baddbmm":
                     a, b = args[1], args[2]
-                    d = a.shape[-1]
-                factor = self.factor(a) * self.factor(b) * float(kwargs.get("alpha", 1.0))
+                    d = a.shape[-1]  # (the input added is a bias: ALiBi's, or zeros)
+                factor = self.factor(a) * self.factor(b) * float(kwargs.get("alpha", 1.0)) * self.folded(a, b)
                 self._set(self.products, out, factor, d)
             return out
         product = self._get(self.products, first)
+        if product is None and name == "where" and len(args) == 3:  # torch.where(causal, scores, fill)
+            product = self._get(self.products, args[1])
+            first = args[1] if product is not None else first
         if name in _SCALARS and len(args) == 2:
             scalar = args[1] if isinstance(args[1], (int, float)) else (
                 float(args[1]) if isinstance(args[1], torch.Tensor) and args[1].numel() == 1 else None)
