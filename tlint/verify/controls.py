@@ -294,6 +294,34 @@ def scale_ratios(ctx: ProbeContext) -> list[float]:
     return [float(f"{r:.4g}") for r in trace.ratios]
 
 
+# The effective attention scale (the factor applied to q·k relative to 1/sqrt(d_head)) is
+# the usual one within this factor.
+SCALE_BAND = 1.9
+
+
+def judge_scale(probe, ctx: ProbeContext, result):
+    """attention-entropy's result with the effective scale measured (`extra["scale"]`): a
+    fail, naming the scale, when one attention's lies outside [1/1.9, 1.9]."""
+    try:
+        ratios = scale_ratios(ctx)
+    except Exception:  # noqa: BLE001  (no measurement: the entropy's verdict stands)
+        ratios = []
+    result.extra["scale"] = ratios
+    if not ratios:
+        result.detail += "; effective scale not measured (no scaled q·k product seen)"
+        return result
+    worst = max(ratios, key=lambda r: abs(math.log(max(r, 1e-12))))
+    listed = ", ".join(f"{r:.3g}" for r in ratios[:6])
+    if 1 / SCALE_BAND <= worst <= SCALE_BAND:
+        result.detail += f"; effective scale x 1/sqrt(d_head): {listed}"
+        return result
+    how = "not scaled down enough" if worst > 1 else "scaled down too far"
+    return probe.result("fail", result.figure, result.module,
+                        f"the attention scores are {how}: the scale applied to q·k is {worst:.3g} x 1/sqrt(d_head) "
+                        f"(per attention: {listed}; within [{1 / SCALE_BAND:.2g}, {SCALE_BAND}] is the usual scale); "
+                        f"{result.detail}", **result.extra)
+
+
 # --- injections ------------------------------------------------------------------------
 
 @contextmanager
