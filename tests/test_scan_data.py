@@ -266,16 +266,88 @@ def _order(loader, batches=50):
     return _loader_order(_sample_order(loader, DataOptions(dataloader="m:f", root=".", batches=batches)), "train")
 
 
-def test_loader_order_fails_in_dataset_order_and_passes_shuffled():
+def _texts(lengths, **fields):
+    """Tokenised samples of the given lengths (ids never 0, the pad id), with extra fields."""
+    gen = torch.Generator().manual_seed(4)
+    out = []
+    for i, n in enumerate(lengths):
+        item = {"input_ids": (torch.randint(1, 50, (n,), generator=gen)).tolist()}
+        item.update({k: v[i] for k, v in fields.items()})
+        out.append(item)
+    return out
+
+
+def _pad(items):
+    """Dynamic padding, as a collator does: ids padded with 0, the mask, per-sample fields."""
+    width = max(len(item["input_ids"]) for item in items)
+    batch = {"input_ids": torch.tensor([item["input_ids"] + [0] * (width - len(item["input_ids"])) for item in items]),
+             "attention_mask": torch.tensor([[1] * len(item["input_ids"]) + [0] * (width - len(item["input_ids"]))
+                                             for item in items])}
+    for key in items[0]:
+        if key != "input_ids" and isinstance(items[0][key], int):
+            batch[key] = torch.tensor([item[key] for item in items])
+    return batch
+
+
+def _lengths(n, seed=5):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(3, 60, (n,), generator=gen).tolist()
+
+
+def test_loader_order_in_dataset_order_fails_only_when_the_order_follows_length_label_or_source():
+    from torch.utils.data import DataLoader
+
+    lengths = _lengths(400)
+    shuffled_file = _order(DataLoader(_texts(lengths), batch_size=4, collate_fn=_pad))  # read in order
+    assert shuffled_file["status"] == "pass" and shuffled_file["figure"] == 0
+    assert "0, 1, 2" in shuffled_file["detail"] and "follows no length, label or source" in shuffled_file["detail"]
+    assert len(shuffled_file["extra"]["structure"]["lengths"]) == 64
+    by_length = _order(DataLoader(_texts(sorted(lengths)), batch_size=4, collate_fn=_pad))
+    assert by_length["status"] == "fail" and by_length["figure"] == 200 and by_length["rule"] == "TL114"
+    assert "length: Spearman +1.00" in by_length["detail"] and "SequentialSampler" in by_length["detail"]
+    longest_first = _order(DataLoader(_texts(sorted(lengths, reverse=True)), batch_size=4, collate_fn=_pad))
+    assert longest_first["status"] == "fail" and "Spearman -1.00" in longest_first["detail"]
+    labels = [i * 3 // 400 for i in range(400)]  # three classes, one after the other
+    by_label = _order(DataLoader(_texts(lengths, labels=labels), batch_size=4, collate_fn=_pad))
+    assert by_label["status"] == "fail" and "label:" in by_label["detail"]
+    mixed = torch.randperm(400, generator=torch.Generator().manual_seed(6)).tolist()
+    shuffled_labels = _order(DataLoader(_texts(lengths, labels=[labels[i] for i in mixed]), batch_size=4,
+                                        collate_fn=_pad))
+    assert shuffled_labels["status"] == "pass", shuffled_labels["detail"]
+    by_source = _order(DataLoader(_texts(lengths, source=["wiki"] * 200 + ["books"] * 200), batch_size=4,
+                                  collate_fn=lambda items: _pad([{k: v for k, v in i.items() if k != "source"}
+                                                                 for i in items])))
+    assert by_source["status"] == "fail" and "source:" in by_source["detail"]
+
+
+def test_loader_order_sees_a_sorted_file_whose_first_batches_hold_one_length():
+    from torch.utils.data import DataLoader
+
+    lengths = [8] * 300 + sorted(_lengths(300))  # the first 50 batches of 4 hold length 8 only
+    entry = _order(DataLoader(_texts(lengths), batch_size=4, collate_fn=_pad))
+    assert entry["status"] == "fail" and "length: Spearman" in entry["detail"], entry["detail"]
+
+
+def test_loader_order_fails_on_concatenated_sources_read_in_order_and_passes_shuffled():
+    from torch.utils.data import ConcatDataset, DataLoader
+
+    sources = ConcatDataset([_texts(_lengths(40, 1)), _texts(_lengths(40, 2))])
+    entry = _order(DataLoader(sources, batch_size=4, collate_fn=_pad))
+    assert entry["status"] == "fail" and "a ConcatDataset of 2 datasets (40, 40 samples)" in entry["detail"]
+    shuffled = DataLoader(sources, batch_size=4, collate_fn=_pad, shuffle=True,
+                          generator=torch.Generator().manual_seed(0))
+    assert _order(shuffled)["status"] == "pass"
+
+
+def test_loader_order_passes_shuffled_loaders_and_unstructured_data_read_in_order():
     from torch.utils.data import DataLoader, RandomSampler
 
     data = list(range(40))
     entry = _order(DataLoader(data, batch_size=4))
-    assert entry["status"] == "fail" and entry["figure"] == 40 and entry["rule"] == "TL114"
-    assert "0, 1, 2" in entry["detail"] and "SequentialSampler" in entry["detail"]
-    assert _order(DataLoader(data, batch_size=4), batches=3)["figure"] == 12  # only the drawn batches
+    assert entry["status"] == "pass" and "0, 1, 2" in entry["detail"]  # in order, but nothing to follow
+    assert _order(DataLoader(data, batch_size=4), batches=3)["extra"]["indices"] == list(range(12))
     shuffled = DataLoader(data, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
-    assert _order(shuffled)["status"] == "pass"
+    assert _order(shuffled)["status"] == "pass" and "not the dataset's order" in _order(shuffled)["detail"]
     sampled = DataLoader(data, batch_size=4, sampler=RandomSampler(data, generator=torch.Generator().manual_seed(1)))
     assert _order(sampled)["status"] == "pass"
     assert _order(DataLoader(data, batch_size=None, shuffle=True,

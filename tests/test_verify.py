@@ -100,8 +100,8 @@ def test_broken_model_fails_exactly_its_probes_far_beyond_tolerance(zoo, model):
         p = probes[name]
         if name in LEAK_PROBES:
             assert p["figure"] > 100 * p["tolerance"]
-        elif name == "position-blind":
-            assert p["figure"] < p["tolerance"] / 100
+        elif name == "position-blind":  # order reaches nothing: float rounding only (~1e-6)
+            assert p["figure"] < p["tolerance"] / 20
         elif name == "depth-growth":  # the stream grows, or a block has no residual path (skip share ~0)
             assert p["figure"] > 3 * p["tolerance"] or max(map(abs, p["extra"]["skip"])) < 0.1
         elif name == "attention-maps":  # a share of the attention mass, at most 1

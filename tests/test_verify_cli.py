@@ -87,10 +87,12 @@ def test_verify_tagger_confirms_the_real_leak_and_clears_the_planted_finding(tmp
     assert set(report) == {"tool", "version", "model", "probes", "findings", "summary"}
     assert report["model"] == {"factory": "proj.model:Tagger", "class": "Tagger",
                                "parameters": report["model"]["parameters"], "call": "src,src_key_padding_mask",
-                               "causal": "no", "causal_evidence": report["model"]["causal_evidence"],
+                               "causal": "inconclusive", "causal_evidence": report["model"]["causal_evidence"],
                                "layout": "batch-first"}
-    # nobody declared it causal: the model was asked, and it sees later tokens
-    assert report["model"]["causal_evidence"].startswith("measured: outputs before t change with later tokens")
+    # nobody declared it causal and nothing in its class or its uses says so: the model was
+    # asked, it sees later tokens (bidirectional, or causal with a broken mask): inconclusive
+    assert report["model"]["causal_evidence"].startswith("inconclusive: only the model's own behaviour could tell")
+    assert "`causal = true`" in report["model"]["causal_evidence"]
     probes = {p["probe"]: p for p in report["probes"]}
     assert set(probes["mask-leak"]) == {"probe", "status", "figure", "tolerance", "unit", "module", "detail"}
     assert probes["mask-leak"]["status"] == "fail" and probes["mask-leak"]["figure"] > 1e-2

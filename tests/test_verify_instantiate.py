@@ -145,12 +145,19 @@ def test_flagged_classes_are_built_when_no_model_is_configured(project):
     assert report["probes"][0]["detail"].startswith("[Tagger] ")
 
 
-def test_paths_restrict_the_classes(project):
+def test_paths_restrict_the_classes_and_no_class_built_is_a_usage_error(project):
+    """Only mixer.py's classes: none can be built alone, so no probe runs: exit 2, with how to
+    name a model."""
     proc = run_tlint("verify", "src/proj/mixer.py", "--probe", "mask-leak", "--format", "json", cwd=project)
-    assert proc.returncode == 0, proc.stdout + proc.stderr  # nothing confirmed, nothing could run
-    report = json.loads(proc.stdout)
-    assert {f["verdict"] for f in report["findings"]} == {"not-checkable"}
-    assert report["probes"] == [] and report["model"]["class"] == "(none)"
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["kind"] == "usage" and error["message"].startswith("no model to verify")
+    assert "none of the 2 findings a probe can test sits in a class the verifier could build alone" in \
+        error["message"]
+    assert "no nn.Embedding" in error["message"] and "--model pkg.module:factory" in error["message"]
+    text = run_tlint("verify", "src/proj/mixer.py", "--probe", "mask-leak", cwd=project)
+    assert text.returncode == 2 and text.stdout == ""
+    assert text.stderr.startswith("tlint: error: no model to verify") and len(text.stderr.splitlines()) == 1
 
 
 def test_nothing_flagged_and_no_model_is_a_usage_error(tmp_path):

@@ -180,6 +180,8 @@ class AttentionDropout(_AttentionEdit):
 
 # --- the effective attention scale (TL208) ---------------------------------------------
 
+FOLD = 2.0  # one side of q·k this much smaller than the other carries a scale of its own
+
 _VIEWS = {"view", "reshape", "transpose", "permute", "contiguous", "split", "chunk", "unbind", "__getitem__",
           "unflatten", "flatten", "expand", "repeat_interleave", "to", "float", "type_as", "clone", "mT",
           "unsqueeze", "squeeze", "narrow", "swapaxes", "movedim"}
@@ -212,6 +214,19 @@ class ScaleTrace(TorchFunctionMode):
         got = self._get(self.factors, tensor)
         return got[0] if got else 1.0
 
+    def folded(self, query: Any, key: Any) -> float:
+        """A scale folded into the initialisation: one side of q·k (its tracked factors taken
+        out) smaller than the other by more than FOLD, as when the query projection is drawn
+        1/sqrt(d_head) smaller than the key's (T5); 1 otherwise (q and k drawn alike)."""
+        try:
+            sizes = [float(t.detach().float().pow(2).mean().sqrt()) / abs(self.factor(t)) for t in (query, key)]
+        except (AttributeError, RuntimeError, ZeroDivisionError):
+            return 1.0
+        small, large = min(sizes), max(sizes)
+        if small <= 0 or large / small < FOLD:
+            return 1.0
+        return small / large
+
     def _set(self, table: dict, tensor: Any, *values) -> None:
         for out in _tensors(tensor):
             try:
@@ -227,7 +242,7 @@ class ScaleTrace(TorchFunctionMode):
             scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
             d = query.shape[-1]
             applied = (1 / math.sqrt(d) if scale is None else float(scale)) * self.factor(query) * self.factor(key)
-            self.ratios.append(applied * math.sqrt(d))
+            self.ratios.append(applied * math.sqrt(d) * self.folded(query, key))
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
         if func in _SOFTMAX and args and isinstance(args[0], torch.Tensor):
@@ -238,6 +253,10 @@ class ScaleTrace(TorchFunctionMode):
             return out
         first = args[0] if args else None
         if name in _MATMULS:
+            if name == "baddbmm":  # (input, batch1, batch2), by position or keyword (BLOOM: alibi.baddbmm(...))
+                named = dict(zip(("batch1", "batch2"), args[1:3], strict=False))
+                named.update({k: v for k, v in kwargs.items() if k in ("batch1", "batch2")})
+                args = (first, named.get("batch1"), named.get("batch2"))
             operands = [a for a in (args[1:] if name == "einsum" else args) if isinstance(a, torch.Tensor)][:2]
             if isinstance(out, torch.Tensor) and out.dim() >= 2 and out.shape[-1] == out.shape[-2] == self.seq_len \
                     and len(operands) == 2 and out.is_floating_point():
@@ -245,11 +264,14 @@ class ScaleTrace(TorchFunctionMode):
                 d = a.shape[-1] if name != "baddbmm" else b.shape[-1]
                 if name == "baddbmm":
                     a, b = args[1], args[2]
-                    d = a.shape[-1]
-                factor = self.factor(a) * self.factor(b) * float(kwargs.get("alpha", 1.0))
+                    d = a.shape[-1]  # (the input added is a bias: ALiBi's, or zeros)
+                factor = self.factor(a) * self.factor(b) * float(kwargs.get("alpha", 1.0)) * self.folded(a, b)
                 self._set(self.products, out, factor, d)
             return out
         product = self._get(self.products, first)
+        if product is None and name == "where" and len(args) == 3:  # torch.where(causal, scores, fill)
+            product = self._get(self.products, args[1])
+            first = args[1] if product is not None else first
         if name in _SCALARS and len(args) == 2:
             scalar = args[1] if isinstance(args[1], (int, float)) else (
                 float(args[1]) if isinstance(args[1], torch.Tensor) and args[1].numel() == 1 else None)
@@ -278,6 +300,34 @@ def scale_ratios(ctx: ProbeContext) -> list[float]:
     with torch.no_grad(), trace:
         ctx.caller(ctx.model, ids.to(ctx.device), keep.to(ctx.device) if ctx.caller.has_mask else None)
     return [float(f"{r:.4g}") for r in trace.ratios]
+
+
+# The effective attention scale (the factor applied to q·k relative to 1/sqrt(d_head)) is
+# the usual one within this factor.
+SCALE_BAND = 1.9
+
+
+def judge_scale(probe, ctx: ProbeContext, result):
+    """attention-entropy's result with the effective scale measured (`extra["scale"]`): a
+    fail, naming the scale, when one attention's lies outside [1/1.9, 1.9]."""
+    try:
+        ratios = scale_ratios(ctx)
+    except Exception:  # noqa: BLE001  (no measurement: the entropy's verdict stands)
+        ratios = []
+    result.extra["scale"] = ratios
+    if not ratios:
+        result.detail += "; effective scale not measured (no scaled q·k product seen)"
+        return result
+    worst = max(ratios, key=lambda r: abs(math.log(max(r, 1e-12))))
+    listed = ", ".join(f"{r:.3g}" for r in ratios[:6])
+    if 1 / SCALE_BAND <= worst <= SCALE_BAND:
+        result.detail += f"; effective scale x 1/sqrt(d_head): {listed}"
+        return result
+    how = "not scaled down enough" if worst > 1 else "scaled down too far"
+    return probe.result("fail", result.figure, result.module,
+                        f"the attention scores are {how}: the scale applied to q·k is {worst:.3g} x 1/sqrt(d_head) "
+                        f"(per attention: {listed}; within [{1 / SCALE_BAND:.2g}, {SCALE_BAND}] is the usual scale); "
+                        f"{result.detail}", **result.extra)
 
 
 # --- injections ------------------------------------------------------------------------

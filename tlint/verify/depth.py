@@ -157,15 +157,36 @@ def skip_shares(ctx: ProbeContext, model: nn.Module | None = None) -> list[float
     return shares
 
 
+# The stream sizes (RMS) at which a block's input is replayed, besides its own: a residual
+# path passes a change of the input through at any size, while a branch behind a norm shrinks
+# relative to it as the stream grows. So the skip share does not depend on how small the
+# model's own initialisation makes the stream (an embedding drawn at std 1e-3, say).
+STREAM_SIZES = (1.0, 10.0, 100.0)
+
+
 def _skip_share(block: nn.Module, args: tuple, kwargs: dict[str, Any], keep: torch.Tensor,
                 gen: torch.Generator) -> float | None:
     """cos(output change, input perturbation) of one block replayed on its recorded inputs
-    (the hidden states: the first floating argument, positional or keyword)."""
+    (the hidden states: the first floating argument, positional or keyword): the largest over
+    the recorded input and the same input rescaled to each of STREAM_SIZES."""
     positional = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
     keyword = [k for k, a in kwargs.items() if isinstance(a, torch.Tensor) and a.is_floating_point()]
     if not positional and not keyword:
         return None
     x = dense(args[positional[0]] if positional else kwargs[keyword[0]])
+    rms = float(x.float().pow(2).mean().sqrt())
+    shares = []
+    for size in (None, *STREAM_SIZES):
+        scaled = x if size is None or rms == 0 else x * (size / rms)
+        share = _skip_share_at(block, args, kwargs, positional, keyword, scaled, keep, gen)
+        if share is None:
+            return None
+        shares.append(share)
+    return max(shares)
+
+
+def _skip_share_at(block: nn.Module, args: tuple, kwargs: dict[str, Any], positional: list[int],
+                   keyword: list[str], x: torch.Tensor, keep: torch.Tensor, gen: torch.Generator) -> float | None:
     delta = torch.randn(x.shape, generator=gen).to(x.device, x.dtype) * x.float().pow(2).mean().sqrt() * 1e-3
     if x.dim() >= 2 and x.shape[:2] == keep.shape:
         delta = delta * keep.to(x.device).reshape(*keep.shape, *([1] * (x.dim() - 2)))

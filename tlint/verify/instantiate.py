@@ -67,6 +67,14 @@ def verify_flagged(options: VerifyOptions, paths: list[Path], verbose: bool = Fa
         models.append(result["model"])
         probes.extend({**entry, "detail": f"[{qualname}] {entry['detail']}".rstrip()} for entry in result["probes"])
     findings.sort(key=lambda f: (f["path"], f["range"]["start"]["line"], f["range"]["start"]["column"], f["code"]))
+    if not models:  # nothing was built: no probe ran, so nothing was verified
+        reasons = list(dict.fromkeys(f["reason"] for f in findings))
+        raise OptionsError(f"{NO_MODEL}: no `model` is configured and none of the {len(findings)} findings a probe "
+                           f"can test sits in a class the verifier could build alone ({reasons[0]}"
+                           + (f"; and {len(reasons) - 1} more reasons" if len(reasons) > 1 else "") + "). Give "
+                           "`--model pkg.module:factory` or set `model = \"pkg.module:factory\"` in "
+                           "[tool.tlint.verify] (a callable returning a torch.nn.Module, or an nn.Module class; "
+                           "`model-kwargs` are passed to it)", kind="usage")
     return _summary(models), probes, findings
 
 

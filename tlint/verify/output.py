@@ -43,7 +43,10 @@ def exit_code(probes: list[dict], findings: list[dict], strict: bool = False) ->
 
 
 def causal_json(model: dict[str, Any]) -> dict[str, Any]:
-    return {"causal": "yes" if model.get("causal") else "no", "causal_evidence": model.get("causal_reason", "")}
+    """`yes`, `no`, or `inconclusive` when only the model's own behaviour could tell and it
+    sees later tokens (a bidirectional model, or a causal one with a broken mask)."""
+    answer = "inconclusive" if model.get("causal_inconclusive") else "yes" if model.get("causal") else "no"
+    return {"causal": answer, "causal_evidence": model.get("causal_reason", "")}
 
 
 # data-ab's figures in its JSON entry: `curves` (per-step training loss and the eval losses of

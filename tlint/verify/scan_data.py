@@ -28,6 +28,7 @@ from tlint.verify.data import (
     DataOptions,
     checked_rules,
 )
+from tlint.verify.data_order import structure_findings
 from tlint.verify.loading import UserCodeError, _describe, _inside, import_object
 
 _TLINT_DIR = Path(__file__).resolve().parent.parent
@@ -129,13 +130,18 @@ def _draw(spec: str, setting: str, options: DataOptions, roots: list[Path]) -> D
 
 
 ORDER_MIN_SAMPLES = 8  # fewer drawn indices cannot tell a shuffle from dataset order
+ORDER_SPREAD = 64      # dataset items read, spread over the whole dataset, to see what its order follows
+# Per-sample fields that name where a sample comes from.
+_SOURCE_NAMES = ("source", "domain", "dataset", "corpus", "origin", "lang", "language", "task", "split")
 
 
 def _sample_order(loader: Any, options: DataOptions) -> dict[str, Any]:
     """Which dataset indices a torch DataLoader draws for its first batches: its batch
     sampler's (or, with `batch_size=None`, its sampler's) first `options.batches` batches,
-    flattened. A `skip` reason instead when the order cannot be seen: not a DataLoader, an
-    IterableDataset (the stream decides), a sampler that raises, or too few samples."""
+    flattened; when they are 0, 1, 2, ... (the dataset read in order), what that order
+    follows (`_order_structure`). A `skip` reason instead when the order cannot be seen: not
+    a DataLoader, an IterableDataset (the stream decides), a sampler that raises, or too few
+    samples."""
     from torch.utils.data import DataLoader, IterableDataset
 
     if not isinstance(loader, DataLoader):
@@ -155,8 +161,73 @@ def _sample_order(loader: Any, options: DataOptions) -> dict[str, Any]:
         return {"skip": f"iterating the loader's sampler raised {type(exc).__name__}"}
     if len(indices) < ORDER_MIN_SAMPLES:
         return {"skip": f"only {len(indices)} samples drawn: too few to tell a shuffle from dataset order"}
-    return {"indices": indices, "sampler": type(sampler).__name__ if loader.batch_sampler is None
-            else type(getattr(loader.batch_sampler, "sampler", loader.batch_sampler)).__name__}
+    order: dict[str, Any] = {"indices": indices, "sampler": type(sampler).__name__ if loader.batch_sampler is None
+                             else type(getattr(loader.batch_sampler, "sampler", loader.batch_sampler)).__name__}
+    if indices == list(range(len(indices))):
+        order["structure"] = _order_structure(loader, options)
+    return order
+
+
+def _order_structure(loader: Any, options: DataOptions) -> dict[str, Any]:
+    """What the dataset's own order follows: up to ORDER_SPREAD items spread evenly over the
+    whole dataset (a prefix of a sorted file may hold one length only), each collated alone
+    by the loader's `collate_fn` and read like a batch: its real length, its label when it
+    has one per sample, and its source (the sub-dataset of a `ConcatDataset`, or a per-sample
+    field named like `source`, `domain`, `lang`)."""
+    import bisect
+
+    from torch.utils.data import ConcatDataset
+
+    dataset = loader.dataset
+    try:
+        size = len(dataset)
+    except TypeError:
+        return {"note": "the dataset has no length: its order cannot be read across it"}
+    count = min(size, ORDER_SPREAD)
+    positions = sorted({round(i * (size - 1) / max(count - 1, 1)) for i in range(count)})
+    out: dict[str, Any] = {"positions": positions, "lengths": [], "labels": [], "sources": []}
+    if isinstance(dataset, ConcatDataset) and sum(len(d) > 0 for d in dataset.datasets) >= 2:  # type: ignore[arg-type]
+        out["concat"] = [len(d) for d in dataset.datasets]  # type: ignore[arg-type]
+        out["sources"] = [bisect.bisect_right(dataset.cumulative_sizes, i) for i in positions]
+    pad = options.pad_token_id
+    collate = loader.collate_fn
+    try:
+        for index in positions:
+            item = dataset[index]
+            source = _source_field(item)
+            batch = _normalise(collate([item]) if collate is not None else item, options, "the dataset", index)
+            if batch.ids is None:
+                break
+            if batch.keep is not None:
+                length = int(batch.keep[0].sum())
+            elif pad is not None:
+                length = int((batch.ids[0] != pad).sum())
+            else:
+                length = int(batch.ids.shape[-1])
+            out["lengths"].append(length)
+            label = batch.labels
+            if label is not None and label.numel() == 1:
+                out["labels"].append(float(label.reshape(-1)[0]))
+            if "concat" not in out and source is not None:
+                out["sources"].append(source)
+    except BaseException as exc:  # noqa: BLE001 - user code: anything can happen
+        out["note"] = f"reading dataset items one by one raised {type(exc).__name__}"
+    for key in ("labels", "sources"):
+        if len(out[key]) != len(out["lengths"]) and "concat" not in out:
+            out[key] = []
+    return out
+
+
+def _source_field(item: Any) -> Any:
+    if not isinstance(item, Mapping):
+        return None
+    for name in _SOURCE_NAMES:
+        value = item.get(name)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return value
+        if torch.is_tensor(value) and value.numel() == 1:
+            return value.item()
+    return None
 
 
 def _iterable(obj: Any) -> bool:
@@ -643,8 +714,10 @@ def _observed(drawn: Drawn) -> dict[str, Any]:
 
 
 def _loader_order(order: dict[str, Any] | None, loader: str) -> dict[str, Any]:
-    """Batch order vs dataset order: the train loader draws indices 0, 1, 2, ... in turn."""
-    unit = "samples drawn in dataset order"
+    """Batch order vs dataset order: the train loader draws indices 0, 1, 2, ... in turn, and
+    that order follows the samples' length, label or source (a pre-shuffled dataset read in
+    order passes)."""
+    unit = "samples drawn in dataset order when that order follows length, label or source"
     if order is None or "skip" in order:
         return _entry("loader-order", loader, "skip", None, unit,
                       order["skip"] if order else "the loader's sampling order was not recorded")
@@ -652,16 +725,28 @@ def _loader_order(order: dict[str, Any] | None, loader: str) -> dict[str, Any]:
     in_order = indices == list(range(len(indices)))
     runs = sum(1 for a, b in zip(indices, indices[1:]) if b == a + 1)
     shown = ", ".join(str(i) for i in indices[:8]) + (", ..." if len(indices) > 8 else "")
-    if in_order:
+    extra = {"indices": indices[:64], "sampler": order["sampler"]}
+    if not in_order:
+        return _entry("loader-order", loader, "pass", 0, unit,
+                      f"the first batches draw dataset items {shown} ({order['sampler']}; {runs} of "
+                      f"{len(indices) - 1} consecutive pairs in order): not the dataset's order", extra=extra)
+    structure = order.get("structure") or {}
+    follows, measured = structure_findings(structure)
+    spread = len(structure.get("positions", []))
+    extra["structure"] = {k: structure[k] for k in ("positions", "lengths", "labels", "sources", "concat", "note")
+                          if k in structure}
+    read = f"the {len(indices)} samples of the first batches are dataset items {shown} in turn ({order['sampler']})"
+    over = f"{spread} items spread over the dataset" if spread else "no dataset item"
+    if follows:
         return _entry("loader-order", loader, "fail", len(indices), unit,
-                      f"the {len(indices)} samples of the first batches are dataset items {shown} in turn "
-                      f"({order['sampler']}): every epoch sees the same batches in the same order; pass "
-                      "shuffle=True (or a random sampler), unless the dataset was shuffled beforehand",
-                      extra={"indices": indices[:64], "sampler": order["sampler"]})
+                      f"{read}, and that order follows the samples' {'; '.join(follows)} (over {over}): every "
+                      "epoch sees the same sequence of batches, each drawn from one part of that order; pass "
+                      "shuffle=True (or a random sampler)", extra=extra)
+    seen = "; ".join(measured) if measured else "no length, label or source to compare"
+    note = f"; {structure['note']}" if structure.get("note") else ""
     return _entry("loader-order", loader, "pass", 0, unit,
-                  f"the first batches draw dataset items {shown} ({order['sampler']}; {runs} of "
-                  f"{len(indices) - 1} consecutive pairs in order): not the dataset's order",
-                  extra={"indices": indices[:64], "sampler": order["sampler"]})
+                  f"{read}, but that order follows no length, label or source ({seen}; over {over}{note}): a "
+                  "dataset shuffled beforehand may be read in order", extra=extra)
 
 
 def _tokenizer_agreement(train: Drawn, evaluation: Drawn | None) -> dict[str, Any]:

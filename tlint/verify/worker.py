@@ -12,6 +12,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tlint.verify.options import VerifyOptions
 
@@ -55,15 +56,19 @@ def _where_defined(cls: type, roots) -> dict | None:
 
 
 def _is_causal(model, options: VerifyOptions, roots) -> tuple[bool | None, str]:
-    """The configured `causal`, else the linter's verdict (`causal_evidence`, the one TL207
-    uses) on the source file of the model's class or of a base class in the user's tree;
-    for a class defined outside it (a library's, which `tlint check` never reads), whether
-    its name contains one of the `causal-names`. Returns (causal, why)."""
+    """The configured `causal`; else evidence from the class verified, never from the other
+    classes of its file: for a class in the user's tree (or one of its base classes there, or
+    a module class the model holds), its own next-token loss, `generate` loop or causal
+    attention name (`ModelView.class_causal_evidence`); for a class defined outside it (a
+    library's, which `tlint check` never reads), a name containing one of the `causal-names`;
+    a known encoder class name makes it not causal; then its uses in the project's files
+    (`_uses_causal`). Returns (causal, why); (None, why) when no evidence decides."""
     if options.causal is not None:
         return options.causal, "configured"
     from tlint.verify.loading import _inside
 
-    for cls in type(model).__mro__:
+    held = [type(module) for _, module in model.named_modules()]
+    for cls in [*type(model).__mro__, *held[1:]]:
         if cls.__module__.split(".")[0] in ("torch", "builtins"):
             continue
         try:
@@ -71,15 +76,42 @@ def _is_causal(model, options: VerifyOptions, roots) -> tuple[bool | None, str]:
         except TypeError:
             file = None
         if file and _inside(Path(file), roots):
-            evidence = _file_causal_evidence(Path(file).resolve(), tuple(options.causal_names))
-            if cls.__name__ in evidence:
-                return True, f"{cls.__name__}: {evidence[cls.__name__]}"
-        elif any(name in cls.__name__ for name in options.causal_names):
+            evidence = _class_causal_evidence(Path(file).resolve(), cls.__name__, tuple(options.causal_names))
+            if evidence:
+                return True, evidence
+        elif cls in type(model).__mro__ and any(name in cls.__name__ for name in options.causal_names):
             return True, f"the library class name `{cls.__name__}` (causal-names)"
     encoder = _encoder_class(model)
     if encoder is not None:
         return False, f"the class name `{encoder}`: an encoder"
-    return None, "no causal evidence in the model's source (as TL207 decides)"
+    use = _uses_causal(model, options, roots)
+    if use is not None:
+        return True, use
+    return None, "no causal evidence for the class verified, in its source or in its uses (as TL207 decides)"
+
+
+def _uses_causal(model, options: VerifyOptions, roots) -> str | None:
+    """A use of the model as a causal one in the project's files that import its factory's
+    module or its class's (a `.generate(...)` call or a next-token loss in a function that
+    names the factory or the class: `ModelView.uses_causal_evidence`)."""
+    from tlint.verify.loading import _inside
+    from tlint.verify.matching import importers
+
+    module_name = options.model.partition(":")[0]
+    files = set()
+    for name in (module_name, type(model).__module__):
+        spec_file = getattr(sys.modules.get(name), "__file__", None)
+        if spec_file and _inside(Path(spec_file), roots):
+            files.add(Path(spec_file).resolve())
+    if not files:
+        return None
+    names = (options.model.partition(":")[2].rpartition(".")[2], type(model).__name__)
+    for path in sorted(files | importers(sorted(files), list(roots))):
+        view = _view(path)
+        evidence = view.uses_causal_evidence(names) if view is not None else None
+        if evidence is not None:
+            return f"{evidence.reason} in {path.name}"
+    return None
 
 
 # Class names of models known to be bidirectional encoders (their causal-leak is not asked).
@@ -101,7 +133,9 @@ def _encoder_class(model) -> str | None:
 
 def _measure_causal(ctx) -> tuple[bool, str]:
     """Whether outputs before t ignore tokens from t on (the causal-leak test, run as a
-    measurement: a model nobody declared causal)."""
+    measurement: a model nobody declared causal and no evidence shows causal). A model that
+    sees later tokens may be bidirectional by design or causal with a broken mask: that is
+    `inconclusive`, never a verdict either way."""
     from tlint.verify.probes import CausalLeakProbe
 
     ctx.causal = True
@@ -112,35 +146,41 @@ def _measure_causal(ctx) -> tuple[bool, str]:
     if result.status == "pass":
         return True, f"measured: outputs before t ignore the tokens from t on (causal-leak {result.figure})"
     if result.status == "fail":
-        return False, (f"measured: outputs before t change with later tokens (causal-leak {result.figure}), "
-                       "a bidirectional model; set `causal = true` if it must be causal")
+        return False, (f"inconclusive: only the model's own behaviour could tell, and its outputs before t change "
+                       f"with later tokens (causal-leak {result.figure}): a bidirectional model, or a causal one "
+                       "whose mask is broken; set `causal = true` in [tool.tlint.verify] (or --causal) if it must "
+                       "be causal, `causal = false` if it is not")
     return False, f"not measured: {result.detail}"
 
 
-_EVIDENCE_CACHE: dict[tuple, dict[str, str]] = {}
+_VIEWS: dict[Path, Any] = {}
 
 
-def _file_causal_evidence(path: Path, causal_names: tuple[str, ...]) -> dict[str, str]:
-    """Class name -> why it is causal, by the linter's shared `causal_evidence` view."""
-    key = (path, causal_names)
-    if key not in _EVIDENCE_CACHE:
+def _view(path: Path):
+    """The linter's model view of a file (None when it cannot be read or parsed)."""
+    if path not in _VIEWS:
         import libcst as cst
 
         from tlint.engine import parse_source, read_text
         from tlint.source import FileIndex
         from tlint.views.model import ModelView
 
-        out: dict[str, str] = {}
         text = read_text(path, str(path))
         module = parse_source(text, str(path)) if isinstance(text, str) else None
-        if type(module) is cst.Module:  # else unreadable or a syntax error: no evidence, like the linter
-            try:
-                view = ModelView(FileIndex(module))
-                out = {name: ev.reason for name, ev in view.causal_evidence(causal_names, path.stem).items()}
-            except RecursionError:
-                out = {}
-        _EVIDENCE_CACHE[key] = out
-    return _EVIDENCE_CACHE[key]
+        _VIEWS[path] = ModelView(FileIndex(module)) if type(module) is cst.Module else None
+    return _VIEWS[path]
+
+
+def _class_causal_evidence(path: Path, name: str, causal_names: tuple[str, ...]) -> str | None:
+    """Why the class `name` of `path` is causal, from its own body (the linter's view)."""
+    view = _view(path)
+    if view is None:
+        return None
+    try:
+        evidence = view.class_causal_evidence(name, causal_names)
+    except RecursionError:
+        return None
+    return f"{name}: {evidence.reason}" if evidence is not None else None
 
 
 DEPTH_SETTINGS = ("n_layer", "n_layers", "num_layers", "num_hidden_layers", "depth", "n_blocks", "num_blocks")
@@ -213,7 +253,7 @@ def _load(options: VerifyOptions, roots) -> tuple:
     ids, keep = ctx.padded_batch(ctx.generator(0))
     ctx.caller = choose_caller(model, options, roots, ids.to(options.device), keep.to(options.device), vocab)
     causal_measured = False
-    if known is None:  # neither declared, nor in the source, nor a known encoder: ask the model
+    if known is None:  # neither declared, nor the class's evidence, nor a known encoder, nor its uses: ask the model
         ctx.causal, causal_reason = _measure_causal(ctx)
         causal_measured = True
     return model, ctx, causal_reason, causal_measured
@@ -260,8 +300,6 @@ def verify(options: VerifyOptions, emit=None) -> dict:
     from tlint.verify.probes import PROBE_CLASSES
     from tlint.verify.training_probes import TRAINING_PROBE_CLASSES, training_settings
 
-    if options.causal is None:
-        import tlint.views.model  # noqa: F401  (the causal evidence's parser: ours, not the user's time)
     emit({"event": "ready"})  # torch is imported: the user's code starts (its limit starts now)
 
     roots = import_roots(options)
@@ -278,6 +316,7 @@ def verify(options: VerifyOptions, emit=None) -> dict:
         "parameters": sum(p.numel() for p in model.parameters()), "call": ctx.caller.style,
         "convention": ctx.caller.convention, "causal": causal, "causal_reason": causal_reason,
         "causal_measured": causal_measured, "vocab_size": vocab,
+        "causal_inconclusive": causal_measured and causal_reason.startswith("inconclusive"),
         "layout": "sequence-first" if ctx.caller.seq_first else "batch-first",
     }
     classes = _classes(model, roots)
@@ -291,7 +330,8 @@ def verify(options: VerifyOptions, emit=None) -> dict:
         run_ctx, own = ctx, None
         try:
             if name == "causal-leak" and causal_measured and not causal:
-                result = probe.skip(f"the model is not causal ({causal_reason})")
+                result = probe.skip(causal_reason if causal_reason.startswith("inconclusive")
+                                    else f"the model is not causal ({causal_reason})")
             elif name == "data-ab" and options.data_ab_model:
                 run_ctx, own, result = _data_ab_on_its_model(probe, options, roots, ctx)
             else:
@@ -351,18 +391,13 @@ def _settle(probe, ctx, result, entry: dict) -> None:
 
 def _evidence(name: str, ctx, entry: dict) -> None:
     """What the verdicts need beyond the probe's own figure: the positive control of a
-    passing probe (`entry["control"]`), and the attention's effective scale (TL208)."""
-    from tlint.verify.controls import run_control, scale_ratios
+    passing probe (`entry["control"]`). (attention-entropy measures the effective scale itself.)"""
+    from tlint.verify.controls import run_control
 
     if entry["status"] == "pass":
         control = run_control(name, ctx)
         if control is not None:
             entry["control"] = control
-    if name == "attention-entropy" and entry["status"] != "skip":
-        try:
-            entry["extra"]["scale"] = scale_ratios(ctx)
-        except Exception:  # noqa: BLE001  (no measurement: TL208 stays inconclusive)
-            entry["extra"]["scale"] = []
 
 
 def main(argv: list[str]) -> int:

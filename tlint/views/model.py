@@ -703,6 +703,57 @@ class ModelView:
             cached[key] = _causal_evidence(self, causal_names, file_stem)
         return cached[key]
 
+    def class_causal_evidence(self, name: str, causal_names: Sequence[str] = ()) -> CausalEvidence | None:
+        """Why the class `name` itself is causal, from its own body only (never from another
+        class of the file, a sibling or a holder): a next-token loss in its methods, a
+        `generate` method that loops, a causal name with a per-position loss in its methods,
+        or an attention class its own name declares causal. None without such evidence."""
+        module_class = self.classes.get(name)
+        if module_class is None:
+            return None
+        node = module_class.node
+        own = [(call, inp, target) for call, inp, target in loss_calls(self.index)
+               if self.index.enclosing_class(call) is node]
+        for call, inp, target in own:
+            if is_next_token_loss(inp, target):
+                return CausalEvidence(f"`{name}` computes a next-token loss (shifted logits/labels)", call)
+        generate = module_class.methods.get("generate")
+        if generate is not None and any(type(n) in (cst.For, cst.While) for n in walk(generate.body)):
+            return CausalEvidence(f"`{name}.generate()` samples tokens", generate)
+        if any(word in name for word in causal_names) and not any(word in name for word in _NOT_CAUSAL_WORDS):
+            for call, inp, _ in own:
+                if is_per_position_loss(inp):
+                    return CausalEvidence(f"the causal name `{name}` with a per-position loss over the vocabulary",
+                                          call)
+        parts = snake_parts(name)
+        if "causal" in parts and set(parts) & {"attention", "attn"} \
+                and not set(parts[:parts.index("causal")]) & {"non", "not", "bi", "un", "no"}:
+            return CausalEvidence(f"the class name `{name}`", node)
+        return None
+
+    def uses_causal_evidence(self, names: Sequence[str]) -> CausalEvidence | None:
+        """A use of a model named by one of `names` (its class or its factory) as a causal
+        one: a function (or the module's top level) that refers to the name and calls
+        `.generate(...)` or computes a next-token loss (shifted logits/labels)."""
+        wanted = set(names)
+
+        def refers(scope: cst.CSTNode) -> bool:
+            return any(type(n) is cst.Name and n.value in wanted for n in walk(scope)) or any(
+                type(n) is cst.Attribute and n.attr.value in wanted for n in walk(scope))
+
+        sites: list[tuple[cst.CSTNode, str]] = [
+            (call, "a next-token loss (shifted logits/labels)")
+            for call, inp, target in loss_calls(self.index) if is_next_token_loss(inp, target)]
+        sites += [(call, "`.generate(...)`") for call in self.index.calls
+                  if type(call.func) is cst.Attribute and call.func.attr.value == "generate"]
+        for site, what in sites:
+            if self.index.enclosing_class(site) is not None:
+                continue  # inside a class: that class's own evidence, not a use
+            scope = self.index.enclosing_function(site) or self.index.module
+            if refers(scope):
+                return CausalEvidence(f"used with {what}", site)
+        return None
+
     def groups(self) -> list[list[ModuleClass]]:
         """Module classes grouped into models: connected by composition (a class declaring
         another local class as a sub-module), in source order."""
