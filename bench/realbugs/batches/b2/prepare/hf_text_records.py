@@ -9,6 +9,8 @@ pseudo-words drawn with a fixed seed, in one of the common record shapes:
 - text:     {"text"}
 - pair:     {"source", "target"}
 - label:    {"sentence", "label"} (label is an int below --labels)
+- nli:      {"premise", "hypothesis", "label"} (label is an int below --labels)
+- sts:      {"sentence1", "sentence2", "score"} (score is a float in [0, 1])
 
     python hf_text_records.py OUT.json --shape sharegpt [--n 32] [--words 12] [--turns 2]
                               [--lines] [--labels 2] [--seed 0]
@@ -40,13 +42,17 @@ def record(shape: str, rng: random.Random, i: int, n_words: int, turns: int, lab
         return {"source": words(rng, n_words), "target": words(rng, n_words)}
     if shape == "label":
         return {"sentence": words(rng, n_words), "label": rng.randrange(labels)}
+    if shape == "nli":
+        return {"premise": words(rng, n_words), "hypothesis": words(rng, n_words), "label": rng.randrange(labels)}
+    if shape == "sts":
+        return {"sentence1": words(rng, n_words), "sentence2": words(rng, n_words), "score": round(rng.random(), 3)}
     return {"text": words(rng, n_words)}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("--shape", default="text", choices=["sharegpt", "alpaca", "text", "pair", "label"])
+    parser.add_argument("--shape", default="text", choices=["sharegpt", "alpaca", "text", "pair", "label", "nli", "sts"])
     parser.add_argument("--n", type=int, default=32, help="number of records")
     parser.add_argument("--words", type=int, default=12, help="words per field")
     parser.add_argument("--turns", type=int, default=2, help="human/gpt turn pairs (sharegpt)")

@@ -37,9 +37,13 @@ DEFAULT_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "max_
 def tokenizer_size(out: Path) -> int:
     """Number of ids a tokenizer already written into OUT uses (0 when there is none)."""
     vocab = out / "vocab.json"
-    if not vocab.exists():
+    wordpiece = out / "vocab.txt"
+    if vocab.exists():
+        ids = set(json.loads(vocab.read_text(encoding="utf-8")).values())
+    elif wordpiece.exists():
+        ids = set(range(len(wordpiece.read_text(encoding="utf-8").splitlines())))
+    else:
         return 0
-    ids = set(json.loads(vocab.read_text(encoding="utf-8")).values())
     added = out / "added_tokens.json"
     if added.exists():
         ids |= set(json.loads(added.read_text(encoding="utf-8")).values())
