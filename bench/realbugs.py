@@ -167,8 +167,9 @@ LOG_KEYS = {"n", "repo", "ref", "found_by", "verdict", "criterion", "note"}
 LOG_VERDICTS = ("accept", "reject")
 NEAR_KEYS = {"case", "path", "line", "code", "describes", "reason"}
 FIRST_SIGHT_KEYS = {"case", "commit", "found", "fix_sensitive", "recorded"}
-FIRST_SIGHT_OPTIONAL = {"in_catalogue", "rule", "near"}
+FIRST_SIGHT_OPTIONAL = {"in_catalogue", "rule", "near", "evidence"}  # evidence: a runnable case's
 JUDGEMENT_KEYS = {"path", "line", "code", "verdict", "reason"}
+EVIDENCE = ("confirmed", "new", "static-only")  # a runnable case's: how the findings that found it came
 
 
 class ManifestError(Exception):
@@ -807,6 +808,8 @@ def validate_first_sight(path: Path, cases: dict[str, Case], codes: set[str], pr
             bad("fix_sensitive = true needs found = true")
         if "recorded" in raw and not _date_ok(raw["recorded"]):
             bad(f"recorded {raw['recorded']!r} must be a date YYYY-MM-DD")
+        if "evidence" in raw and raw["evidence"] not in EVIDENCE:
+            bad(f"evidence {raw['evidence']!r} must be one of {', '.join(EVIDENCE)} (a found runnable case's)")
         for n, item in enumerate(raw.get("near", []) if isinstance(raw.get("near", []), list) else [None], 1):
             if not isinstance(item, dict) or not {"path", "line", "code", "describes"} <= set(item) \
                     or not set(item) <= {"path", "line", "code", "describes", "cell"}:
@@ -1772,8 +1775,11 @@ def ensure_venv(pins: tuple[str, ...], cache: Path, timeout: float = INSTALL_TIM
 def check_tlint(python: Path, checkout: Path, env: dict[str, str], cwd: Path) -> None:
     """RunFailed("wrong-tlint") unless `python`, run in `cwd` with `env` as `tlint trace` will
     be, imports tlint from `checkout`."""
-    proc = subprocess.run([str(python), "-c", "import tlint; print(tlint.__file__)"], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    try:
+        proc = subprocess.run([str(python), "-c", "import tlint; print(tlint.__file__)"], env=env, cwd=cwd,
+                              capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise RunFailed("wrong-tlint", f"the venv's python could not import tlint: {error}") from None
     where = proc.stdout.strip()
     if proc.returncode != 0 or not where or Path(where).resolve().parent != (checkout / "tlint").resolve():
         raise RunFailed("wrong-tlint", f"the venv's python imports tlint from {where or '(nothing)'}, not from "
@@ -1876,8 +1882,6 @@ def trace_findings(report: dict, tree: Path) -> list[Finding]:
                            origin=origin))
     return out
 
-
-EVIDENCE = ("confirmed", "new", "static-only")
 
 
 def run_evidence(hits: list[dict]) -> str | None:
@@ -2467,6 +2471,8 @@ def first_sight_entry(result: dict, commit: str, today: str) -> str:
              f"fix_sensitive = {'true' if result['fix_sensitive'] else 'false'}",
              f"recorded = {toml_string(today)}",
              f"in_catalogue = {'true' if result['in_catalogue'] else 'false'}"]
+    if result.get("evidence"):
+        lines.append(f"evidence = {toml_string(result['evidence'])}")
     if result["in_catalogue"]:
         lines.append(f"rule = {toml_string(result['rule'])}")
     else:

@@ -739,3 +739,19 @@ def test_a_batch_file_may_be_named_after_its_search(tmp_path):
     problems = []
     rb.load_batches(tmp_path / "batches", CODES, {}, problems)
     assert any("cases-HF.toml: a batch holds cases-<part>.toml" in p for p in problems), problems
+
+
+def test_a_runnable_first_sight_keeps_its_evidence(tmp_path):
+    case = _case("a" * 40, "b" * 40, 0)
+    result = {"id": case.id, "found": True, "fix_sensitive": True, "in_catalogue": True, "rule": "TL301",
+              "runnable": True, "evidence": "new"}
+    text = rb.first_sight_entry(result, "c" * 40, "2026-12-07")
+    assert 'evidence = "new"' in text
+    (tmp_path / "first_sight.toml").write_text(text)
+    problems: list[str] = []
+    assert rb.validate_first_sight(tmp_path / "first_sight.toml", {case.id: case}, CODES, problems)
+    assert problems == []
+    (tmp_path / "first_sight.toml").write_text(text.replace('"new"', '"seen"'))
+    rb.validate_first_sight(tmp_path / "first_sight.toml", {case.id: case}, CODES, problems)
+    assert any("evidence 'seen' must be one of confirmed, new, static-only" in p for p in problems), problems
+    assert "evidence" not in rb.first_sight_entry({**result, "evidence": None, "found": False}, "c" * 40, "2026-12-07")
