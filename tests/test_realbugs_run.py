@@ -2,8 +2,8 @@
 (a buggy and a fixed commit of a small training script that imports a module of its own
 tree), a batch holds the case with its [case.run] (a size edit, a prepare helper, env),
 and the runner materialises both whole trees, makes the case's venv (no pinned packages),
-runs `tlint trace` from this checkout and scores the reports; the failures say what failed.
-No network."""
+runs `tlint trace` from this checkout, scores the reports and records the first sight; the
+failures say what failed. No network."""
 
 from __future__ import annotations
 
@@ -131,11 +131,22 @@ GOOD = {"prepare": ["python {prepare}/make_data.py tiny.txt 12"], "edits": [EDIT
         "command": ["python", "train.py"], "steps": 4, "env": {"TINY_MARK": "yes"}}
 
 
-def test_a_runnable_case_is_traced_and_scored(mirror, tmp_path, capsys):
+def test_a_runnable_case_is_traced_scored_and_first_sighted(mirror, tmp_path, capsys):
     repo, buggy, fixed = mirror
-    args = _batch(tmp_path, buggy, fixed, {"steps-sched-first": GOOD})
+    # a project laid out like this repository, whose tlint/ is this checkout's (a link): recording
+    # first sight runs the project's tlint at its HEAD
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "tlint").symlink_to(ROOT / "tlint")
+    (proj / "rules").mkdir()
+    (proj / "rules" / "TL305.md").write_text("# TL305\n")
+    args = _batch(proj / "bench" / "realbugs", buggy, fixed, {"steps-sched-first": GOOD})
+    _git(proj, "init", "-q", "-b", "main")
+    _git(proj, "add", "tlint", "rules", "bench")
+    _git(proj, "commit", "-q", "-m", "tool and case")
+    head = _git(proj, "rev-parse", "HEAD")
     report = tmp_path / "out.json"
-    rc = rb.main(["--mirrors", str(repo.parent), *args, "--json", str(report)])
+    rc = rb.main(["--mirrors", str(repo.parent), *args, "--json", str(report), "--record-first-sight"])
     out = capsys.readouterr().out
     assert rc == 0, out
     payload = json.loads(report.read_text())
@@ -150,8 +161,13 @@ def test_a_runnable_case_is_traced_and_scored(mirror, tmp_path, capsys):
     assert case["run"]["buggy"]["steps"] == 4 and case["run"]["fixed"]["steps"] == 4
     assert payload["result"] is True and payload["batches"]["b1"]["found_now"]["all"]["found"] == 1
     assert "run-time evidence: confirmed" in out
+    # the first sight: at HEAD, with its evidence, and what git history says
+    text = (proj / "bench" / "realbugs" / "batches" / "b1" / "first_sight.toml").read_text()
+    assert f'commit = "{head}"' in text and 'evidence = "confirmed"' in text and "fix_sensitive = true" in text
+    assert rb.check_first_sight_history(proj) == []
     # the venv is cached by its pinned list, and the mirror was only read
-    assert [p.name for p in (tmp_path / "venvs").iterdir() if p.is_dir()] == [rb.venv_key(())]
+    venvs = proj / "bench" / "realbugs" / "venvs"
+    assert [p.name for p in venvs.iterdir() if p.is_dir()] == [rb.venv_key(())]
     assert _git(repo, "status", "--porcelain") == "" and sorted(p.name for p in repo.iterdir()) == [
         ".git", "helpers.py", "train.py"]
 
