@@ -11,6 +11,8 @@ pseudo-words drawn with a fixed seed, in one of the common record shapes:
 - label:    {"sentence", "label"} (label is an int below --labels)
 - nli:      {"premise", "hypothesis", "label"} (label is an int below --labels)
 - sts:      {"sentence1", "sentence2", "score"} (score is a float in [0, 1])
+- qa:       {"query", "answer"}
+- ranking:  {"instruction", "input", "output": [chosen, rejected]}
 
     python hf_text_records.py OUT.json --shape sharegpt [--n 32] [--words 12] [--turns 2]
                               [--lines] [--labels 2] [--seed 0]
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from pathlib import Path
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "de", "va", "zu", "he"]
 
@@ -44,6 +47,10 @@ def record(shape: str, rng: random.Random, i: int, n_words: int, turns: int, lab
         return {"sentence": words(rng, n_words), "label": rng.randrange(labels)}
     if shape == "nli":
         return {"premise": words(rng, n_words), "hypothesis": words(rng, n_words), "label": rng.randrange(labels)}
+    if shape == "ranking":
+        return {"instruction": words(rng, n_words), "input": "", "output": [words(rng, n_words), words(rng, n_words)]}
+    if shape == "qa":
+        return {"query": words(rng, n_words), "answer": words(rng, n_words)}
     if shape == "sts":
         return {"sentence1": words(rng, n_words), "sentence2": words(rng, n_words), "score": round(rng.random(), 3)}
     return {"text": words(rng, n_words)}
@@ -52,7 +59,7 @@ def record(shape: str, rng: random.Random, i: int, n_words: int, turns: int, lab
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("--shape", default="text", choices=["sharegpt", "alpaca", "text", "pair", "label", "nli", "sts"])
+    parser.add_argument("--shape", default="text", choices=["sharegpt", "alpaca", "text", "pair", "label", "nli", "sts", "qa", "ranking"])
     parser.add_argument("--n", type=int, default=32, help="number of records")
     parser.add_argument("--words", type=int, default=12, help="words per field")
     parser.add_argument("--turns", type=int, default=2, help="human/gpt turn pairs (sharegpt)")
@@ -62,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     rows = [record(args.shape, rng, i, args.words, args.turns, args.labels) for i in range(args.n)]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as fh:
         if args.lines:
             fh.writelines(json.dumps(r) + "\n" for r in rows)
