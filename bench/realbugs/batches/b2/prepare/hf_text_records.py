@@ -24,6 +24,7 @@ import json
 import random
 from pathlib import Path
 
+SHAPES = ["sharegpt", "alpaca", "text", "pair", "label", "nli", "sts", "qa", "ranking"]
 SYLLABLES = ["ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "de", "va", "zu", "he"]
 
 
@@ -59,7 +60,7 @@ def record(shape: str, rng: random.Random, i: int, n_words: int, turns: int, lab
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("--shape", default="text", choices=["sharegpt", "alpaca", "text", "pair", "label", "nli", "sts", "qa", "ranking"])
+    parser.add_argument("--shape", default="text", choices=SHAPES)
     parser.add_argument("--n", type=int, default=32, help="number of records")
     parser.add_argument("--words", type=int, default=12, help="words per field")
     parser.add_argument("--turns", type=int, default=2, help="human/gpt turn pairs (sharegpt)")
