@@ -1804,14 +1804,17 @@ def apply_edits(tree: Path, edits: tuple[Edit, ...]) -> None:
 
 def run_env(run: Run, venv_python: Path, checkout: Path) -> dict[str, str]:
     """The environment of a runnable case's prepare and trace: this one, RUN_ENV_DEFAULTS, the
-    case's env, the venv first on PATH, and the checkout's tlint on PYTHONPATH (and nothing else)."""
+    case's env, the venv first on PATH, and the checkout's tlint on PYTHONPATH after the case's own
+    PYTHONPATH entries (and nothing else)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TLINT_") and k != "PYTHONHOME"}
     env.update(RUN_ENV_DEFAULTS)
     env.update(dict(run.env))
     bindir = venv_python.parent
     env["VIRTUAL_ENV"] = str(bindir.parent)
     env["PATH"] = os.pathsep.join(filter(None, [str(bindir), os.environ.get("PATH")]))
-    env["PYTHONPATH"] = str(checkout)
+    # the case's own PYTHONPATH (a tree whose script imports its package from the tree) first,
+    # then the checkout whose tlint is under test
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [dict(run.env).get("PYTHONPATH"), str(checkout)]))
     env["TLINT_NO_CACHE"] = "1"
     return env
 

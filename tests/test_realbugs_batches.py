@@ -755,3 +755,14 @@ def test_a_runnable_first_sight_keeps_its_evidence(tmp_path):
     rb.validate_first_sight(tmp_path / "first_sight.toml", {case.id: case}, CODES, problems)
     assert any("evidence 'seen' must be one of confirmed, new, static-only" in p for p in problems), problems
     assert "evidence" not in rb.first_sight_entry({**result, "evidence": None, "found": False}, "c" * 40, "2026-12-07")
+
+
+def test_a_cases_pythonpath_comes_before_the_checkout(tmp_path):
+    """A tree whose script imports its own package from the tree sets PYTHONPATH = "."; the
+    checkout whose tlint is under test is still on the path, after it."""
+    python = tmp_path / "venv" / "bin" / "python"
+    with_path = rb.Run(command=("python", "train.py"), steps=1, env=(("PYTHONPATH", "."),))
+    env = rb.run_env(with_path, python, tmp_path / "checkout")
+    assert env["PYTHONPATH"] == os.pathsep.join([".", str(tmp_path / "checkout")])
+    without = rb.run_env(rb.Run(command=("python", "train.py"), steps=1), python, tmp_path / "checkout")
+    assert env["PATH"].split(os.pathsep)[0] == str(python.parent) and without["PYTHONPATH"] == str(tmp_path / "checkout")
