@@ -5,12 +5,13 @@ finding go away with the authors' own fix?
                              [--family data|model|training] [--json OUT] [--jobs N]
                              [--tlint PATH_OR_COMMAND] [--headline]
     python bench/realbugs.py --mirrors /work/.mirror --batch b1 --record-first-sight
+    python bench/realbugs.py --mirrors /work/.mirror --batch b2 [--run-timeout S] [--venv-cache DIR]
     python bench/realbugs.py --headline          # first-sight recall per batch (markdown), no run
     python bench/realbugs.py --fetch-list [--batch ID]   # owner/name of every repository needed
 
 Batch 0 is `bench/realbugs/cases/<family>.toml` with the judgements
 `bench/realbugs/judgements/<family>.toml`; batches 1, 2, ... are the folders
-`bench/realbugs/batches/<id>/` (cases-<family>.toml, log-<family>.toml, SEARCH*.md,
+`bench/realbugs/batches/<id>/` (cases-<part>.toml, log-<part>.toml, SEARCH*.md,
 described.toml, first_sight.toml). Formats, first sight and how the figures are defined:
 bench/realbugs/README.md. Only coordinates are committed;
 each case's trees are materialised from a local mirror with `git archive <sha> -- <the .py
@@ -80,6 +81,17 @@ Definitions (all lines are 1-based; a finding's line is the start line of its ra
   Such a case has status "tool-failure", each failure is listed, the case is left out of
   the figures, and the summary says "NOT A RESULT: N tool failures" (N cases).
 
+- **runnable cases** (a batch case with `[case.run]`): both WHOLE trees are materialised,
+  edited, prepared and run under `python -m tlint trace --format json` (this checkout's
+  tlint, `--tlint DIR` another's) in a venv of the case's pinned packages over this
+  interpreter's (`--system-site-packages`, cached by the pinned list under
+  `--venv-cache`), each tree within `--run-timeout` seconds; found / near / fix-sensitive
+  are scored on the trace reports' run-time and static findings, and `evidence` says
+  which (confirmed / new / static-only). A run that fails has a status that says how
+  (install-failed, prepare-failed, trace-failed, timeout, ...) and is not run.
+- **set aside**: `--record-first-sight` records no first sight for a case added before
+  a change under tlint/ or rules/ (it is listed) and records the batch's others.
+
 A case whose mirror, commit or take paths are missing is reported as unavailable (with
 the fetch list) and left out of the figures. The JSON's `result` is true only when every
 case ran ("ok"), no finding is unjudged and there is no tool failure; `tlint_commit` is
@@ -96,16 +108,22 @@ import concurrent.futures
 import dataclasses
 import datetime
 import difflib
+import fcntl
+import hashlib
 import io
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
+import site as site_module
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,7 +153,9 @@ DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 CASE_KEYS = {"id", "repo", "buggy", "fixed", "rule", "take", "sites", "source", "summary", "recorded"}
 CASE_OPTIONAL = {"notes"}
 BATCH_CASE_KEYS = (CASE_KEYS - {"rule"}) | {"in_catalogue", "kind", "candidate"}
-BATCH_CASE_OPTIONAL = {"notes", "rule", "run"}  # rule: exactly when in_catalogue = true
+BATCH_CASE_OPTIONAL = {"notes", "rule", "run", "family"}  # rule: exactly when in_catalogue = true
+PART_RE = re.compile(r"^(cases|log)-([a-z0-9][a-z0-9_]*)\.toml$")  # a batch's files, per family or per search
+OTHER_FAMILY = "other"  # the family of an out-of-catalogue case in a non-family file that names none
 # [case.run] of a runnable case (batch b2 on: `tlint trace` runs the script; see README)
 RUN_KEYS = {"command", "steps"}
 RUN_OPTIONAL = {"python", "prepare", "edits", "fixed_edits", "env"}
@@ -147,8 +167,9 @@ LOG_KEYS = {"n", "repo", "ref", "found_by", "verdict", "criterion", "note"}
 LOG_VERDICTS = ("accept", "reject")
 NEAR_KEYS = {"case", "path", "line", "code", "describes", "reason"}
 FIRST_SIGHT_KEYS = {"case", "commit", "found", "fix_sensitive", "recorded"}
-FIRST_SIGHT_OPTIONAL = {"in_catalogue", "rule", "near"}
+FIRST_SIGHT_OPTIONAL = {"in_catalogue", "rule", "near", "evidence"}  # evidence: a runnable case's
 JUDGEMENT_KEYS = {"path", "line", "code", "verdict", "reason"}
+EVIDENCE = ("confirmed", "new", "static-only")  # a runnable case's: how the findings that found it came
 
 
 class ManifestError(Exception):
@@ -230,6 +251,7 @@ class Case:
     kind: str | None = None
     candidate: int | None = None
     run: Run | None = None  # a runnable case (its [case.run] table)
+    part: str | None = None  # a batch case's file: cases-<part>.toml, paired with log-<part>.toml
 
 
 @dataclass(frozen=True)
@@ -282,7 +304,8 @@ def inside_take(path: str, take: tuple[str, ...]) -> bool:
 
 
 def validate_cases(path: Path, entries: list, family: str | None, codes: set[str], ids: dict[str, str],
-                   problems: list[str], batch: str | None = None, labels: set[str] | None = None) -> list[Case]:
+                   problems: list[str], batch: str | None = None, labels: set[str] | None = None,
+                   part: str | None = None) -> list[Case]:
     """The valid `[[case]]` tables of one file, each id unique over `ids` (updated); every
     problem goes to `problems`. `labels` collects each entry's id (or number), valid or not."""
     out = []
@@ -290,7 +313,7 @@ def validate_cases(path: Path, entries: list, family: str | None, codes: set[str
         label = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else f"{n}"
         if labels is not None:
             labels.add(label)
-        case, errs = validate_case(raw, f"{_rel(path)}: case {label}", family, codes, batch=batch)
+        case, errs = validate_case(raw, f"{_rel(path)}: case {label}", family, codes, batch=batch, part=part)
         problems.extend(errs)
         if case is None:
             continue
@@ -303,11 +326,14 @@ def validate_cases(path: Path, entries: list, family: str | None, codes: set[str
 
 
 def validate_case(raw: object, where: str, family: str | None, codes: set[str],
-                  batch: str | None = None) -> tuple[Case | None, list[str]]:
+                  batch: str | None = None, part: str | None = None) -> tuple[Case | None, list[str]]:
     """One `[[case]]` table: the Case, or None and its problems. `family` is the file's
     (None for a scratch file whose name starts with `_`: the family follows the rule).
     `batch`: the batch of a `batches/<id>/cases-<family>.toml` case (the extended schema:
-    in_catalogue, kind, candidate; rule exactly when in_catalogue); None for batch 0."""
+    in_catalogue, kind, candidate; rule exactly when in_catalogue); None for batch 0.
+    `part`: a batch file's name part (cases-<part>.toml; by default the family). A batch case
+    in a file not named after a family takes its family from its rule, else from its own
+    `family` key, else OTHER_FAMILY."""
     problems: list[str] = []
     required, optional = (CASE_KEYS, CASE_OPTIONAL) if batch is None else (BATCH_CASE_KEYS, BATCH_CASE_OPTIONAL)
 
@@ -414,13 +440,20 @@ def validate_case(raw: object, where: str, family: str | None, codes: set[str],
             datetime.date.fromisoformat(recorded)
         except ValueError:
             bad(f"recorded {raw.get('recorded')!r} must be a date YYYY-MM-DD")
+    own = raw.get("family")
+    if batch is not None and "family" in raw:
+        if own not in FAMILIES:
+            bad(f"family {own!r} must be one of {', '.join(FAMILIES)}")
+        elif (family or rule_family) not in (None, own):
+            bad(f"family {own!r} differs from the case's {family or rule_family!r} (its file's or its rule's)")
     if problems:
         return None, problems
     return Case(
         id=cid, repo=repo, buggy=raw["buggy"], fixed=raw["fixed"], rule=rule, take=tuple(take),
         sites=tuple(parsed_sites), source=source, summary=summary.strip(), recorded=recorded,
-        family=family or rule_family, file=where.split(":")[0], batch=batch or BATCH0,
-        in_catalogue=in_catalogue, kind=raw.get("kind"), candidate=raw.get("candidate"), run=run,
+        family=family or rule_family or own or (OTHER_FAMILY if batch is not None else None),
+        file=where.split(":")[0], batch=batch or BATCH0, in_catalogue=in_catalogue, kind=raw.get("kind"),
+        candidate=raw.get("candidate"), run=run, part=(part or family) if batch is not None else None,
     ), []
 
 
@@ -672,7 +705,7 @@ class Batch:
     id: str
     folder: Path
     cases: list[Case] = field(default_factory=list)
-    log: dict[str, list[dict]] = field(default_factory=dict)  # family -> [[candidate]] entries
+    log: dict[str, list[dict]] = field(default_factory=dict)  # part (log-<part>.toml) -> [[candidate]] entries
     first_sight: dict[str, dict] = field(default_factory=dict)  # case id -> its [[first_sight]] entry
     described: dict[tuple, Described] = field(default_factory=dict)
     search: list[str] = field(default_factory=list)  # SEARCH*.md file names
@@ -775,6 +808,8 @@ def validate_first_sight(path: Path, cases: dict[str, Case], codes: set[str], pr
             bad("fix_sensitive = true needs found = true")
         if "recorded" in raw and not _date_ok(raw["recorded"]):
             bad(f"recorded {raw['recorded']!r} must be a date YYYY-MM-DD")
+        if "evidence" in raw and raw["evidence"] not in EVIDENCE:
+            bad(f"evidence {raw['evidence']!r} must be one of {', '.join(EVIDENCE)} (a found runnable case's)")
         for n, item in enumerate(raw.get("near", []) if isinstance(raw.get("near", []), list) else [None], 1):
             if not isinstance(item, dict) or not {"path", "line", "code", "describes"} <= set(item) \
                     or not set(item) <= {"path", "line", "code", "describes", "cell"}:
@@ -840,20 +875,21 @@ def load_batch(folder: Path, codes: set[str], ids: dict[str, str], problems: lis
     known = {"first_sight.toml", "described.toml"}
     invalid: set[str] = set()  # ids of every [[case]], valid or not (no second problem for an invalid one)
     for path in sorted(folder.glob("*.toml")):
-        match = re.fullmatch(r"(cases|log)-(.+)\.toml", path.name)
+        match = PART_RE.match(path.name)
         if path.name in known:
             continue
-        if match is None or match.group(2) not in FAMILIES:
-            problems.append(f"{_rel(path)}: a batch holds cases-<family>.toml, log-<family>.toml "
-                            f"(family: {', '.join(FAMILIES)}), first_sight.toml and described.toml")
+        if match is None:
+            problems.append(f"{_rel(path)}: a batch holds cases-<part>.toml, log-<part>.toml (part: a family, "
+                            f"{', '.join(FAMILIES)}, or a search's name in lower-case letters, digits and '_'), "
+                            "first_sight.toml and described.toml")
             continue
-        kind, family = match.groups()
+        kind, part = match.groups()
         if kind == "log":
-            batch.log[family] = validate_log(path, family, problems)
+            batch.log[part] = validate_log(path, part, problems)
             continue
         entries = _entries(path, "case", problems)
-        batch.cases.extend(validate_cases(path, entries or [], family, codes, ids, problems,
-                                          batch=batch.id, labels=invalid))
+        batch.cases.extend(validate_cases(path, entries or [], part if part in FAMILIES else None, codes, ids,
+                                          problems, batch=batch.id, labels=invalid, part=part))
     for case in batch.cases:
         for cmd in case.run.prepare if case.run else ():
             for helper in prepare_helpers(cmd):
@@ -871,30 +907,30 @@ def load_batch(folder: Path, codes: set[str], ids: dict[str, str], problems: lis
                             f"at most {MAX_PER_REPO} per repository in a batch")
     by_id = {case.id: case for case in batch.cases}
     for case in batch.cases:
-        log = batch.log.get(case.family)
-        where = f"{_rel(folder / f'cases-{case.family}.toml')}: case {case.id}"
+        log = batch.log.get(case.part)
+        where = f"{_rel(folder / f'cases-{case.part}.toml')}: case {case.id}"
         if log is None:
-            problems.append(f"{where}: there is no log-{case.family}.toml with its candidate {case.candidate}")
+            problems.append(f"{where}: there is no log-{case.part}.toml with its candidate {case.candidate}")
             continue
         entry = log[case.candidate - 1] if case.candidate <= len(log) else None
         if entry is None or entry.get("n") != case.candidate:
-            problems.append(f"{where}: candidate {case.candidate} is not in log-{case.family}.toml")
+            problems.append(f"{where}: candidate {case.candidate} is not in log-{case.part}.toml")
         elif entry.get("verdict") != "accept" or entry.get("case") != case.id:
-            problems.append(f"{where}: log-{case.family}.toml candidate {case.candidate} does not say "
+            problems.append(f"{where}: log-{case.part}.toml candidate {case.candidate} does not say "
                             f"verdict = \"accept\" with case = \"{case.id}\"")
         elif isinstance(entry.get("repo"), str) and entry["repo"].lower() != case.repo.lower():
-            problems.append(f"{where}: log-{case.family}.toml candidate {case.candidate} is {entry['repo']}, "
+            problems.append(f"{where}: log-{case.part}.toml candidate {case.candidate} is {entry['repo']}, "
                             f"the case is {case.repo}")
-    for family, log in sorted(batch.log.items()):
+    for part, log in sorted(batch.log.items()):
         for entry in log:
             cid = entry.get("case")
             if entry.get("verdict") == "accept" and isinstance(cid, str):
                 case = by_id.get(cid)
                 if case is None and cid in invalid:
                     continue
-                if case is None or case.family != family or case.candidate != entry.get("n"):
-                    problems.append(f"{_rel(folder / f'log-{family}.toml')}: candidate {entry.get('n')} is accepted "
-                                    f"as case {cid!r}, but cases-{family}.toml has no such case with "
+                if case is None or case.part != part or case.candidate != entry.get("n"):
+                    problems.append(f"{_rel(folder / f'log-{part}.toml')}: candidate {entry.get('n')} is accepted "
+                                    f"as case {cid!r}, but cases-{part}.toml has no such case with "
                                     f"candidate = {entry.get('n')}")
     if (folder / "described.toml").is_file():
         batch.described = validate_described(folder / "described.toml", by_id, codes, problems)
@@ -977,9 +1013,9 @@ LINTED_SUFFIXES = (".py", ".ipynb")  # batches b1, ...: notebooks are linted too
 
 
 def tree_files(gitdir: Path, sha: str, take: tuple[str, ...] | list[str],
-               suffixes: tuple[str, ...] = PY_ONLY) -> list[tuple[str, str]]:
+               suffixes: tuple[str, ...] | None = PY_ONLY) -> list[tuple[str, str]]:
     """(path, blob) of the regular files with these suffixes, and `.gitignore` files,
-    under the take paths."""
+    under the take paths (`suffixes` None: every regular file, as a runnable case needs)."""
     spec = [] if "." in take else [f":(literal){p.rstrip('/')}" for p in take]
     out = git(gitdir, "ls-tree", "-r", "-z", "--full-tree", sha, "--", *spec).stdout
     files = []
@@ -990,7 +1026,7 @@ def tree_files(gitdir: Path, sha: str, take: tuple[str, ...] | list[str],
         mode, kind, blob = meta.decode().split()
         path = raw_path.decode("utf-8", "surrogateescape")
         if kind == "blob" and mode in ("100644", "100755") and (
-                path.lower().endswith(suffixes) or path.rsplit("/", 1)[-1] in LINTED_NAMES):
+                suffixes is None or path.lower().endswith(suffixes) or path.rsplit("/", 1)[-1] in LINTED_NAMES):
             files.append((path, blob))
     return files
 
@@ -1004,8 +1040,9 @@ def absent_blobs(gitdir: Path, blobs: list[str]) -> set[str]:
 
 
 def materialise(gitdir: Path, sha: str, take: tuple[str, ...] | list[str], dest: Path,
-                suffixes: tuple[str, ...] = PY_ONLY) -> tuple[list[str], list[str]]:
-    """Extract the `.py` (`suffixes`: also `.ipynb`) and `.gitignore` files of the `take` paths of commit `sha` into
+                suffixes: tuple[str, ...] | None = PY_ONLY) -> tuple[list[str], list[str]]:
+    """Extract the `.py` (`suffixes`: also `.ipynb`; None: every regular file) and `.gitignore`
+    files of the `take` paths of commit `sha` into
     `dest` with `git archive <sha> -- <files> | tar -x` (the mirror is only read; naming
     the files, rather than the folders, keeps a blob the mirror lacks from failing the
     whole archive). Returns (take paths the commit does not have, files whose blob the
@@ -1064,6 +1101,7 @@ class Finding:
     message: str
     cell: int | None = None  # in a notebook: the cell `line` is in (tlint's numbering)
     pos: int | None = None  # in a notebook: the line in its cells laid end to end (notebook_lines)
+    origin: str | None = None  # a runnable case's: "trace:confirmed", "trace:new", "check:<verdict>"
 
     @property
     def at(self) -> int:
@@ -1075,6 +1113,8 @@ class Finding:
                "code": self.code, "severity": self.severity, "message": self.message}
         if self.cell is not None:
             out["cell"] = self.cell
+        if self.origin is not None:
+            out["origin"] = self.origin
         return out
 
 
@@ -1604,6 +1644,332 @@ def run_case(case: Case, mirrors: Path | None, command, judgements: dict, keep: 
             shutil.rmtree(work, ignore_errors=True)
 
 
+# --------------------------------------------------------------------------- runnable cases
+
+
+RUN_TIMEOUT = 300.0  # seconds per tree: its prepare commands and its trace together
+INSTALL_TIMEOUT = 900.0  # seconds for one venv's pip install
+OUTPUT_TAIL_BYTES = 64 * 1024  # of a command's stdout and stderr, the end kept
+DETAIL_LINES = 15  # of that tail, the lines a failure's detail shows
+STOP_GRACE_S = 10.0  # between SIGTERM and SIGKILL to a command's process group
+VENV_OK = "tlint-bench-venv.json"  # written into a venv once its packages are installed
+# set for prepare and trace unless the case's env says otherwise: nothing is downloaded from a hub
+RUN_ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                    "WANDB_MODE": "disabled"}
+RUN_FAILURES = ("no-checkout", "install-failed", "wrong-tlint", "edit-failed", "prepare-failed", "trace-failed",
+                "timeout", "too-few-steps")
+
+
+class RunFailed(Exception):
+    """A runnable case's tree could not be run to a trace report: `status` (RUN_FAILURES) and one line or a tail."""
+
+    def __init__(self, status: str, detail: str):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def venv_cache() -> Path:
+    """The default folder of the runnable cases' venvs: $XDG_CACHE_HOME (or ~/.cache)/tlint-bench/venvs."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tlint-bench" / "venvs"
+
+
+def venv_key(pins: tuple[str, ...] | list[str]) -> str:
+    """The cache key of a venv: the pinned list (sorted, lower-case) and the interpreter that makes it."""
+    text = json.dumps({"pins": sorted(p.lower() for p in pins), "python": os.path.realpath(sys.executable),
+                       "version": sys.version}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _tail(data: bytes, lines: int = DETAIL_LINES) -> str:
+    text = data.decode("utf-8", "replace").rstrip()
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_bounded(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, bytes]:
+    """Run `argv` in its own process group with stdin from /dev/null; return (exit status, the
+    last OUTPUT_TAIL_BYTES of its stdout and stderr). Past `timeout` the group gets SIGTERM
+    (tlint trace then stops its own child), then SIGKILL after STOP_GRACE_S, and the status
+    is None. Whatever of the group is left when the command ends is killed."""
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as error:
+        return 127, f"{argv[0]} could not be started: {error}".encode()
+    tail = bytearray()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        while True:
+            chunk = proc.stdout.read1(65536)
+            if not chunk:
+                return
+            tail.extend(chunk)
+            del tail[:-OUTPUT_TAIL_BYTES]
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    status: int | None
+    try:
+        status = proc.wait(timeout=max(timeout, 0.1))
+    except subprocess.TimeoutExpired:
+        status = None
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+    _signal_group(proc.pid, signal.SIGKILL)
+    proc.wait()
+    reader.join(timeout=5)
+    return status, bytes(tail)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def ensure_venv(pins: tuple[str, ...], cache: Path, timeout: float = INSTALL_TIMEOUT) -> Path:
+    """The python of a venv holding `pins` over this interpreter's packages
+    (`--system-site-packages`: torch and the rest are reused), made once per pinned list and
+    kept under `cache` (a lock file keeps two runs from making one venv at once). Raises
+    RunFailed("install-failed") with pip's output."""
+    cache.mkdir(parents=True, exist_ok=True)
+    key = venv_key(pins)
+    folder = cache / key
+    python = folder / "bin" / "python"
+    want = {"pins": sorted(pins), "python": os.path.realpath(sys.executable)}
+    with (cache / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if json.loads((folder / VENV_OK).read_text(encoding="utf-8")) == want and python.is_file():
+                return python
+        except (OSError, ValueError):
+            pass
+        shutil.rmtree(folder, ignore_errors=True)
+        status, out = run_bounded([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                                   str(folder)], cache, dict(os.environ), 120)
+        if status != 0:
+            raise RunFailed("install-failed", f"python -m venv failed:\n{_tail(out)}")
+        if sys.prefix != sys.base_prefix:
+            # this interpreter is itself a venv: its packages, not only its base's, are the "system" ones
+            purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                                           "['purelib'])"], capture_output=True, text=True).stdout.strip())
+            (purelib / "_tlint_bench_parent.pth").write_text(
+                "".join(p + "\n" for p in site_module.getsitepackages()), encoding="utf-8")
+        if pins:
+            env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+            env.pop("PYTHONPATH", None)
+            status, out = run_bounded([str(python), "-m", "pip", "install", *pins], cache, env, timeout)
+            if status != 0:
+                why = f"ran past {timeout:.0f} s" if status is None else f"exited {status}"
+                raise RunFailed("install-failed", f"pip install {' '.join(pins)} {why}:\n{_tail(out)}")
+        (folder / VENV_OK).write_text(json.dumps(want), encoding="utf-8")
+    return python
+
+
+def check_tlint(python: Path, checkout: Path, env: dict[str, str], cwd: Path) -> None:
+    """RunFailed("wrong-tlint") unless `python`, run in `cwd` with `env` as `tlint trace` will
+    be, imports tlint from `checkout`."""
+    try:
+        proc = subprocess.run([str(python), "-c", "import tlint; print(tlint.__file__)"], env=env, cwd=cwd,
+                              capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise RunFailed("wrong-tlint", f"the venv's python could not import tlint: {error}") from None
+    where = proc.stdout.strip()
+    if proc.returncode != 0 or not where or Path(where).resolve().parent != (checkout / "tlint").resolve():
+        raise RunFailed("wrong-tlint", f"the venv's python imports tlint from {where or '(nothing)'}, not from "
+                        f"{checkout}/tlint: {_tail(proc.stderr.encode(), 3)}")
+
+
+def apply_edits(tree: Path, edits: tuple[Edit, ...]) -> None:
+    """Each edit replaces one whole line of a file of the tree (its line ending kept)."""
+    for edit in edits:
+        file = tree / edit.path
+        try:
+            lines = file.read_bytes().splitlines(keepends=True)
+        except OSError:
+            raise RunFailed("edit-failed", f"edit {edit.path}:{edit.line}: the tree has no such file") from None
+        if edit.line > len(lines):
+            raise RunFailed("edit-failed", f"edit {edit.path}:{edit.line}: the file has {len(lines)} lines")
+        old = lines[edit.line - 1]
+        ending = old[len(old.rstrip(b"\r\n")):]
+        lines[edit.line - 1] = edit.text.encode("utf-8") + ending
+        file.write_bytes(b"".join(lines))
+
+
+def run_env(run: Run, venv_python: Path, checkout: Path) -> dict[str, str]:
+    """The environment of a runnable case's prepare and trace: this one, RUN_ENV_DEFAULTS, the
+    case's env, the venv first on PATH, and the checkout's tlint on PYTHONPATH after the case's own
+    PYTHONPATH entries (and nothing else)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TLINT_") and k != "PYTHONHOME"}
+    env.update(RUN_ENV_DEFAULTS)
+    env.update(dict(run.env))
+    bindir = venv_python.parent
+    env["VIRTUAL_ENV"] = str(bindir.parent)
+    env["PATH"] = os.pathsep.join(filter(None, [str(bindir), os.environ.get("PATH")]))
+    # the case's own PYTHONPATH (a tree whose script imports its package from the tree) first,
+    # then the checkout whose tlint is under test
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [dict(run.env).get("PYTHONPATH"), str(checkout)]))
+    env["TLINT_NO_CACHE"] = "1"
+    return env
+
+
+def trace_tree(run: Run, tree: Path, python: Path, env: dict[str, str], prepare_dir: Path, report: Path,
+               timeout: float) -> dict:
+    """Run the case's prepare commands, then `tlint trace`, in `tree`, within `timeout` seconds
+    in all; return trace's JSON report. Raises RunFailed."""
+    deadline = time.monotonic() + timeout
+    for cmd in run.prepare:
+        argv = shlex.split(cmd)
+        argv[0] = str(python)
+        argv[1] = str(prepare_dir / argv[1][len("{prepare}/"):])
+        status, out = run_bounded(argv, tree, env, deadline - time.monotonic())
+        if status is None:
+            raise RunFailed("timeout", f"prepare `{cmd}` ran past the {timeout:.0f} s limit of the tree:\n{_tail(out)}")
+        if status != 0:
+            raise RunFailed("prepare-failed", f"prepare `{cmd}` exited {status}:\n{_tail(out)}")
+    argv = [str(python), "-m", "tlint", "trace", "--steps", str(run.steps), "--format", "json", "-o", str(report),
+            "--", *run.command]
+    status, out = run_bounded(argv, tree, env, deadline - time.monotonic())
+    if status is None:
+        raise RunFailed("timeout", f"tlint trace ran past the {timeout:.0f} s limit of the tree:\n{_tail(out)}")
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
+            raise ValueError("not tlint trace's report")
+    except (OSError, ValueError) as error:
+        raise RunFailed("trace-failed", f"tlint trace exited {status} without its JSON report ({error}):\n"
+                        f"{_tail(out)}") from None
+    if status not in (0, 1) or data.get("error"):
+        error = data.get("error") or {}
+        raise RunFailed("trace-failed", f"tlint trace exited {status}"
+                        + (f" ({error.get('kind')}: {error.get('message')})" if error else "") + f":\n{_tail(out)}")
+    if not data.get("stopped") and data.get("steps", 0) < run.steps:
+        raise RunFailed("too-few-steps", f"the script ended after {data.get('steps', 0)} optimizer step(s), fewer "
+                        f"than the case's steps = {run.steps}:\n{_tail(out)}")
+    return data
+
+
+def trace_findings(report: dict, tree: Path) -> list[Finding]:
+    """The findings of a trace report, run-time and static, at paths relative to `tree`: each
+    run-time finding with its pairing (origin "trace:confirmed" or "trace:new"), each static
+    finding of `tlint check` on the files the run went through with its verdict ("check:confirmed",
+    "check:refuted", "check:not-observed")."""
+    root = tree.resolve()
+
+    def rel(path: object) -> str | None:
+        if not isinstance(path, str):
+            return None
+        candidate = Path(path)
+        if candidate.is_absolute():
+            try:
+                candidate = candidate.resolve().relative_to(root)
+            except ValueError:
+                return None  # outside the tree: never near a site
+        return candidate.as_posix()
+
+    out: list[Finding] = []
+    check = report.get("check") or {}
+    sources = [(f, f"trace:{f.get('static') or 'new'}") for f in report.get("findings", [])]
+    sources += [(f, f"check:{f.get('verdict')}") for f in check.get("findings", [])]
+    for f, origin in sources:
+        path, line = rel(f.get("path")), f.get("line")
+        if path is None or type(line) is not int or not isinstance(f.get("code"), str):
+            continue
+        out.append(Finding(path, line, line, 1, f["code"], str(f.get("severity")), str(f.get("message")),
+                           origin=origin))
+    return out
+
+
+
+def run_evidence(hits: list[dict]) -> str | None:
+    """The run-time evidence of the findings that found a case: "confirmed" (trace saw it and
+    tlint check reports it), "new" (trace only), "static-only" (tlint check only: the run
+    refuted it or did not observe it), None (not found)."""
+    origins = {str(h.get("origin")) for h in hits}
+    if "trace:confirmed" in origins:
+        return "confirmed"
+    if "trace:new" in origins:
+        return "new"
+    return "static-only" if hits else None
+
+
+def run_runnable_case(case: Case, mirrors: Path | None, checkout: Path | None, prepare_dir: Path,
+                      keep: Path | None = None, described: dict | None = None, timeout: float = RUN_TIMEOUT,
+                      cache: Path | None = None) -> dict:
+    """A runnable case (its [case.run]): both whole trees materialised, edited, prepared and
+    traced with the tlint of `checkout` in the case's venv, and scored on the trace reports
+    (run-time and static findings) as run_case scores tlint check's."""
+    assert case.run is not None
+    run = case.run
+    result: dict = {"id": case.id, "repo": case.repo, "rule": case.rule, "family": case.family,
+                    "batch": case.batch, "in_catalogue": case.in_catalogue, "kind": case.kind,
+                    "buggy": case.buggy, "fixed": case.fixed, "source": case.source, "runnable": True}
+    gitdir = resolve_mirror(mirrors, case.repo)
+    if gitdir is None:
+        return {**result, "status": "missing-mirror", "detail": f"no mirror of {case.repo} under {mirrors} (fetch it)"}
+    absent = [sha for sha in (case.buggy, case.fixed) if not has_commit(gitdir, sha)]
+    if absent:
+        return {**result, "status": "missing-commit",
+                "detail": f"{case.repo}'s mirror lacks commit(s) {', '.join(absent)} (fetch it again)"}
+    if checkout is None:
+        return {**result, "status": "no-checkout",
+                "detail": "a runnable case runs `python -m tlint trace` from a checkout: --tlint must be a folder"}
+    work = Path(tempfile.mkdtemp(prefix=f"realbugs-{case.id}-", dir=keep)).resolve()
+    sides: dict[str, dict] = {}
+    try:
+        started = time.monotonic()
+        python = ensure_venv(run.python, cache or venv_cache())
+        result["venv"] = {"python": str(python), "pins": list(run.python),
+                          "seconds": round(time.monotonic() - started, 1)}
+        env = run_env(run, python, checkout)
+        reports, trees = {}, {}
+        for side in ("buggy", "fixed"):
+            started = time.monotonic()
+            tree = work / side
+            sides[side] = {"tree": str(tree)}
+            missing, absent_files = materialise(gitdir, getattr(case, side), (".",), tree, None)
+            if absent_files:
+                result.setdefault("absent_files", []).extend(f"{side}:{path}" for path in absent_files)
+            try:
+                check_tlint(python, checkout, env, tree)
+                apply_edits(tree, run.edits_for(side))
+                reports[side] = trace_tree(run, tree, python, env, prepare_dir, work / f"{side}.trace.json", timeout)
+            except RunFailed as error:
+                raise RunFailed(error.status, f"{side}: {error.detail}") from None
+            finally:
+                sides[side]["seconds"] = round(time.monotonic() - started, 1)
+            trees[side] = tree
+            sides[side].update(steps=reports[side].get("steps"), stopped=reports[side].get("stopped"),
+                               exit=reports[side].get("exit"), events=reports[side].get("events", {}),
+                               findings=[f.as_dict() for f in trace_findings(reports[side], tree)])
+        findings = {side: trace_findings(reports[side], trees[side]) for side in reports}
+        diffs = diff_between(gitdir, case.buggy, case.fixed, case.take)
+        fixed_take = tuple(p for p in case.take if (trees["fixed"] / p).exists())
+        outcome = evaluate(case, findings["buggy"], findings["fixed"], diffs, {}, fixed_take, described)
+        return {**result, "status": "ok", **outcome, "evidence": run_evidence(outcome["buggy_hits"]),
+                "run": sides}
+    except RunFailed as error:
+        return {**result, "status": error.status, "detail": error.detail, "run": sides}
+    except subprocess.CalledProcessError as error:
+        detail = (error.stderr or b"").decode("utf-8", "replace").strip().splitlines()[-1:] or [str(error)]
+        return {**result, "status": "git-failed", "detail": detail[0], "run": sides}
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def checkout_of(spec: str | None) -> Path | None:
+    """The tlint checkout that `--tlint spec` names (None: this one); None for a command line."""
+    path = ROOT if spec is None else Path(spec)
+    return path.resolve() if path.is_dir() and (path / "tlint" / "__init__.py").is_file() else None
+
+
 # --------------------------------------------------------------------------- reporting
 
 
@@ -1622,7 +1988,7 @@ def tally(results: list[dict]) -> dict:
     verdicts: dict[str, dict[str, int]] = {}
     info: dict[str, int] = {}
     by_family = {family: {"tp": 0, "fp": 0, "advisory": 0, "unjudged": 0, "info": 0}
-                 for family in FAMILIES if any(r["family"] == family for r in results)}
+                 for family in [*FAMILIES, OTHER_FAMILY] if any(r["family"] == family for r in results)}
     total = empty()
     for r in results:
         rule_key = r["rule"] or OUTSIDE
@@ -1666,13 +2032,19 @@ def render(results: list[dict], figures: dict, out) -> tuple[int, int]:
                 w(f"    tool failure: {describe_failure(failure)}\n")
             continue
         if r["status"] != "ok":
-            w(f"{r['id']:<40} {rule:<7} {r['status']:<15} {'-':<6} {'-':<8} {r.get('detail', '')}\n")
+            first, *more = str(r.get("detail", "")).splitlines() or [""]
+            w(f"{r['id']:<40} {rule:<7} {r['status']:<15} {'-':<6} {'-':<8} {first}\n")
+            w("".join(f"    | {line}\n" for line in more))
             continue
         counts = {v: sum(f["verdict"] == v for f in r["judged"]) for v in VERDICTS}
         verdicts = (f"{counts['tp']}/{counts['fp']}/{counts['advisory']}/{len(r['unjudged'])}"
                     if r.get("batch", BATCH0) == BATCH0 else f"{r.get('fixed_findings', 0)} (not judged)")
         w(f"{r['id']:<40} {rule:<7} {'ok':<15} {'yes' if r['found'] else 'no':<6} "
           f"{'yes' if r['fix_sensitive'] else 'no':<8} {verdicts}\n")
+        if r.get("runnable"):
+            sides = ", ".join(f"{side} {run.get('steps')} steps in {run.get('seconds')} s"
+                              for side, run in r.get("run", {}).items())
+            w(f"    traced: {sides}; run-time evidence: {r.get('evidence') or 'none (not found)'}\n")
         for f in r.get("near", []):
             w(f"    near the site: {where(f)} {f['code']} "
               f"{'DESCRIBES the bug' if f['describes'] else 'incidental'}: {f['reason']}\n")
@@ -2054,8 +2426,12 @@ def check_first_sight_history(top: Path = ROOT, batches_rel: str = "bench/realbu
 # --------------------------------------------------------------------------- first sight: recording
 
 
-def record_refusals(top: Path, batch: Batch, cases: list[Case], named: list[str]) -> list[str]:
-    """Why --record-first-sight may not run now (empty: it may)."""
+def record_refusals(top: Path, batch: Batch, cases: list[Case], named: list[str],
+                    set_aside: list[tuple[str, str]] | None = None) -> list[str]:
+    """Why --record-first-sight may not run now (empty: it may). A case that can no longer
+    get a first sight (tlint/ or rules/ changed since the commit that added it) is a reason
+    to refuse when it is named (`named`); otherwise, when `set_aside` is given, it goes there
+    as (case id, why) and the others are recorded."""
     problems = []
     dirty = gitc(top, "status", "--porcelain", "--", "tlint", "rules").stdout.strip()
     if dirty:
@@ -2083,8 +2459,12 @@ def record_refusals(top: Path, batch: Batch, cases: list[Case], named: list[str]
         if adding is None:
             problems.append(f"case {case.id}: no commit holds it in {folder}/cases-*.toml")
         elif tool_changes(top, adding, "HEAD"):
-            problems.append(f"case {case.id}: tlint/ or rules/ changed since the commit that added it "
-                            f"({adding[:12]}): its first sight can no longer be recorded")
+            why = (f"tlint/ or rules/ changed since the commit that added it ({adding[:12]}): its first sight can "
+                   "no longer be recorded")
+            if set_aside is None or case.id in named:
+                problems.append(f"case {case.id}: {why}")
+            else:
+                set_aside.append((case.id, why))
     return problems
 
 
@@ -2094,6 +2474,8 @@ def first_sight_entry(result: dict, commit: str, today: str) -> str:
              f"fix_sensitive = {'true' if result['fix_sensitive'] else 'false'}",
              f"recorded = {toml_string(today)}",
              f"in_catalogue = {'true' if result['in_catalogue'] else 'false'}"]
+    if result.get("evidence"):
+        lines.append(f"evidence = {toml_string(result['evidence'])}")
     if result["in_catalogue"]:
         lines.append(f"rule = {toml_string(result['rule'])}")
     else:
@@ -2140,6 +2522,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="a tlint checkout (folder) or command line to run instead of this checkout's")
     parser.add_argument("--fetch-list", action="store_true", help="print the repositories the cases need, and exit")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the materialised trees under DIR")
+    parser.add_argument("--run-timeout", type=float, default=RUN_TIMEOUT, metavar="S",
+                        help=f"a runnable case: seconds per tree for its prepare and trace (default {RUN_TIMEOUT:.0f})")
+    parser.add_argument("--venv-cache", type=Path, metavar="DIR",
+                        help="a runnable case: where its venvs are kept (default $XDG_CACHE_HOME or "
+                             "~/.cache, then tlint-bench/venvs)")
     parser.add_argument("--cases-dir", type=Path, default=CASES_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--judgements-dir", type=Path, default=JUDGEMENTS_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--batches-dir", type=Path, default=None, help=argparse.SUPPRESS)
@@ -2193,11 +2580,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--record-first-sight: {record_batch.folder} is not in a git repository", file=sys.stderr)
             return 2
         cases = [c for c in cases if c.id not in record_batch.first_sight or c.id in args.case]
-        refusals = record_refusals(top, record_batch, cases, args.case)
+        set_aside: list[tuple[str, str]] = []
+        refusals = record_refusals(top, record_batch, cases, args.case, set_aside)
         if refusals:
             print(f"refusing --record-first-sight ({len(refusals)} reason(s)):", file=sys.stderr)
             for problem in refusals:
                 print(f"  {problem}", file=sys.stderr)
+            return 2
+        for cid, why in set_aside:
+            print(f"no first sight for {cid}: {why}")
+        cases = [c for c in cases if c.id not in {cid for cid, _ in set_aside}]
+        if not cases and set_aside:
+            print(f"refusing --record-first-sight: no case of {record_batch.id} without a first sight can get one "
+                  "(each was added before a change under tlint/ or rules/)", file=sys.stderr)
             return 2
         if not cases:
             print(f"every case of {record_batch.id} has a first sight: nothing to record")
@@ -2209,8 +2604,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
 
+    checkout = checkout_of(args.tlint)
+
     def one(case: Case) -> dict:
         described = batches[case.batch].described if case.batch in batches else None
+        if case.run is not None:
+            return run_runnable_case(case, args.mirrors, checkout, batches[case.batch].folder / PREPARE_DIR,
+                                     args.keep, described, args.run_timeout, args.venv_cache)
         return run_case(case, args.mirrors, command, manifest.judgements, args.keep, described)
 
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:

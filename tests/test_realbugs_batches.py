@@ -292,7 +292,8 @@ def test_a_tool_change_between_adding_and_recording_is_reported(project, capsys)
     changed = _commit(proj, "a rule change", "rules")
     (b1 / "described.toml").write_text(_tables("near", DESCRIBED))
     rc, out, err = _main([*args, "--batch", "b1", "--record-first-sight"], capsys)
-    assert rc == 2 and "changed since the commit that added it" in err, err
+    assert rc == 2 and "changed since the commit that added it" in out and "can get one" in err, err
+    assert not (b1 / "first_sight.toml").exists()
     # (b) written by hand at a later commit: the history check reports it
     entry = {"case": "demo-no-clip", "commit": changed, "found": True, "fix_sensitive": True,
              "recorded": "2026-12-07"}
@@ -546,3 +547,222 @@ def test_notebooks_are_materialised_and_scored(mirror, tmp_path):
     case, _ = rb.validate_case({**_cases(buggy, fixed)[0], "id": "demo-nb", "rule": "TL205", "take": ["demo.ipynb"],
                                 "sites": [bad]}, "t", "model", CODES, batch="b1")
     assert rb.run_case(case, mirrors, command, {})["status"] == "missing-path"
+
+
+# --------------------------------------------------------------------------- runnable cases (no trace run)
+
+
+def test_a_case_added_before_a_tool_change_is_set_aside_and_the_others_recorded(project, capsys):
+    proj, b1, args = project
+    cases = _cases(*[_git(Path(args[1]) / "someone+demo", "rev-parse", ref) for ref in ("HEAD~1", "HEAD")])
+    _write_batch(b1, cases[:1], LOG[:2])
+    _commit(proj, "the first case", "bench")
+    (proj / "rules" / "TL301.md").write_text("# TL301, widened\n")
+    _commit(proj, "a rule change", "rules")
+    record = [*args, "--batch", "b1", "--record-first-sight"]
+    # its only case can no longer get a first sight: nothing can be recorded
+    rc, out, err = _main(record, capsys)
+    assert rc == 2 and "no first sight for demo-no-clip: tlint/ or rules/ changed since" in out, (out, err)
+    assert "no case of b1 without a first sight can get one" in err and not (b1 / "first_sight.toml").exists()
+    # a second case added after the change: it is recorded, the first one listed and left without
+    _write_batch(b1, cases, LOG)
+    (b1 / "described.toml").write_text(_tables("near", DESCRIBED))
+    second = _commit(proj, "the second case", "bench")
+    rc, out, err = _main(record, capsys)
+    assert rc == 0, err
+    assert "no first sight for demo-no-clip" in out and "recorded the first sight of 1 case(s)" in out
+    entries = tomllib.loads((b1 / "first_sight.toml").read_text())["first_sight"]
+    assert [(e["case"], e["commit"]) for e in entries] == [("demo-step-order", second)]
+    # named, the set-aside case is a reason to refuse
+    rc, out, err = _main([*record, "--case", "demo-no-clip"], capsys)
+    assert rc == 2 and "case demo-no-clip: tlint/ or rules/ changed since" in err, err
+    _commit(proj, "first sight", "bench")
+    assert rb.check_first_sight_history(proj) == []
+
+
+def test_edits_replace_whole_lines(tmp_path):
+    (tmp_path / "a.py").write_bytes(b"one\r\ntwo\r\nthree")
+    rb.apply_edits(tmp_path, (rb.Edit("a.py", 2, "TWO = 2"), rb.Edit("a.py", 3, "3")))
+    assert (tmp_path / "a.py").read_bytes() == b"one\r\nTWO = 2\r\n3"
+    with pytest.raises(rb.RunFailed, match="a.py:4: the file has 3 lines"):
+        rb.apply_edits(tmp_path, (rb.Edit("a.py", 4, "x"),))
+    with pytest.raises(rb.RunFailed, match="b.py:1: the tree has no such file") as error:
+        rb.apply_edits(tmp_path, (rb.Edit("b.py", 1, "x"),))
+    assert error.value.status == "edit-failed"
+
+
+def test_venv_key_is_the_pinned_list():
+    assert rb.venv_key(["b==1", "A==2"]) == rb.venv_key(("a==2", "b==1"))
+    assert rb.venv_key(["a==2"]) != rb.venv_key(["a==3"]) != rb.venv_key([])
+
+
+def test_run_bounded_keeps_the_tail_and_stops_the_group(tmp_path):
+    status, out = rb.run_bounded([sys.executable, "-c", "print('x' * 200000); print('end')"], tmp_path,
+                                 dict(os.environ), 60)
+    assert status == 0 and len(out) == rb.OUTPUT_TAIL_BYTES and out.endswith(b"end\n")
+    # past the limit: the command and what it started in its group are stopped
+    script = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
+              "time.sleep(60)']); print(p.pid, flush=True); time.sleep(60)")
+    status, out = rb.run_bounded([sys.executable, "-c", script], tmp_path, dict(os.environ), 1.5)
+    assert status is None
+    grandchild = int(out.split()[0])
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            os.kill(grandchild, 0)
+            __import__("time").sleep(0.1)
+    status, out = rb.run_bounded(["/no/such/program"], tmp_path, dict(os.environ), 5)
+    assert status == 127 and b"could not be started" in out
+
+
+REPORT = {"findings": [
+    {"code": "TL305", "severity": "error", "message": "ran first", "path": "train.py", "line": 11, "static": "confirmed"},
+    {"code": "TL310", "severity": "error", "message": "zeroed", "path": "pkg/loop.py", "line": 40, "static": "new"},
+    {"code": "TL310", "severity": "error", "message": "elsewhere", "path": "/usr/lib/x.py", "line": 3, "static": "new"},
+    {"code": "TL214", "severity": "error", "message": "no site", "path": None, "line": None, "static": "new"}],
+    "check": {"files": ["train.py"], "findings": [
+        {"code": "TL305", "severity": "error", "message": "static", "path": "train.py", "line": 11,
+         "verdict": "confirmed"},
+        {"code": "TL312", "severity": "warning", "message": "eval", "path": "train.py", "line": 30,
+         "verdict": "refuted"}]}}
+
+
+def test_trace_reports_are_scored_like_check_findings(tmp_path, mirror):
+    report = {**REPORT, "findings": [*REPORT["findings"], {**REPORT["findings"][1], "path": str(tmp_path / "a.py")}]}
+    findings = rb.trace_findings(report, tmp_path)
+    assert [(f.path, f.line, f.origin) for f in findings] == [
+        ("train.py", 11, "trace:confirmed"), ("pkg/loop.py", 40, "trace:new"), ("a.py", 40, "trace:new"),
+        ("train.py", 11, "check:confirmed"), ("train.py", 30, "check:refuted")]
+    repo, buggy, fixed = mirror
+    diffs = rb.diff_between(repo / ".git", buggy, fixed, ("train.py",))
+
+    def score(rule, line, path="train.py", in_catalogue=True, described=None):
+        raw = {**_cases(buggy, fixed)[0], "rule": rule, "sites": [{"path": path, "lines": [line]}],
+               "take": ["train.py", "pkg"]}
+        if not in_catalogue:
+            raw = {k: v for k, v in raw.items() if k != "rule"} | {"in_catalogue": False}
+        case, problems = rb.validate_case(raw, "t", "training", CODES, batch="b2")
+        assert problems == [], problems
+        out = rb.evaluate(case, findings, [], diffs, {}, described=described)
+        return out, rb.run_evidence(out["buggy_hits"])
+
+    out, evidence = score("TL305", 9)
+    assert out["found"] and evidence == "confirmed" and len(out["buggy_hits"]) == 2
+    assert score("TL310", 38, "pkg/loop.py")[1] == "new"
+    out, evidence = score("TL312", 33)  # refuted by the run, reported by check: found, static only
+    assert out["found"] and evidence == "static-only"
+    assert score("TL312", 34) == (score("TL312", 34)[0], None) and not score("TL312", 34)[0]["found"]
+    # outside the catalogue: the near findings, run-time ones included, are judged in described.toml
+    verdict = rb.Described("demo-no-clip", "pkg/loop.py", 40, "TL310", True, "it is the bug")
+    out, evidence = score(None, 41, "pkg/loop.py", False, {verdict.key: verdict})
+    assert out["found"] and evidence == "new" and out["near_unjudged"] == []
+    out, _ = score(None, 41, "pkg/loop.py", False, {})
+    assert not out["found"] and [f["origin"] for f in out["near_unjudged"]] == ["trace:new"]
+
+
+FAKE_PYTHON = r'''
+import json, os, sys
+if sys.argv[1:4] == ["-m", "tlint", "trace"]:
+    out = sys.argv[sys.argv.index("-o") + 1]
+    report = os.environ.get("FAKE_REPORT")
+    if report is not None:
+        open(out, "w").write(report)
+    print("the script's last words")
+    sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
+print("prepared", *sys.argv[1:])
+'''
+
+
+@pytest.mark.parametrize("report, exit_code, status, detail", [
+    ({"findings": [], "steps": 5, "stopped": True, "error": None}, 0, None, None),
+    ({"findings": [], "steps": 2, "stopped": False, "error": None}, 0, "too-few-steps",
+     "the script ended after 2 optimizer step(s), fewer than the case's steps = 5"),
+    ({"findings": [], "steps": 1, "stopped": False, "error": {"kind": "script", "message": "ValueError: x"}}, 2,
+     "trace-failed", "tlint trace exited 2 (script: ValueError: x)"),
+    (None, 2, "trace-failed", "tlint trace exited 2 without its JSON report"),
+    ("not json", 1, "trace-failed", "without its JSON report"),
+])
+def test_trace_tree_reads_the_report_and_says_what_failed(tmp_path, monkeypatch, report, exit_code, status, detail):
+    python = tmp_path / "python"
+    python.write_text(f"#!{sys.executable}\n{FAKE_PYTHON}")
+    python.chmod(0o755)
+    (tmp_path / "prepare").mkdir()
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    run = rb.Run(command=("python", "train.py"), steps=5, prepare=("python {prepare}/make.py 'a b' 3",))
+    env = dict(os.environ, FAKE_EXIT=str(exit_code))
+    if report is not None:
+        env["FAKE_REPORT"] = report if isinstance(report, str) else json.dumps(report)
+    if status is None:
+        assert rb.trace_tree(run, tree, python, env, tmp_path / "prepare", tmp_path / "r.json", 60)["steps"] == 5
+        return
+    with pytest.raises(rb.RunFailed) as error:
+        rb.trace_tree(run, tree, python, env, tmp_path / "prepare", tmp_path / "r.json", 60)
+    assert error.value.status == status and detail in error.value.detail, error.value.detail
+    assert "the script's last words" in error.value.detail
+
+
+def test_a_batch_file_may_be_named_after_its_search(tmp_path):
+    folder = tmp_path / "batches" / "b2"
+    cases = _cases("a" * 40, "b" * 40)
+    _write_batch(folder, cases[:1], LOG[:2])  # cases-training.toml: demo-no-clip, candidate 1
+    other = {**cases[1], "candidate": 1}
+    hf_log = [{**LOG[2], "n": 1}]
+    (folder / "cases-hf.toml").write_text(_tables("case", [other]))
+    (folder / "log-hf.toml").write_text(_tables("candidate", hf_log))
+    problems: list[str] = []
+    batches = rb.load_batches(tmp_path / "batches", CODES, {}, problems)
+    assert problems == []
+    by_id = {c.id: c for c in batches["b2"].cases}
+    assert (by_id["demo-no-clip"].part, by_id["demo-no-clip"].family) == ("training", "training")
+    assert (by_id["demo-step-order"].part, by_id["demo-step-order"].family) == ("hf", rb.OTHER_FAMILY)
+    # an out-of-catalogue case may name its family; an in-catalogue one takes its rule's
+    (folder / "cases-hf.toml").write_text(_tables("case", [{**other, "family": "data"}]))
+    assert {c.id: c.family for c in rb.load_batches(tmp_path / "batches", CODES, {}, [])["b2"].cases}[
+        "demo-step-order"] == "data"
+    inside = {**other, "in_catalogue": True, "rule": "TL305"}
+    (folder / "cases-hf.toml").write_text(_tables("case", [inside]))
+    assert {c.id: c.family for c in rb.load_batches(tmp_path / "batches", CODES, {}, [])["b2"].cases}[
+        "demo-step-order"] == "training"
+    for bad, expected in (({**inside, "family": "data"}, "differs from the case's 'training'"),
+                          ({**other, "family": "hf"}, "family 'hf' must be one of")):
+        (folder / "cases-hf.toml").write_text(_tables("case", [bad]))
+        problems = []
+        rb.load_batches(tmp_path / "batches", CODES, {}, problems)
+        assert any(expected in p for p in problems), problems
+    # the log of a part is its own: the case's candidate is looked up in log-hf.toml only
+    (folder / "cases-hf.toml").write_text(_tables("case", [{**other, "candidate": 2}]))
+    problems = []
+    rb.load_batches(tmp_path / "batches", CODES, {}, problems)
+    assert any("candidate 2 is not in log-hf.toml" in p for p in problems), problems
+    assert any("log-hf.toml: candidate 1 is accepted as case 'demo-step-order'" in p for p in problems), problems
+    (folder / "cases-HF.toml").write_text("")
+    problems = []
+    rb.load_batches(tmp_path / "batches", CODES, {}, problems)
+    assert any("cases-HF.toml: a batch holds cases-<part>.toml" in p for p in problems), problems
+
+
+def test_a_runnable_first_sight_keeps_its_evidence(tmp_path):
+    case = _case("a" * 40, "b" * 40, 0)
+    result = {"id": case.id, "found": True, "fix_sensitive": True, "in_catalogue": True, "rule": "TL301",
+              "runnable": True, "evidence": "new"}
+    text = rb.first_sight_entry(result, "c" * 40, "2026-12-07")
+    assert 'evidence = "new"' in text
+    (tmp_path / "first_sight.toml").write_text(text)
+    problems: list[str] = []
+    assert rb.validate_first_sight(tmp_path / "first_sight.toml", {case.id: case}, CODES, problems)
+    assert problems == []
+    (tmp_path / "first_sight.toml").write_text(text.replace('"new"', '"seen"'))
+    rb.validate_first_sight(tmp_path / "first_sight.toml", {case.id: case}, CODES, problems)
+    assert any("evidence 'seen' must be one of confirmed, new, static-only" in p for p in problems), problems
+    assert "evidence" not in rb.first_sight_entry({**result, "evidence": None, "found": False}, "c" * 40, "2026-12-07")
+
+
+def test_a_cases_pythonpath_comes_before_the_checkout(tmp_path):
+    """A tree whose script imports its own package from the tree sets PYTHONPATH = "."; the
+    checkout whose tlint is under test is still on the path, after it."""
+    python = tmp_path / "venv" / "bin" / "python"
+    with_path = rb.Run(command=("python", "train.py"), steps=1, env=(("PYTHONPATH", "."),))
+    env = rb.run_env(with_path, python, tmp_path / "checkout")
+    assert env["PYTHONPATH"] == os.pathsep.join([".", str(tmp_path / "checkout")])
+    without = rb.run_env(rb.Run(command=("python", "train.py"), steps=1), python, tmp_path / "checkout")
+    assert env["PATH"].split(os.pathsep)[0] == str(python.parent) and without["PYTHONPATH"] == str(tmp_path / "checkout")
