@@ -20,17 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.cliutil import make_project, tlint_env
+from tests.test_hostile import MODEL
 from tlint import bounded
 
 REPO = Path(__file__).resolve().parent.parent
-MODEL = (
-    "from torch import nn\n"
-    "\n"
-    "\n"
-    "class Head(nn.Module):\n"
-    "    def forward(self, x, mask):\n"
-    "        return x.mean(1)\n"
-)
 posix_only = pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero")
                                 or not sys.platform.startswith("linux"), reason="FIFOs, /dev/zero, RLIMIT_AS")
 ADDRESS_SPACE = 2 * 2**30  # the cap each hostile run is under

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.benchutil import load
+from tests.test_realbugs_batches import _toml_value
 
 # slow: each traced tree is a `tlint trace` subprocess whose child imports torch (about 7 s a tree)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_realbugs_run")]
@@ -72,14 +73,6 @@ def _git(repo: Path, *args: str) -> str:
                           check=True).stdout.strip()
 
 
-def _toml(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
-    return json.dumps(value)
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +110,8 @@ def _batch(root: Path, buggy: str, fixed: str, cases: dict[str, dict]) -> list[s
                 "rule": "TL305", "kind": "script", "take": ["train.py"],
                 "sites": [{"path": "train.py", "lines": [SITE]}], "source": "https://example.org/pr/1",
                 "summary": "s", "recorded": "2026-12-07", "candidate": n}
-        text += "[[case]]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in case.items())
-        text += "\n[case.run]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in run.items()) + "\n"
+        text += "[[case]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in case.items())
+        text += "\n[case.run]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in run.items()) + "\n"
     (folder / "cases-training.toml").write_text(text)
     (folder / "log-training.toml").write_text("\n".join(log))
     for name in ("cases", "judgements"):

@@ -344,17 +344,15 @@ class Tracer:
     def _last_model(self) -> nn.Module | None:
         return self._last() if self._last is not None else None
 
-    def _wrap_zero_grad(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _reset(self, original: Callable[..., Any], observe: Callable[[Any, bool], None]) -> Callable[..., Any]:
+        """A `zero_grad` wrapper: `observe(owner, set_to_none)` before the outermost call's reset
+        (its failure is never the user's), then the original."""
         tracer = self
 
-        def zero_grad(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+        def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
             if tracer._enter("zero_grad"):
                 try:
-                    tracer._optimizers.add(self)
-                    had = any(p.grad is not None for g in self.param_groups for p in g["params"])
-                    set_to_none = kwargs.get("set_to_none", args[0] if args else True)
-                    tracer._observe("zero_grad", tracer.site(), optimizer=id(self), set_to_none=bool(set_to_none),
-                                    had_grads=had)
+                    observe(self, bool(kwargs.get("set_to_none", args[0] if args else True)))
                 except Exception:  # noqa: BLE001 - a traced event is never worth the user's run
                     pass
             try:
@@ -362,6 +360,13 @@ class Tracer:
             finally:
                 tracer._leave("zero_grad")
         return zero_grad
+
+    def _wrap_zero_grad(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def observe(optimizer: torch.optim.Optimizer, set_to_none: bool) -> None:
+            self._optimizers.add(optimizer)
+            had = any(p.grad is not None for g in optimizer.param_groups for p in g["params"])
+            self._observe("zero_grad", self.site(), optimizer=id(optimizer), set_to_none=set_to_none, had_grads=had)
+        return self._reset(original, observe)
 
     def _wrap_optimizer_init(self, original: Callable[..., Any]) -> Callable[..., Any]:
         tracer = self
@@ -375,26 +380,15 @@ class Tracer:
     def _wrap_module_zero_grad(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """`model.zero_grad()`: a reset of each known optimizer holding some of its parameters
         (the optimizers are known from their construction, or from a step or a reset seen)."""
-        tracer = self
-
-        def zero_grad(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-            if tracer._enter("zero_grad"):
-                try:
-                    params = {id(p): p for p in self.parameters()}
-                    set_to_none = kwargs.get("set_to_none", args[0] if args else True)
-                    site = tracer.site()
-                    for optimizer in list(tracer._optimizers):
-                        mine = [params[id(p)] for g in optimizer.param_groups for p in g["params"] if id(p) in params]
-                        if mine:
-                            tracer._observe("zero_grad", site, optimizer=id(optimizer), set_to_none=bool(set_to_none),
-                                            had_grads=any(p.grad is not None for p in mine))
-                except Exception:  # noqa: BLE001 - a traced event is never worth the user's run
-                    pass
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                tracer._leave("zero_grad")
-        return zero_grad
+        def observe(module: nn.Module, set_to_none: bool) -> None:
+            params = {id(p): p for p in module.parameters()}
+            site = self.site()
+            for optimizer in list(self._optimizers):
+                mine = [params[id(p)] for g in optimizer.param_groups for p in g["params"] if id(p) in params]
+                if mine:
+                    self._observe("zero_grad", site, optimizer=id(optimizer), set_to_none=set_to_none,
+                                  had_grads=any(p.grad is not None for p in mine))
+        return self._reset(original, observe)
 
     def _eval_models(self, optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
         """The models that ran forward in eval mode since the last step and have parameters
