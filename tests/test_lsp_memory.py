@@ -80,7 +80,8 @@ def test_a_slow_document_holds_back_neither_the_server_nor_the_other_documents(m
 
     documents = {"file:///p/slow.py": "slow", "file:///p/fast.py": "fast"}
     workspace = SimpleNamespace(text_documents=documents, position_encoding=None, root_path="/p",
-                                get_text_document=lambda uri: SimpleNamespace(source=documents[uri]))
+                                get_text_document=lambda uri: SimpleNamespace(source=documents[uri]),
+                                get_notebook_document=lambda **kwargs: None)
     monkeypatch.setattr(lsp_server, "lint_text", lint_text)
     monkeypatch.setattr(lsp_server.TlintServer, "workspace", property(lambda self: workspace))
     server = lsp_server.TlintServer()

@@ -74,12 +74,13 @@ def test_static_finding_matched_and_confirmed(tmp_path):
     pad = _by(document)["pad-ratio"]
     assert pad["status"] == "fail" and pad["figure"] == 0.875 and pad["findings"] == ["feed.py:18 TL111"]
     # TL111 (practice, off by default) runs because the data scan tests it; TL114 (on by default):
-    # the train loader is not shuffled, which the loader-order check confirms
+    # the train loader is not shuffled, but its order carries no structure (lengths 3, 2, 1 over
+    # and over): the loader-order check could have seen a correlation and found none
     found = {f["code"]: f for f in document["findings"]}
     assert sorted(found) == ["TL111", "TL114"]
     finding = found["TL111"]
     assert finding["code"] == "TL111" and finding["verdict"] == "confirmed" and finding["check"] == "pad-ratio"
-    assert found["TL114"]["verdict"] == "confirmed" and found["TL114"]["check"] == "loader-order"
+    assert found["TL114"]["verdict"] == "not-reproduced" and found["TL114"]["check"] == "loader-order"
     assert _by(document)["tokenizer-agreement"]["status"] == "skip"
     assert not list(project.rglob("__pycache__"))
 

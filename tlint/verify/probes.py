@@ -1,8 +1,7 @@
-"""The probes: small, named numerical checks with explicit tolerances, in the style of
-Hugging Face's model tests (`test_batching_equivalence`, `test_left_padding_compatibility`).
-Each returns a `ProbeResult` (figure, unit, tolerance, pass / fail / skip); figures that
-compare outputs are relative to the output's RMS. Eval mode, fixed seeds. Over 800 lines: the
-probes share one `ProbeContext` and its helpers, so they stay together, one class a probe."""
+"""The probes: small, named numerical checks with explicit tolerances, in the style of Hugging Face's model
+tests (`test_batching_equivalence`, `test_left_padding_compatibility`). Each returns a `ProbeResult` (figure,
+unit, tolerance, pass / fail / skip); figures that compare outputs are relative to the output's RMS. Eval mode,
+fixed seeds. Over 800 lines: the probes share one `ProbeContext` and its helpers, one class a probe."""
 
 from __future__ import annotations
 
@@ -18,9 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from tlint.verify.loading import Caller
 
-# the kernel itself: `F.scaled_dot_product_attention` may be a wrapper (the run-time hooks of
-# `tlint trace` and `tlint.watch` wrap it), while a TorchFunctionMode sees the kernel
-SDPA = torch._C._nn.scaled_dot_product_attention
+SDPA = torch._C._nn.scaled_dot_product_attention  # the kernel: `F.`'s may be the run-time hooks' wrapper
 
 if TYPE_CHECKING:
     from tlint.verify.training_probes import TrainingSettings
