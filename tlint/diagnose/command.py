@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tlint import __version__
-from tlint.diagnose.compare import config_differences, curve_differences, separation
+from tlint.diagnose.compare import compared_settings, config_differences, curve_differences, separation
 from tlint.diagnose.findings import Finding, diagnose
 from tlint.diagnose.readers import DiagnoseError, Run, read_run
 
@@ -55,9 +55,9 @@ def _fail(fmt: str, message: str) -> int:
 def _compare(a: Run, b: Run) -> dict[str, Any]:
     differences, ignored = config_differences(a, b)
     curves, compared = curve_differences(a, b)
-    settings = len((set(a.config) | set(b.config)) - set(ignored))
     return {"separation": separation(a, b), "config_differences": differences, "ignored_keys": ignored,
-            "curve_differences": curves, "compared": {"recorded_settings": settings, "logged_curves": compared}}
+            "curve_differences": curves,
+            "compared": {"recorded_settings": compared_settings(a, b), "logged_curves": compared}}
 
 
 def _clean(value: Any) -> Any:

@@ -59,6 +59,12 @@ def separation(a: Run, b: Run) -> dict[str, Any] | None:
     return None
 
 
+def compared_settings(a: Run, b: Run) -> int:
+    """How many recorded settings a comparison looks at (either run; the run-identity keys
+    left out)."""
+    return sum(key.rsplit(".", 1)[-1] not in RUN_IDENTITY for key in set(a.config) | set(b.config))
+
+
 def config_differences(a: Run, b: Run) -> tuple[list[dict[str, Any]], list[str]]:
     """(settings whose recorded values differ, the run-identity keys left out)."""
     out = []

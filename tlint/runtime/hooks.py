@@ -197,7 +197,8 @@ class Tracer:
         self._patch(torch.autograd, "backward", lambda f: self._outer("backward", f, self._after_backward))
         self._patch(nn.Module, "train", self._wrap_train)
         self._patch(lr_scheduler.LRScheduler, "step", self._wrap_scheduler)
-        self._patch(lr_scheduler.ReduceLROnPlateau, "step", self._wrap_plateau)
+        self._patch(lr_scheduler.ReduceLROnPlateau, "step",
+                    lambda f: self._outer("scheduler", f, self._after_plateau))
         for owner in (torch.nn.utils, torch.nn.utils.clip_grad):
             for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_"):
                 self._patch(owner, name, self._clip_wrapper(name))
@@ -452,21 +453,10 @@ class Tracer:
                     tracer._observe("scheduler", tracer.site(), optimizer=id(optimizer), name=type(self).__name__)
         return step
 
-    def _wrap_plateau(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _after_plateau(self, result: Any, scheduler: Any = None, *args: Any, **kwargs: Any) -> None:
         """ReduceLROnPlateau.step(metric): a step on a measured value (its own `step`)."""
-        tracer = self
-
-        def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-            outer = tracer._enter("scheduler")
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                tracer._leave("scheduler")
-                if outer:
-                    optimizer = _unwrap(getattr(self, "optimizer", None))
-                    tracer._observe("scheduler", tracer.site(), optimizer=id(optimizer), name=type(self).__name__,
-                                    metric=True)
-        return step
+        optimizer = _unwrap(getattr(scheduler, "optimizer", None))
+        self._observe("scheduler", self.site(), optimizer=id(optimizer), name=type(scheduler).__name__, metric=True)
 
     # -- clipping and GradScaler --
 

@@ -190,7 +190,6 @@ class Watch:
         self._call_hook = self.inner.register_forward_pre_hook(self._remember_call, with_kwargs=True)
         self._violations: list[tuple[int, Violation]] = []   # seen by the hooks, not yet findings
         self._reported: list[tuple[Violation, F.Finding]] = []
-        self.invariants = invariants
         self._listener: Callable[[Violation], None] | None = None
         if invariants:
             self._listener = _listener(self)
