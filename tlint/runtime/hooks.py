@@ -27,9 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tlint.runtime import batches
 from tlint.runtime.invariants import Invariants, Site, Violation
 
 TLINT_ROOT = str(Path(__file__).resolve().parent.parent)
+LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits")
 DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 
 
@@ -124,6 +126,8 @@ class Tracer:
         self._scaler: weakref.ref | None = None
         self._optimizers: weakref.WeakSet = weakref.WeakSet()  # every optimizer built or seen (module zero_grad)
         self._undo: list[Callable[[], None]] = []
+        self._batch: batches.Batch | None = None     # the last training batch of a top-level model
+        self._inputs_hooked: weakref.WeakSet = weakref.WeakSet()  # models with a keyword-argument pre-hook
 
     # -- plumbing --
 
@@ -212,6 +216,8 @@ class Tracer:
         for name in DROPOUT_FUNCTIONS:
             self._patch(F, name, self._wrap_dropout)
         self._patch(F, "scaled_dot_product_attention", self._wrap_sdpa)
+        for name in LOSS_FUNCTIONS:
+            self._patch(F, name, self._wrap_loss)
         from tlint.runtime import libraries
 
         self._undo.append(libraries.install(self))
@@ -257,7 +263,64 @@ class Tracer:
                 self._forwarded.pop(id(module), None)
             elif torch.is_grad_enabled():  # (evaluation under no_grad trains nothing)
                 self._forwarded[id(module)] = weakref.ref(module)
+            if training and torch.is_grad_enabled() and module not in self._inputs_hooked:
+                self._hook_inputs(module)
         self._stack.append(module)
+
+    # -- the batches a model is fed --
+
+    def _hook_inputs(self, module: nn.Module) -> None:
+        """A pre-hook with the keyword arguments on a top-level model (global pre-hooks get the
+        positional ones only); this first call's are read from torch's calling frame."""
+        with _suppress():
+            self._inputs_hooked.add(module)
+            handle = module.register_forward_pre_hook(self._inputs_pre, with_kwargs=True)
+            self._undo.append(handle.remove)
+            kwargs = sys._getframe(2).f_locals.get("kwargs")
+            self._inputs(module, (), kwargs if isinstance(kwargs, dict) else {}, first=True)
+
+    def _inputs_pre(self, module: nn.Module, args: Any, kwargs: Any) -> None:
+        if len(self._stack) == 1 and self._stack[0] is module and module.training and torch.is_grad_enabled():
+            self._inputs(module, args, kwargs)
+
+    def _inputs(self, module: nn.Module, args: Any, kwargs: dict[str, Any], first: bool = False) -> None:
+        try:
+            facts, batch = batches.model_input(module, tuple(args), dict(kwargs))
+        except Exception:  # noqa: BLE001 - as in _observe
+            self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
+            return
+        if first and batch is None and not kwargs:
+            return  # (torch's frame gave nothing: the next call's pre-hook reads it)
+        self._batch = batch
+        site = self.site()
+        self._observe("model_input", site, **facts)
+        if facts.get("padded_rows"):
+            self._observe("padded_input", site)
+
+    def _wrap_loss(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        name = original.__name__
+        indexed = name in ("cross_entropy", "nll_loss")  # (ignore_index is their fifth parameter)
+
+        def loss(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+            outer = self._enter("loss")
+            try:
+                if outer and torch.is_grad_enabled():
+                    ignore = kwargs.get("ignore_index", args[2] if len(args) > 2 else -100) if indexed else -100
+                    try:
+                        facts = batches.loss_input(name, input, target, int(ignore), self._batch)
+                    except Exception:  # noqa: BLE001 - as in _observe
+                        self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
+                    else:
+                        site = self.site()
+                        self._observe("loss_input", site, **facts)
+                        if facts.get("form") is not None:
+                            self._observe("loss_form", site)
+                        if facts.get("offset") is not None:
+                            self._observe("loss_measured", site)
+                return original(input, target, *args, **kwargs)
+            finally:
+                self._leave("loss")
+        return loss
 
     def _forward_post(self, module: nn.Module, args: Any, output: Any) -> None:
         stack = self._stack

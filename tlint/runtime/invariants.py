@@ -37,6 +37,15 @@ rule and site). The kinds and their values:
 - `mode`: `model.train(mode)` / `model.eval()` (the outermost call): `training`;
   `mode_call` the same at each line of the user's code that called it (a helper's call).
 
+- `model_input`: a training forward of a top-level model (`tlint/runtime/batches.py`): `name`,
+  `nonfinite` (the float inputs holding NaN or infinity), `has_mask`, `accepts_mask`,
+  `decoder` (its forward takes decoder inputs), `pad_id`, `padded_rows`, `side`, `rows`;
+  `padded_input` when some rows are padded.
+- `loss_input`: a cross-entropy, NLL or binary cross-entropy call in a training step:
+  `function`, `form` (probabilities, log-probabilities, logits), `offset` (where its targets
+  repeat the last batch's ids), `pad_targets`, `padded_positions`, `eos_ignored`,
+  `eos_targets`; `loss_form` when the form was read, `loss_measured` when the offset was.
+
 `observed` keeps, per kind and site, how often it was seen and how many optimizer steps
 were done at its first and last time (for pairing with the static findings).
 
@@ -53,7 +62,16 @@ Definite violations are errors, heuristics warnings:
   scaled (no unscale_ since) and the scale is not 1.
 - TL312 (error): an optimizer step over parameters of a model that ran its forward in eval
   mode since the last step (training in eval mode: dropout off, batch-norm statistics frozen).
-- TL214 (error): dropout on (training, p > 0) inside a model in eval mode."""
+- TL214 (error): dropout on (training, p > 0) inside a model in eval mode.
+- TL110 (error): NaN or infinity in a training forward's float inputs.
+- TL101: padded rows given with no attention mask to a model that accepts one (error for
+  padding before the text, warning after it).
+- TL314: probabilities given to cross_entropy, probabilities or logits to nll_loss (error);
+  inputs all in [0, 1] given to binary_cross_entropy_with_logits (warning).
+- TL106 (error): targets on padded positions that are not ignored.
+- TL107 (warning): the end-of-text token on real positions, ignored as a target every time.
+- TL109: at a step with no next-token loss, targets two ahead of the ids (error: shifted
+  twice) or at the same positions (warning: never shifted); not for encoder-decoders."""
 
 from __future__ import annotations
 
@@ -62,20 +80,32 @@ from typing import Any
 
 # the rules the invariants report (code -> name, as in rules/TLNNN-name.md)
 RULES = {
+    "TL101": "missing-attention-mask",
+    "TL106": "pad-labels-not-ignored",
+    "TL107": "eos-masked-as-pad",
+    "TL109": "label-shift-mismatch",
+    "TL110": "nan-unchecked-input",
     "TL214": "dropout-on-in-eval",
     "TL303": "clip-without-unscale",
     "TL305": "scheduler-before-optimizer",
     "TL310": "zero-grad-misplaced",
     "TL312": "missing-eval-mode",
+    "TL314": "loss-on-probabilities",
 }
 # which event kinds bear on each rule (for pairing with the static findings: a rule's path
 # ran when one of its kinds was seen at the finding's line)
 RULE_EVENTS = {
+    "TL101": ("padded_input",),
+    "TL106": ("loss_measured",),
+    "TL107": ("loss_measured",),
+    "TL109": ("loss_measured",),
+    "TL110": ("model_input",),
     "TL214": ("dropout_eval", "sdpa_eval"),
     "TL303": ("clip",),
     "TL305": ("scheduler",),
     "TL310": ("zero_grad",),
     "TL312": ("mode", "mode_call"),
+    "TL314": ("loss_form",),
 }
 
 
@@ -151,6 +181,8 @@ class Invariants:
         self._scale_pending = False      # GradScaler.scale ran, no backward of it yet
         self._scaled_grads = False       # a backward of a scaled loss, no unscale_/step since
         self._scaled_site: Site | None = None
+        self._decoder = False            # the last top-level model takes decoder inputs
+        self._offsets: list[tuple[int, Site | None, str]] = []  # (offset, site, function) since the last step
         # kind -> site -> [count, steps done at its first and at its last time]
         self.observed: dict[str, dict[Site, list[int]]] = {}
 
@@ -236,9 +268,10 @@ class Invariants:
         return out
 
     def _on_stepped(self, site: Site | None, *, optimizer: int, **data: Any) -> list[Violation]:
+        out = self._judge_offsets()
         self._stepped(optimizer)
         self.steps += 1
-        return []
+        return out
 
     def _stepped(self, optimizer: int) -> None:
         opt = self._opt(optimizer)
@@ -296,3 +329,86 @@ class Invariants:
             "TL214", "error",
             f"scaled_dot_product_attention with dropout_p={p:g} while {model} is in eval mode{where}: the kernel "
             f"has no training flag; pass dropout_p=self.p if self.training else 0.0", site, [switched])
+
+    # -- the batches and the loss --
+
+    def _on_model_input(self, site: Site | None, *, name: str = "the model", nonfinite: list[str] | None = None,
+                        has_mask: bool = True, accepts_mask: bool = False, decoder: bool = False,
+                        pad_id: int | None = None, padded_rows: int = 0, side: str | None = None, rows: int = 0,
+                        **data: Any) -> list[Violation]:
+        self._decoder = decoder
+        out: list[Violation] = []
+        if nonfinite:
+            out += self._report(
+                "TL110", "error",
+                f"{name}'s forward got NaN or infinite values in {', '.join(nonfinite[:4])} at step "
+                f"{self.steps + 1}: the batch came out of the data pipeline that way, and this step's loss and "
+                f"gradients are not finite", site)
+        if padded_rows and not has_mask and accepts_mask:
+            where = "before" if side == "left" else "after"
+            out += self._report(
+                "TL101", "error" if side == "left" else "warning",
+                f"{padded_rows} of {rows} rows of the input ids are padded (id {pad_id} {where} the text) and "
+                f"{name} got no attention_mask: "
+                + ("every real token attends to the padding" if side == "left" else
+                   "the padding is attended to (by every token, unless the model is causal)")
+                + "; pass the tokenizer's attention_mask", site)
+        return out
+
+    def _on_loss_input(self, site: Site | None, *, function: str = "cross_entropy", form: str | None = None,
+                       offset: int | None = None, pad_targets: int = 0, padded_positions: int = 0,
+                       eos_ignored: int = 0, eos_targets: int = 0, **data: Any) -> list[Violation]:
+        out: list[Violation] = []
+        wrong = {
+            ("cross_entropy", "probabilities"): "its input rows already sum to 1 (probabilities): cross_entropy "
+            "applies log_softmax itself, so the softmax before it flattens the loss and its gradients; pass the logits",
+            ("nll_loss", "probabilities"): "its input rows are probabilities (they sum to 1), not log-probabilities: "
+            "apply log_softmax instead of softmax",
+            ("nll_loss", "logits"): "its input rows are raw scores, not log-probabilities (their logsumexp is not "
+            "0): apply log_softmax first, or use cross_entropy",
+        }.get((function, form or ""))
+        if wrong:
+            out += self._report("TL314", "error", f"F.{function}: {wrong}", site)
+        elif function == "binary_cross_entropy_with_logits" and form == "probabilities":
+            out += self._report(
+                "TL314", "warning",
+                f"F.{function} got inputs that all lie in [0, 1], as a sigmoid's output does: the function applies "
+                f"the sigmoid itself; pass the logits (or use binary_cross_entropy)", site)
+        if offset is None or self._decoder:
+            return out
+        self._offsets.append((offset, site, function))
+        if pad_targets:
+            out += self._report(
+                "TL106", "error",
+                f"{pad_targets} targets of {function} lie on padded positions (attention mask 0) and are not its "
+                f"ignore_index: the loss trains the model to predict padding; set the labels of padding to -100",
+                site)
+        if eos_ignored and not eos_targets:
+            out += self._report(
+                "TL107", "warning",
+                f"the end-of-text token is in the text {eos_ignored} times in this batch, but {function} ignores it "
+                f"as a target every time (it was masked like padding): the model never learns to end its output",
+                site)
+        return out
+
+    def _judge_offsets(self) -> list[Violation]:
+        """At a step: the loss targets of the step against the ids (a step with a next-token loss
+        may have losses at other offsets too: heads that predict further ahead)."""
+        offsets, self._offsets = self._offsets, []
+        if not offsets or any(k == 1 for k, _, _ in offsets):
+            return []
+        out: list[Violation] = []
+        for k, site, function in offsets:
+            if k == 2:
+                out += self._report(
+                    "TL109", "error",
+                    f"the targets of {function} are the input ids two positions ahead: the labels were shifted before "
+                    f"a loss (or a model) that shifts them again, so each position learns the token after next",
+                    site)
+            elif k == 0:
+                out += self._report(
+                    "TL109", "warning",
+                    f"the targets of {function} are the input ids at the same positions: the labels were never "
+                    f"shifted, so the model is trained to copy the token it reads rather than predict the next",
+                    site)
+        return out
