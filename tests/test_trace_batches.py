@@ -215,3 +215,63 @@ def test_every_rule_trace_observes_and_only_those_document_their_run_time_eviden
     docs = Path(__file__).resolve().parent.parent / "rules"
     with_section = {p.name[:5] for p in docs.glob("TL*.md") if "\n## Run-time evidence\n" in p.read_text()}
     assert with_section == set(RULES)
+
+
+LOADER = """
+import random
+
+import torch
+from torch.utils.data import DataLoader
+from transformers import GPT2Config, GPT2LMHeadModel
+
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=40, pad_token_id=0))
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+rows = [torch.randint(3, 50, (random.Random(i).randint(4, 32),)) for i in range(200)]
+if ORDER == "sorted":
+    rows.sort(key=len)
+
+
+def collate(items):
+    width = max(len(r) for r in items)
+    ids = torch.zeros(len(items), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, r in enumerate(items):
+        ids[i, :len(r)], mask[i, :len(r)] = r, 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+
+
+loader = DataLoader(rows, batch_size=4, shuffle=SHUFFLE, collate_fn=collate)
+for step, batch in enumerate(loader):  # HERE
+    loss = model(**batch).loss
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step == 2:
+        break
+AFTER = torch.rand(3)
+"""
+
+
+@pytest.mark.parametrize("order,shuffle,expected", [("sorted", False, True), ("sorted", True, False),
+                                                     ("unsorted", False, False)])
+def test_a_training_loader_read_in_an_order_that_follows_length_is_a_warning(tmp_path, order, shuffle, expected):
+    script = tmp_path / "loop.py"
+    script.write_text(LOADER.replace("ORDER", repr(order)).replace("SHUFFLE", str(shuffle)), encoding="utf-8")
+    plain = runpy.run_path(str(script))["AFTER"]
+    found: list[Violation] = []
+    tracer = Tracer(Invariants(), found.append)
+    tracer.install()
+    try:
+        traced = runpy.run_path(str(script))["AFTER"]
+    finally:
+        tracer.uninstall()
+    assert torch_equal(plain, traced)  # the dataset read for the order leaves the generators as they were
+    assert {(v.code, v.severity, v.site.line if v.site else 0) for v in found} == (
+        {("TL114", "warning", line(script, "# HERE"))} if expected else set()), [v.message for v in found]
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))

@@ -14,6 +14,9 @@ tensor would cost more than the step), and returns plain values.
   last batch's ids, the offset at which its targets repeat the ids (1 for next-token
   prediction), the targets on padded positions that are not ignored, and the end-of-text
   tokens the loss ignores.
+- `loader_order`: a training loader that reads its dataset in order (a sequential sampler):
+  what that order follows (the samples' length, label or source), read as `tlint scan-data`
+  reads it (`tlint/verify/scan_data.py`), with the random generators' states restored after.
 """
 
 from __future__ import annotations
@@ -236,3 +239,34 @@ def loss_input(function: str, input: Any, target: Any, ignore_index: int, batch:
             facts["eos_ignored"] = int((on_real & ~v).sum())
             facts["eos_targets"] = int((eos_t & v).sum())
         return facts
+
+
+def loader_order(loader: Any, pad: int | None, eos: frozenset[int]) -> dict[str, Any] | None:
+    """What a training loader's order follows, when it reads its dataset in order; None when
+    its sampler draws in another order (a shuffle, or a sampler of its own)."""
+    import random
+    import sys
+
+    from torch.utils.data import SequentialSampler
+
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    sampler = getattr(batch_sampler, "sampler", None) if batch_sampler is not None else getattr(loader, "sampler", None)
+    if not isinstance(sampler, SequentialSampler):
+        return None
+    from tlint.verify.data import DataOptions
+    from tlint.verify.data_order import structure_findings
+    from tlint.verify.scan_data import order_structure
+
+    numpy = sys.modules.get("numpy")
+    states = (random.getstate(), torch.get_rng_state(), numpy.random.get_state() if numpy is not None else None)
+    try:
+        structure = order_structure(loader, DataOptions(dataloader="", root="", pad_token_id=pad,
+                                                        eos_token_id=min(eos) if eos else None))
+    finally:
+        random.setstate(states[0])
+        torch.set_rng_state(states[1])
+        if numpy is not None:
+            numpy.random.set_state(states[2])
+    follows, measured = structure_findings(structure)
+    return {"follows": follows, "measured": measured, "items": len(structure.get("lengths", [])),
+            "sampler": type(sampler).__name__}

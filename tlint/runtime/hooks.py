@@ -128,6 +128,9 @@ class Tracer:
         self._undo: list[Callable[[], None]] = []
         self._batch: batches.Batch | None = None     # the last training batch of a top-level model
         self._inputs_hooked: weakref.WeakSet = weakref.WeakSet()  # models with a keyword-argument pre-hook
+        self._iterators: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # iterator -> (loader, site)
+        self._last_iterator: weakref.ref | None = None  # the DataLoader iterator that gave the last batch
+        self._loaders_judged: weakref.WeakSet = weakref.WeakSet()
 
     # -- plumbing --
 
@@ -218,6 +221,10 @@ class Tracer:
         self._patch(F, "scaled_dot_product_attention", self._wrap_sdpa)
         for name in LOSS_FUNCTIONS:
             self._patch(F, name, self._wrap_loss)
+        from torch.utils.data import dataloader
+
+        self._patch(dataloader.DataLoader, "__iter__", self._wrap_loader_iter)
+        self._patch(dataloader._BaseDataLoaderIter, "__next__", self._wrap_loader_next)
         from tlint.runtime import libraries
 
         self._undo.append(libraries.install(self))
@@ -294,8 +301,44 @@ class Tracer:
         self._batch = batch
         site = self.site()
         self._observe("model_input", site, **facts)
+        self._judge_loader(batch)
         if facts.get("padded_rows"):
             self._observe("padded_input", site)
+
+    def _wrap_loader_iter(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def __iter__(loader: Any) -> Any:
+            iterator = original(loader)
+            with _suppress():  # (a subclass whose __iter__ is a generator calls this one when advanced)
+                self._iterators[iterator] = (weakref.ref(loader), self.site())
+            return iterator
+        return __iter__
+
+    def _wrap_loader_next(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def __next__(iterator: Any) -> Any:
+            result = original(iterator)
+            with _suppress():
+                self._last_iterator = weakref.ref(iterator)
+            return result
+        return __next__
+
+    def _judge_loader(self, batch: batches.Batch | None) -> None:
+        """The order of the loader that gave the batch of a training forward, once per loader."""
+        iterator = self._last_iterator() if self._last_iterator is not None else None
+        if iterator is None or os.getpid() != self.pid:
+            return
+        self._last_iterator = None
+        entry = self._iterators.get(iterator)
+        loader = entry[0]() if entry else None
+        if loader is None or loader in self._loaders_judged:
+            return
+        self._loaders_judged.add(loader)
+        try:
+            facts = batches.loader_order(loader, batch.pad if batch else None, batch.eos if batch else frozenset())
+        except Exception:  # noqa: BLE001 - as in _observe
+            self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
+            return
+        if facts is not None:
+            self._observe("loader_order", entry[1] if entry else None, **facts)
 
     def _wrap_loss(self, original: Callable[..., Any]) -> Callable[..., Any]:
         name = original.__name__

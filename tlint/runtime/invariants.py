@@ -45,6 +45,9 @@ rule and site). The kinds and their values:
   `function`, `form` (probabilities, log-probabilities, logits), `offset` (where its targets
   repeat the last batch's ids), `pad_targets`, `padded_positions`, `eos_ignored`,
   `eos_targets`; `loss_form` when the form was read, `loss_measured` when the offset was.
+- `loader_order`: the first training batch of a loader that reads its dataset in order
+  (a sequential sampler), at the line that iterated it: `follows` (what the order follows:
+  length, label, source), `measured`, `items`, `sampler`.
 
 `observed` keeps, per kind and site, how often it was seen and how many optimizer steps
 were done at its first and last time (for pairing with the static findings).
@@ -71,7 +74,9 @@ Definite violations are errors, heuristics warnings:
 - TL106 (error): targets on padded positions that are not ignored.
 - TL107 (warning): the end-of-text token on real positions, ignored as a target every time.
 - TL109: at a step with no next-token loss, targets two ahead of the ids (error: shifted
-  twice) or at the same positions (warning: never shifted); not for encoder-decoders."""
+  twice) or at the same positions (warning: never shifted); not for encoder-decoders.
+- TL114 (warning): a training loader reading its dataset in an order that follows the
+  samples' length, label or source."""
 
 from __future__ import annotations
 
@@ -85,6 +90,7 @@ RULES = {
     "TL107": "eos-masked-as-pad",
     "TL109": "label-shift-mismatch",
     "TL110": "nan-unchecked-input",
+    "TL114": "training-loader-not-shuffled",
     "TL214": "dropout-on-in-eval",
     "TL303": "clip-without-unscale",
     "TL305": "scheduler-before-optimizer",
@@ -100,6 +106,7 @@ RULE_EVENTS = {
     "TL107": ("loss_measured",),
     "TL109": ("loss_measured",),
     "TL110": ("model_input",),
+    "TL114": ("loader_order",),
     "TL214": ("dropout_eval", "sdpa_eval"),
     "TL303": ("clip",),
     "TL305": ("scheduler",),
@@ -412,3 +419,13 @@ class Invariants:
                     f"shifted, so the model is trained to copy the token it reads rather than predict the next",
                     site)
         return out
+
+
+    def _on_loader_order(self, site: Site | None, *, follows: list[str] | None = None, sampler: str = "",
+                         **data: Any) -> list[Violation]:
+        if not follows:
+            return []
+        return self._report(
+            "TL114", "warning",
+            f"the training loader iterated here reads its dataset in order ({sampler}), and that order follows "
+            f"the samples' {'; '.join(follows)}: batches are not a random draw; pass shuffle=True", site)

@@ -139,7 +139,7 @@ def _sample_order(loader: Any, options: DataOptions) -> dict[str, Any]:
     """Which dataset indices a torch DataLoader draws for its first batches: its batch
     sampler's (or, with `batch_size=None`, its sampler's) first `options.batches` batches,
     flattened; when they are 0, 1, 2, ... (the dataset read in order), what that order
-    follows (`_order_structure`). A `skip` reason instead when the order cannot be seen: not
+    follows (`order_structure`). A `skip` reason instead when the order cannot be seen: not
     a DataLoader, an IterableDataset (the stream decides), a sampler that raises, or too few
     samples."""
     from torch.utils.data import DataLoader, IterableDataset
@@ -164,11 +164,11 @@ def _sample_order(loader: Any, options: DataOptions) -> dict[str, Any]:
     order: dict[str, Any] = {"indices": indices, "sampler": type(sampler).__name__ if loader.batch_sampler is None
                              else type(getattr(loader.batch_sampler, "sampler", loader.batch_sampler)).__name__}
     if indices == list(range(len(indices))):
-        order["structure"] = _order_structure(loader, options)
+        order["structure"] = order_structure(loader, options)
     return order
 
 
-def _order_structure(loader: Any, options: DataOptions) -> dict[str, Any]:
+def order_structure(loader: Any, options: DataOptions) -> dict[str, Any]:
     """What the dataset's own order follows: up to ORDER_SPREAD items spread evenly over the
     whole dataset (a prefix of a sorted file may hold one length only), each collated alone
     by the loader's `collate_fn` and read like a batch: its real length, its label when it
