@@ -191,14 +191,13 @@ def merge(run: TraceRun) -> None:
     end["ranks"] = [{"rank": run.ranks[p], "steps": (run.procs[p].end or {}).get("steps"),
                      "stopped": bool((run.procs[p].end or {}).get("stopped"))} for p in order]
     run.end = end
-    for proc in order:
-        error = run.procs[proc].error
-        if error is not None:
-            run.error = (error[0], f"rank {run.ranks[proc]}: {error[1]}")
-            break
-        if run.procs[proc].end is None:
-            run.error = ("crash", f"the process of rank {run.ranks[proc]} ended before tlint trace's report")
-            break
+    failed = [p for p in order if run.procs[p].error is not None]  # (a rank the launcher stopped has no error)
+    if failed:
+        kind, message = run.procs[failed[0]].error or ("", "")
+        run.error = (kind, f"rank {run.ranks[failed[0]]}: {message}")
+    elif any(run.procs[p].end is None for p in order):
+        proc = next(p for p in order if run.procs[p].end is None)
+        run.error = ("crash", f"the process of rank {run.ranks[proc]} ended before tlint trace's report")
 
 
 def run_child(target: Target, steps: int, cwd: Path) -> TraceRun:
