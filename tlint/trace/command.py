@@ -200,12 +200,13 @@ def merge(run: TraceRun) -> None:
         run.error = ("crash", f"the process of rank {run.ranks[proc]} ended before tlint trace's report")
 
 
-def run_child(target: Target, steps: int, cwd: Path) -> TraceRun:
-    """Run the script in the child until it ends (or, after its `end`, EXIT_GRACE_S more)."""
+def run_child(target: Target, steps: int, cwd: Path, verbose: bool = True) -> TraceRun:
+    """Run the script in the child until it ends (or, after its `end`, EXIT_GRACE_S more);
+    `verbose`: its output streamed to stderr (else only its end kept, for errors)."""
     run = TraceRun()
     request = json.dumps({"target": target.target, "args": target.args, "module": target.module, "steps": steps,
                           "launcher": target.launcher is not None, "program": target.launcher})
-    with Child(CHILD_MODULE, request, prefix="tlint-trace-", verbose=True, cwd=cwd) as proc:
+    with Child(CHILD_MODULE, request, prefix="tlint-trace-", verbose=verbose, cwd=cwd) as proc:
         try:
             grace: float | None = None
             while True:
@@ -330,6 +331,30 @@ def _fail(fmt: str, kind: str, message: str) -> int:
     return 2
 
 
+def trace(target: Target, steps: int, cwd: Path, *, check: bool = True, verbose: bool = True) -> tuple[TraceRun, int]:
+    """Run and pair (`check`: `tlint check` on the files the run went through); the run and
+    its exit status (0 no finding, 1 findings, 2 the script or its child failed). `tlint
+    doctor` runs it too."""
+    run = run_child(target, steps, cwd, verbose)
+    if run.end is not None and check:
+        from tlint.trace.pairing import lint, pair, run_files
+
+        files = run_files(run.end.get("observed", {}), None if target.module else cwd / target.target, cwd)
+        run.checked = [str(f) for f in files]
+        run.check = pair(lint(files), run.findings, run.end) if files else []
+    status = 1 if run.findings else 0
+    if run.error is not None or run.end is None:
+        status = 2
+    return run, status
+
+
+def failure(run: TraceRun) -> str:
+    """Why a run with exit status 2 failed, in one line."""
+    if run.error is not None:
+        return run.error[1]
+    return f"the script's process {run.how} before tlint trace's report"
+
+
 def run_command(args: Any) -> int:
     fmt = args.format or "text"
     cwd = Path.cwd()
@@ -348,16 +373,7 @@ def run_command(args: Any) -> int:
     if find_spec("torch") is None:
         return _fail(fmt, "no-torch", "tlint trace runs a PyTorch training script and needs PyTorch, which is not "
                      "installed: pip install torch")
-    run = run_child(target, steps, cwd)
-    if run.end is not None and not getattr(args, "no_check", False):
-        from tlint.trace.pairing import lint, pair, run_files
-
-        files = run_files(run.end.get("observed", {}), None if target.module else cwd / target.target, cwd)
-        run.checked = [str(f) for f in files]
-        run.check = pair(lint(files), run.findings, run.end) if files else []
-    status = 1 if run.findings else 0
-    if run.error is not None or run.end is None:
-        status = 2
+    run, status = trace(target, steps, cwd, check=not getattr(args, "no_check", False))
     if fmt == "json":
         out = json.dumps(report_json(run, target, steps, cwd, status), indent=2) + "\n"
     elif fmt == "text":
