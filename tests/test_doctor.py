@@ -224,7 +224,7 @@ def test_no_run_works_without_torch(tmp_path):
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     validate(doc)
-    assert [s["status"] for s in doc["steps"]] == ["ran", "skipped", "skipped", "ran"]
+    assert [s["status"] for s in doc["steps"]] == ["ran", "skipped", "skipped", "skipped", "ran"]
     assert doc["items"] and doc["items"][0]["impact"] == "high"
 
 
