@@ -337,6 +337,7 @@ def test_lightning_ddp_strategy_on_one_cpu_process(tmp_path, monkeypatch):
 
 
 DDP = """\
+import os
 import sys
 
 import torch
@@ -351,7 +352,12 @@ model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(8, 16), nn.R
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
 print('{"event": "finding", "finding": {"code": "TL214"}}', flush=True)  # stdout is no report channel
-sys.stdout.write("rank %d starts\\n" % rank)
+words = open("/proc/self/cmdline", "rb").read().split(b"\\0")  # the report pipe, passed to this process by number
+fd = int(words[words.index(b"tlint.trace.child") + 2])
+sys.stdout.flush()
+probe = ("import os; print('rank %d starts; its report pipe in a process it starts: ' + "
+         "('open' if os.path.exists('/proc/self/fd/%d') else 'closed'))" % (rank, fd))
+os.system('%s -c "%s"' % (sys.executable, probe))  # (system(): every descriptor not close-on-exec is inherited)
 for step in range(10):
     x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
     if rank == 1:
@@ -367,6 +373,7 @@ for step in range(10):
 
 # duration: torchrun with 2 gloo ranks, each a child process importing torch (about 8 s of CPU)
 @pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the script reads its command line in /proc")
 def test_torchrun_two_ranks_every_rank_checks_one_report(tmp_path):
     import_torch()
     script = tmp_path / "ddp.py"
@@ -381,7 +388,8 @@ def test_torchrun_two_ranks_every_rank_checks_one_report(tmp_path):
     assert sorted(found) == [("TL305", lines["rank 1"], [1], 1), ("TL310", lines["every rank"], [0, 1], 6)]
     assert report["launcher"] == "torchrun" and report["steps"] == 3 and report["stopped"] is True
     assert [(r["rank"], r["steps"], r["stopped"]) for r in report["ranks"]] == [(0, 3, True), (1, 3, True)]
-    assert "rank 0 starts" in result.stderr and "rank 1 starts" in result.stderr
+    for rank in (0, 1):  # close-on-exec: what a rank starts cannot write to its channel
+        assert f"rank {rank} starts; its report pipe in a process it starts: closed" in result.stderr
     assert leftovers(tmp_path) == []
 
 
