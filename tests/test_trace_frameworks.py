@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -428,3 +429,28 @@ def test_accelerate_launch_reaches_the_launched_process(tmp_path):
     assert "[trace, confirms tlint check, rank 0, step 0]" in result.stdout
     assert "tlint trace: 3 optimizer steps in 1 launched process (rank 0) (the script ended); 1 finding" in result.stdout
     assert leftovers(tmp_path) == []
+
+
+def test_a_launcher_that_starts_no_python_script_traces_nothing_and_says_so(tmp_path, monkeypatch):
+    """The launcher's process (`run_launcher`, here in this process): a command that is not a
+    Python script is started as it is, and a launcher that started none ends with an error."""
+    from tlint.trace.launch import run_launcher
+    from tlint.verify.child import Reporter, ReportLines
+
+    (tmp_path / "fake_launcher.py").write_text(
+        "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'print(\"started as it is\")'], check=True)\n",
+        encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    read, write = os.pipe()
+    try:
+        run_launcher(Reporter(write), {"target": "fake_launcher", "args": [], "steps": 3}, tmp_path)
+    finally:
+        os.close(write)
+    with os.fdopen(read, "rb") as stream:
+        events = ReportLines().feed(stream.read())
+    assert [e["event"] for e in events] == ["end", "error"]
+    assert events[0]["launched"] == 0 and events[0]["launcher_exit"] == 0
+    assert events[1]["message"] == "the launcher started no Python script or module: nothing was traced"
+    assert subprocess.Popen.__init__.__module__ == "subprocess"  # the launcher's Popen put back
