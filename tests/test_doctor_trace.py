@@ -96,3 +96,31 @@ def test_train_steps_must_be_a_count(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["doctor", str(root), "--no-cache"]) == 2
     assert "`train-steps` must be an integer, 0 or more" in capsys.readouterr().err
+
+
+def test_trace_findings_rank_as_run_time_evidence_and_a_refuted_finding_drops():
+    from tlint.doctor.ranking import rank
+    from tlint.doctor.steps import Results
+
+    def diag(code, line, severity="error"):
+        return {"code": code, "severity": severity, "path": "t.py", "message": f"{code} here",
+                "range": {"start": {"line": line, "column": 1}, "end": {"line": line, "column": 2}}}
+
+    results = Results(check={"diagnostics": [diag("TL310", 8), diag("TL305", 12), diag("TL301", 20, "warning")]})
+    results.trace = {
+        "findings": [{"code": "TL310", "severity": "error", "message": "reset here", "path": "t.py", "line": 8,
+                      "step": 0, "count": 5},
+                     {"code": "TL312", "severity": "error", "message": "trained in eval mode", "path": "t.py",
+                      "line": 30, "step": 1, "count": 2}],
+        "check": {"files": ["t.py"], "findings": [
+            {"code": "TL310", "path": "t.py", "line": 8, "verdict": "confirmed"},
+            {"code": "TL305", "path": "t.py", "line": 12, "verdict": "refuted"}]}}
+    items = {i["codes"][0]: i for i in rank(results)}
+    assert items["TL310"]["score"] == 6 and items["TL310"]["runtime"] == "confirmed"   # error, seen and confirmed
+    assert items["TL312"]["score"] == 6 and items["TL312"]["stage"] == "training"      # seen at run time only
+    assert items["TL305"]["score"] == 1 and items["TL305"]["runtime"] == "not-reproduced"  # error, refuted
+    assert items["TL301"]["score"] == 2                                               # a static warning, untouched
+    assert [e["source"] for e in items["TL310"]["evidence"]] == ["check", "trace"]
+    assert items["TL310"]["evidence"][1]["text"] == "reset here (×5)"
+    assert [(e["source"], e.get("verdict")) for e in items["TL305"]["evidence"]] == [("check", None),
+                                                                                     ("trace", "refuted")]
