@@ -4,7 +4,10 @@
 pipe the script cannot forge, bounded output, nothing left running), stop it after N
 optimizer steps, and report what the run-time invariants (`tlint.runtime.invariants`) found,
 at the user's lines, paired with `tlint check`'s findings of the same rules in the files the
-run went through (`tlint.trace.pairing`). No torch here.
+run went through (`tlint.trace.pairing`). Under a launcher (`torchrun ARGS`, `accelerate
+launch ARGS`) the child runs the launcher and each script it starts runs in a child of its
+own (`tlint.trace.launch`); their reports come tagged with their rank and are merged here
+(`merge`). No torch here.
 
 Exit status: 0 no finding, 1 findings, 2 bad input (no command after `--`, no such script,
 a script that raised or exited non-zero, a child that crashed)."""
