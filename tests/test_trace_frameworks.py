@@ -454,3 +454,29 @@ def test_a_launcher_that_starts_no_python_script_traces_nothing_and_says_so(tmp_
     assert events[0]["launched"] == 0 and events[0]["launcher_exit"] == 0
     assert events[1]["message"] == "the launcher started no Python script or module: nothing was traced"
     assert subprocess.Popen.__init__.__module__ == "subprocess"  # the launcher's Popen put back
+
+
+def test_the_launchers_process_tags_each_event_and_forwards_a_bad_line_once(tmp_path):
+    """What a launched process writes on its pipe reaches the launcher's pipe tagged with its
+    process and rank (a `proc` or `rank` of its own is overwritten); a line that is not an
+    event is forwarded once as `bad`, and nothing after it."""
+    from tlint.trace.launch import Host, _Launched
+    from tlint.verify.child import Reporter, ReportLines
+
+    out_read, out_write = os.pipe()
+    host = Host(Reporter(out_write), tmp_path, 3)
+    for proc, lines in ((0, b'{"event": "ready", "rank": 7}\n{"event": "end", "steps": 3'),
+                        (1, b'not json\n{"event": "ready"}\n')):
+        read, write = os.pipe()
+        launched = _Launched(proc, proc, read)
+        host._open[read] = launched
+        os.write(write, lines)
+        os.close(write)
+        host._read(launched)
+        host._read(launched)  # (the end of the pipe: closed)
+        assert read not in host._open
+    os.close(out_write)
+    with os.fdopen(out_read, "rb") as stream:
+        events = ReportLines().feed(stream.read())
+    assert events == [{"event": "ready", "rank": 0, "proc": 0},
+                      {"event": "bad", "proc": 1, "rank": 1, "problem": "a line that is not JSON: 'not json'"}]
