@@ -324,8 +324,7 @@ def test_lightning_ddp_strategy_on_one_cpu_process(tmp_path, monkeypatch):
     import torch.distributed as dist
 
     monkeypatch.chdir(tmp_path)
-    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "NODE_RANK"):
-        monkeypatch.delenv(name, raising=False)  # (Lightning sets them: restored after the test)
+    environ = dict(os.environ)  # (Lightning sets MASTER_PORT, WORLD_SIZE, ...: put back after)
     bad = textwrap.dedent(LIGHTNING_TWINS["hook-left-in-eval-mode"][0]).replace('fit(Auto())',
                                                                               'fit(Auto(), strategy="ddp")')
     try:
@@ -334,6 +333,8 @@ def test_lightning_ddp_strategy_on_one_cpu_process(tmp_path, monkeypatch):
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+        os.environ.clear()
+        os.environ.update(environ)
     assert at(found) == {("TL312", line_of(script, "# bug"))}, [v.message for v in found]
 
 
