@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from tests.cliutil import REPO, run_tlint
-from tlint.config import TOP_KEYS, VERIFY_KEYS, ConfigError, load_settings
+from tlint.config import DOCTOR_KEYS, TOP_KEYS, VERIFY_KEYS, ConfigError, load_settings
 from tlint.config_schema import FILES, config_schema, pyproject_schema, schema_text
 from tlint.diagnostics import SEVERITIES
 from tlint.rules import ALL_RULES
@@ -53,6 +53,7 @@ def test_every_key_and_option_is_in_the_schema():
     schema = config_schema()
     assert set(schema["properties"]) == TOP_KEYS
     assert set(schema["properties"]["verify"]["properties"]) == VERIFY_KEYS
+    assert set(schema["properties"]["doctor"]["properties"]) == DOCTOR_KEYS
     for rule in ALL_RULES:
         table = schema["definitions"][rule.code]
         assert set(table["properties"]) == set(rule.options)
@@ -108,6 +109,8 @@ def _loader_accepts(tmp_path: Path, table: dict) -> bool:
 def _cases():
     for key, value in itertools.product(sorted(TOP_KEYS - {"verify"}), VALUES):
         yield {key: value}
+    for key, value in itertools.product(sorted(DOCTOR_KEYS), VALUES):
+        yield {"doctor": {key: value}}
     base = {"model": "pkg.mod:make", "dataloader": "pkg.data:loader"}
     for key, value in itertools.product(sorted(VERIFY_KEYS), VALUES):
         yield {"verify": {**base, key: value}}

@@ -68,7 +68,8 @@ def test_doctor_on_the_demo_gives_one_report_with_every_part(demo_report):
     assert proc.returncode == 1 == doc["exit_code"], proc.stderr
     assert "Traceback" not in proc.stderr
     steps = {s["step"]: s for s in doc["steps"]}
-    assert [s["step"] for s in doc["steps"]] == ["check", "scan-data", "verify", "diagnose"]
+    assert [s["step"] for s in doc["steps"]] == ["check", "scan-data", "verify", "trace", "diagnose"]
+    assert steps.pop("trace")["status"] == "skipped"  # (the demo configures no training command)
     assert all(s["status"] == "ran" for s in steps.values()), steps
     assert steps["check"]["summary"]["findings"] == len(doc["parts"]["check"]["diagnostics"]) > 40
     assert steps["scan-data"]["summary"]["failed"] > 0
@@ -223,7 +224,7 @@ def test_no_run_works_without_torch(tmp_path):
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     validate(doc)
-    assert [s["status"] for s in doc["steps"]] == ["ran", "skipped", "skipped", "ran"]
+    assert [s["status"] for s in doc["steps"]] == ["ran", "skipped", "skipped", "skipped", "ran"]
     assert doc["items"] and doc["items"][0]["impact"] == "high"
 
 

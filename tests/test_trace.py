@@ -648,7 +648,7 @@ def test_forked_workers_and_datasets_map_do_not_break_the_hooks(tmp_path):
     (["trace"], "give the command to trace after `--`"),
     (["trace", "python", "train.py"], "put the command to trace after `--`: tlint trace -- python train.py"),
     (["trace", "--", "python", "missing.py"], "no such script: missing.py"),
-    (["trace", "--", "ls", "-l"], "tlint trace runs `python SCRIPT ARGS` or `python -m MODULE ARGS`"),
+    (["trace", "--", "ls", "-l"], "tlint trace runs `python SCRIPT ARGS`, `python -m MODULE ARGS`, `torchrun"),
     (["trace", "--", "python", "-c", "print(1)"], "the Python option '-c' is not supported"),
     (["trace", "--steps", "-1", "--", "python", "train.py"], "--steps must be 0"),
 ])

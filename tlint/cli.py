@@ -214,7 +214,8 @@ def _add_trace_parser(sub) -> None:
     trace = sub.add_parser("trace", help="run a training script for a few optimizer steps and check what the "
                            "training step does (tlint trace -- python train.py ARGS)",
                            usage="tlint trace [-h] [--steps N] [-o FILE] [--no-check] [--format FORMAT] "
-                                 "-- python SCRIPT ARGS | -- python -m MODULE ARGS")
+                                 "-- python SCRIPT ARGS | -- python -m MODULE ARGS | -- torchrun ARGS | "
+                                 "-- accelerate launch ARGS")
     trace.add_argument("--steps", type=int, metavar="N",
                        help="stop after N optimizer steps (default 5; 0: run the script to its end)")
     trace.add_argument("--output", "-o", type=Path, metavar="FILE", help="write the report to FILE")

@@ -30,7 +30,7 @@ from tlint.rules.base import KINDS, Rule, RuleSet
 
 TOP_KEYS = {
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
-    "severity", "rules", "verify", "causal-names", "cache-dir", "force-exclude",
+    "severity", "rules", "verify", "causal-names", "cache-dir", "force-exclude", "doctor",
 }
 VERIFY_KEYS = {
     "model", "model-kwargs", "vocab-size", "pad-token-id", "eos-token-id", "seq-len",
@@ -38,6 +38,7 @@ VERIFY_KEYS = {
     "padding-side", "python-path", "timeout", "artifacts", "fields", "device", "seed",
     "probe-timeout", "memory-limit", "lr", "max-seconds", "data-ab-model", "data-ab-model-kwargs",
 }
+DOCTOR_KEYS = {"train", "train-steps"}  # [tool.tlint.doctor]: the training command doctor traces
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
     "build", "dist", "node_modules", "site-packages", ".tlint_cache", ".mypy_cache",
@@ -66,6 +67,7 @@ class Settings:
     severity: dict[str, str] = field(default_factory=dict)
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     verify: dict[str, Any] = field(default_factory=dict)
+    doctor: dict[str, Any] = field(default_factory=dict)
     causal_names: tuple[str, ...] = DEFAULT_CAUSAL_NAMES
     cache_dir: str | None = None  # relative to root; None: `.tlint_cache`
     _ruleset: RuleSet | None = None
@@ -412,6 +414,20 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
         if key not in VERIFY_KEYS:
             raise ConfigError(f"{_where(path, text, key)}: unknown key `{key}` in [tool.tlint.verify]")
     settings.verify = dict(verify)
+    doctor = table.get("doctor", {})
+    _expect(isinstance(doctor, dict), path, text, "doctor", "a table")
+    for key in doctor:
+        if key not in DOCTOR_KEYS:
+            raise ConfigError(f"{_where(path, text, key)}: unknown key `{key}` in [tool.tlint.doctor]")
+    if "train" in doctor:
+        train = doctor["train"]
+        _expect(isinstance(train, list) and bool(train) and all(isinstance(w, str) and w for w in train), path, text,
+                "train", "a command as a list of words, e.g. [\"python\", \"train.py\"]")
+    if "train-steps" in doctor:
+        steps = doctor["train-steps"]
+        _expect(isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0, path, text, "train-steps",
+                "an integer, 0 or more")
+    settings.doctor = dict(doctor)
     return settings
 
 

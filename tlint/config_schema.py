@@ -4,7 +4,7 @@ check the table: `tlint --show-config-schema` prints it; `schema/tlint-config.sc
 the committed copy (tests/test_config_schema.py checks that it is current, and that the
 schema accepts exactly what the loader accepts).
 
-Built from: the keys `config.TOP_KEYS` and `config.VERIFY_KEYS`; rule codes, names and
+Built from: the keys `config.TOP_KEYS`, `config.VERIFY_KEYS` and `config.DOCTOR_KEYS`; rule codes, names and
 prefixes (`rules.ALL_RULES`, matched without regard to case as `config.validate_selector`
 and `rules.lookup` do); `diagnostics.SEVERITIES`; each rule's options, typed by their
 defaults as `config._same_type` checks them; the verifier's checks
@@ -124,6 +124,22 @@ def _verify() -> dict[str, Any]:
             "properties": {key: properties[key] for key in sorted(VERIFY_KEYS)}, "additionalProperties": False}
 
 
+def _doctor() -> dict[str, Any]:
+    from tlint.config import DOCTOR_KEYS
+
+    properties = {
+        "train": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1,
+                  "description": "the training command tlint doctor traces (tlint trace): [\"python\", \"train.py\", "
+                                 "...], `python -m MODULE`, `torchrun ...` or `accelerate launch ...`, run in the "
+                                 "config's folder"},
+        "train-steps": {"type": "integer", "minimum": 0, "default": 5,
+                        "description": "the optimizer steps traced (0: the whole run)"},
+    }
+    assert set(properties) == DOCTOR_KEYS
+    return {"type": "object", "description": "[tool.tlint.doctor]: settings of tlint doctor",
+            "properties": properties, "additionalProperties": False}
+
+
 def config_schema() -> dict[str, Any]:
     """The schema of the `[tool.tlint]` table (or a whole tlint.toml)."""
     from tlint.config import DEFAULT_EXCLUDE, TOP_KEYS
@@ -147,6 +163,7 @@ def config_schema() -> dict[str, Any]:
         "severity": _severity(),
         "rules": _rules(),
         "verify": _verify(),
+        "doctor": _doctor(),
         "causal-names": {**strings, "description": "class-name parts that mark a causal (decoder) model"},
         "cache-dir": {"type": "string", "pattern": r"\S", "default": ".tlint_cache",
                       "description": "the cache folder, relative to the config's folder (and inside it)"},

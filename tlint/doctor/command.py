@@ -19,7 +19,7 @@ from typing import Any
 from tlint.doctor.plan import DoctorError, make_plan
 from tlint.doctor.progress import Display
 from tlint.doctor.report import document, error_document, render_text, step_outcome
-from tlint.doctor.steps import Results, doctor_probes, run_check, run_diagnose, run_scan, run_verify, skipped
+from tlint.doctor.steps import Results, doctor_probes, run_check, run_diagnose, run_scan, run_trace, run_verify, skipped
 
 
 def run_command(args: Any) -> int:
@@ -68,7 +68,7 @@ def run_command(args: Any) -> int:
 
 def _run_steps(plan, args, results: Results, display: Display, plots: Path | None) -> None:
     """check (every stage's static findings) → scan-data (data) → verify (model, training
-    dynamics, A/B) → diagnose (the logs)."""
+    dynamics, A/B) → trace (the training step, in a real run) → diagnose (the logs)."""
     display.begin("check (static analysis)")
     step, results.check = run_check(plan, args.no_cache)
     _done(results, step, display)
@@ -83,6 +83,12 @@ def _run_steps(plan, args, results: Results, display: Display, plots: Path | Non
         step, results.verify = run_verify(plan, args.verbose, display)
     else:
         step = skipped("verify", plan.skipped.get("verify", ""))
+    _done(results, step, display)
+    if plan.trace is not None:
+        display.begin("trace (your training command)")
+        step, results.trace = run_trace(plan, args.verbose)
+    else:
+        step = skipped("trace", plan.skipped.get("trace", ""))
     _done(results, step, display)
     if plan.runs:
         display.begin("diagnose (run logs)")

@@ -1,6 +1,6 @@
 """What `tlint doctor` will do, decided before anything runs: the config of PATH, the model
-and loaders it names (checked here: a wrong setting is exit 2 before any step), the run
-folders to diagnose. No user code runs here, and nothing imports torch."""
+and loaders it names and the training command to trace (checked here: a wrong setting is
+exit 2 before any step), the run folders to diagnose. No user code runs here, and nothing imports torch."""
 
 from __future__ import annotations
 
@@ -28,6 +28,16 @@ class DoctorError(Exception):
 
 
 @dataclass
+class TracePlan:
+    """`[tool.tlint.doctor] train`: the command `tlint trace` runs, in the config's folder."""
+
+    words: list[str]
+    target: Any                                 # tlint.trace.command.Target
+    steps: int
+    cwd: Path
+
+
+@dataclass
 class Plan:
     path: Path                                  # as given (the check step lints it)
     folder: Path                                # resolved folder of PATH
@@ -35,6 +45,7 @@ class Plan:
     forced_config: Path | None                  # --config
     verify: Any = None                          # VerifyOptions when a model is configured (and it may run)
     data: Any = None                            # DataOptions when a loader is configured (and it may run)
+    trace: TracePlan | None = None              # the training command to trace, when one is configured
     runs: list[Path] = field(default_factory=list)
     runs_given: bool = False
     skipped: dict[str, str] = field(default_factory=dict)   # step -> why it does not run
@@ -51,6 +62,9 @@ class Plan:
                        + (f", optimiser {self.verify.optimizer}" if self.verify.optimizer else "") + ")")
             if self.verify.data_ab_model and "data-ab" in self.verify.probes:
                 out.append(f"the model factory {self.verify.data_ab_model} (data-ab-model: the data A/B)")
+        if self.trace is not None:
+            steps = f"{self.trace.steps} optimizer steps" if self.trace.steps else "to its end"
+            out.append(f"the training command `{' '.join(self.trace.words)}` (trace: {steps})")
         return out
 
 
@@ -77,12 +91,20 @@ def make_plan(args: argparse.Namespace, probes: list[str]) -> Plan:
     verify_table = settings.verify if settings is not None else {}
     where = f" in {config_path}" if config_path else " (no tlint config found)"
     has_model, has_loader = bool(verify_table.get("model")), bool(verify_table.get("dataloader"))
+    doctor_table = settings.doctor if settings is not None else {}
+    train = doctor_table.get("train")
     if args.no_run:
         for step, configured in (("scan-data", has_loader), ("verify", has_model)):
             plan.skipped[step] = ("--no-run: runs no user code" if configured
                                   else f"nothing to run: no `{'dataloader' if step == 'scan-data' else 'model'}`"
                                   f" in [tool.tlint.verify]{where}")
+        plan.skipped["trace"] = ("--no-run: runs no user code" if train
+                                 else f"nothing to run: no `train` in [tool.tlint.doctor]{where}")
+    elif train:
+        plan.trace = _trace_plan(train, doctor_table.get("train-steps"), config_path)
     else:
+        plan.skipped["trace"] = f"no `train` in [tool.tlint.doctor]{where}"
+    if not args.no_run:
         from tlint.verify.options import OptionsError
 
         options_args = _options_args(config_path, probes)
@@ -113,6 +135,19 @@ def make_plan(args: argparse.Namespace, probes: list[str]) -> Plan:
         plan.skipped["diagnose"] = (f"no run folder found under {path} (trainer_state.json, metrics.csv, "
                                     "TensorBoard events, tlint-watch.jsonl); name one with --run")
     return plan
+
+
+def _trace_plan(words: list[str], steps: int | None, config_path: Path | None) -> TracePlan:
+    """The configured training command, checked as `tlint trace` checks its own (a wrong
+    one is exit 2 before any step)."""
+    from tlint.trace.command import DEFAULT_STEPS, TraceUsageError, parse_target
+
+    cwd = config_path.parent.resolve() if config_path is not None else Path.cwd()
+    try:
+        target = parse_target(list(words), cwd)
+    except TraceUsageError as exc:
+        raise DoctorError("config", f"{config_path}: [tool.tlint.doctor] train: {exc}") from None
+    return TracePlan(list(words), target, DEFAULT_STEPS if steps is None else steps, cwd)
 
 
 def _options_args(config_path: Path | None, probes: list[str]) -> argparse.Namespace:

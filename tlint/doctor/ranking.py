@@ -5,14 +5,17 @@ finding that no rule's item takes. Evidence joins an item when it tests the same
 verifier's verdict on the rule's findings, a failing probe that tests a finding the verifier matched to the model
 (`Rule.probes`, or the probe that gave the verdict), a failing data check that confirmed a
 finding in the loaders' files, a failing `data-ab` on the items of the data checks it names,
-a run-log finding whose likely causes name the rule. The score (README "tlint doctor"):
+tlint trace's findings of the rule (the configured training command run for a few steps) and
+its verdicts on the rule's static findings, a run-log finding whose likely causes name the
+rule. The score (README "tlint doctor"):
 
 - severity: error 3, warning 2, info 1;
-- +3 when the bug was seen at run time: a confirmed verdict, a failing probe or data check
-  (an item made of a failing probe or check has it by construction);
+- +3 when the bug was seen at run time: a confirmed verdict, a failing probe or data check,
+  a trace finding (an item made of a failing probe or check has it by construction);
 - +2 when a run's logs show an error (a loss spike, NaN, divergence, ...) it is the likeliest
   cause of, +1 when it is the second or third likeliest (one less for a warning symptom);
-- -2 when the verifier did not reproduce it (a probe that could see it passed);
+- -2 when the verifier did not reproduce it (a probe that could see it passed), or trace
+  refuted it (the line ran where the invariant could fail, and it held);
 - a run-log finding: its severity, +3 for an error (seen in a real run), +1 for a warning.
 
 Impact: high from 5, medium from 3, else low. Ties follow the procedure's order (data,
@@ -118,6 +121,7 @@ def rank(results: Results) -> list[dict[str, Any]]:
         item.where = item.where or f"{d['path']}:{start['line']:06d}"
         static.add(d["code"])
     _verify_evidence(results, items, rule_item)
+    _trace_evidence(results, items, rule_item)
     _data_evidence(results, items, rule_item)
     _ab_evidence(results, items)
     _log_evidence(results, items, static)
@@ -175,6 +179,31 @@ def _verify_evidence(results: Results, items: dict[str, Item], rule_item) -> Non
                                              f"probe {name} fails", probe_fix(name))
         item.add(evidence)
         item.seen = True
+
+
+def _trace_evidence(results: Results, items: dict[str, Item], rule_item) -> None:
+    """tlint trace's findings (the training command run for a few steps): each joins its
+    rule's item, seen at run time; its verdicts on the static findings count as the
+    verifier's (`refuted`, the line ran and the invariant held: not reproduced)."""
+    if results.trace is None:
+        return
+    for f in results.trace.get("findings", []):
+        item = rule_item(f["code"], f["severity"])
+        count = f" (×{f['count']})" if f.get("count", 1) > 1 else ""
+        item.add({"source": "trace", "path": f.get("path"), "line": f.get("line"), "step": f.get("step"),
+                  "text": f"{f['message']}{count}"})
+        item.seen = True
+        if f.get("path") and f.get("line"):
+            item.where = item.where or f"{f['path']}:{f['line']:06d}"
+    for c in (results.trace.get("check") or {}).get("findings", []):
+        verdict = {"confirmed": "confirmed", "refuted": "not-reproduced"}.get(c.get("verdict", ""))
+        if verdict is None:
+            continue
+        item = rule_item(c["code"])
+        item.verdict(verdict)
+        if verdict != "confirmed":  # (a confirmed one is the trace finding above)
+            item.add({"source": "trace", "path": c.get("path"), "line": c.get("line"), "verdict": c["verdict"],
+                      "text": "the line ran where the invariant could fail within the steps traced, and it held"})
 
 
 def _data_evidence(results: Results, items: dict[str, Item], rule_item) -> None:

@@ -85,7 +85,8 @@ def document(plan: Plan, results: Results, items: list[dict[str, Any]], user_cod
         "user_code": user_code,
         "steps": [s.as_dict() for s in results.steps],
         "items": items,
-        "parts": {"check": check, "scan_data": scan, "verify": verify, "diagnose": results.diagnose},
+        "parts": {"check": check, "scan_data": scan, "verify": verify, "trace": results.trace,
+                  "diagnose": results.diagnose},
         "notes": plan.notes,
         "html": html,
         "summary": {"items": len(items), **{k: impacts.count(k) for k in ("high", "medium", "low")}},
@@ -156,6 +157,9 @@ def step_outcome(step: dict[str, Any]) -> str:
         parts = [f"{stage} {c['fail']} of {c['pass'] + c['fail'] + c['skip']} failed"
                  + (f", {c['skip']} skipped" if c["skip"] else "") for stage, c in stages.items()]
         return f"{s.get('model')}: " + "; ".join(parts) + f"; {s.get('confirmed', 0)} findings confirmed"
+    if name == "trace":
+        found = s.get("findings", 0)
+        return f"{s.get('steps', 0)} optimizer steps of `{s.get('command', '')}`: {found} finding{'s' * (found != 1)}"
     if name == "diagnose":
         runs = s.get("runs", [])
         return f"{len(runs)} run(s): {s.get('errors', 0)} error(s), {s.get('warnings', 0)} warning(s)"

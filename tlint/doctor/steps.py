@@ -1,7 +1,7 @@
 """The steps of `tlint doctor`, each through its command's own functions (in this process,
 or in the verifier's child processes for user code): `check` (the linter), `scan-data`,
-`verify` and `diagnose`. A step that fails is reported (status `error`, exit 2) and the
-other steps still run."""
+`verify`, `trace` (the configured training command) and `diagnose`. A step that fails is
+reported (status `error`, exit 2) and the other steps still run."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ STAGES = ("data", "model", "training", "ab", "logs")
 
 @dataclass
 class Step:
-    name: str                       # check | scan-data | verify | diagnose
+    name: str                       # check | scan-data | verify | trace | diagnose
     status: str = "ran"             # ran | skipped | error
     reason: str = ""                # why skipped, or the error
     exit_code: int | None = None    # the exit code the command itself would give
@@ -38,6 +38,7 @@ class Results:
     scan: dict[str, Any] | None = None         # scan-data's report (checks with `extra`, findings)
     verify: dict[str, Any] | None = None       # {"model", "probes" (with `extra`), "findings"}
     diagnose: dict[str, Any] | None = None     # tlint diagnose's JSON document (its runs)
+    trace: dict[str, Any] | None = None        # tlint trace's JSON document
     steps: list[Step] = field(default_factory=list)
 
 
@@ -131,6 +132,29 @@ def run_verify(plan: Plan, verbose: bool, bar: Any) -> tuple[Step, dict[str, Any
     step = Step("verify", exit_code=output.exit_code(probes, findings), seconds=time.monotonic() - started,
                 summary={**counts, "by_stage": stages, "model": result["model"].get("class")})
     return step, {"model": result["model"], "probes": probes, "findings": findings}
+
+
+def run_trace(plan: Plan, verbose: bool) -> tuple[Step, dict[str, Any] | None]:
+    """`tlint trace` on the configured training command (its child process, in the config's
+    folder), paired with `tlint check` on the files the run went through; paths shown from
+    here, as `check`'s are."""
+    from tlint.trace.command import failure, report_json, trace
+
+    missing = torch_missing("trace (the training command)")
+    if missing:
+        return Step("trace", "error", missing, 2), None
+    assert plan.trace is not None
+    started = time.monotonic()
+    run, status = trace(plan.trace.target, plan.trace.steps, plan.trace.cwd, verbose=verbose)
+    doc = report_json(run, plan.trace.target, plan.trace.steps, Path.cwd(), status)
+    step = Step("trace", exit_code=status, seconds=time.monotonic() - started)
+    if status == 2:
+        step.status, step.reason = "error", failure(run)
+    errors = sum(f["severity"] == "error" for f in doc["findings"])
+    step.summary = {"command": " ".join(plan.trace.words), "steps": doc["steps"], "stopped": doc["stopped"],
+                    "findings": len(doc["findings"]), "by_severity": {"error": errors,
+                                                                    "warning": len(doc["findings"]) - errors}}
+    return step, doc
 
 
 def probe_stage(name: str) -> str:

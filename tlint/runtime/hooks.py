@@ -259,17 +259,18 @@ class Tracer:
 
     def _forward_pre(self, module: nn.Module, args: Any) -> None:
         if not self._stack:
-            self._top = module if self._model_has_params(module) else None
+            self._top = _wrapped(module) if self._model_has_params(module) else None
         if not self._stack and self._top is not None:
-            self._last = weakref.ref(self._top)
-            training = bool(module.training)
-            eval_site = None if training else self._eval_sites.get(module)
-            self._observe("forward", self.site(), model=id(module), name=type(module).__name__,
+            model = self._top
+            self._last = weakref.ref(model)
+            training = bool(model.training)
+            eval_site = None if training else self._eval_sites.get(model)
+            self._observe("forward", self.site(), model=id(model), name=type(model).__name__,
                           training=training, eval_site=eval_site.to_json() if eval_site else None)
             if training:
-                self._forwarded.pop(id(module), None)
+                self._forwarded.pop(id(model), None)
             elif torch.is_grad_enabled():  # (evaluation under no_grad trains nothing)
-                self._forwarded[id(module)] = weakref.ref(module)
+                self._forwarded[id(model)] = weakref.ref(model)
             if training and torch.is_grad_enabled() and module not in self._inputs_hooked:
                 self._hook_inputs(module)
         self._stack.append(module)
@@ -292,7 +293,7 @@ class Tracer:
 
     def _inputs(self, module: nn.Module, args: Any, kwargs: dict[str, Any], first: bool = False) -> None:
         try:
-            facts, batch = batches.model_input(module, tuple(args), dict(kwargs))
+            facts, batch = batches.model_input(_wrapped(module), tuple(args), dict(kwargs))
         except Exception:  # noqa: BLE001 - as in _observe
             self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
             return
@@ -387,13 +388,16 @@ class Tracer:
                 if outer and isinstance(mode, bool):
                     sites = tracer.site.stack()
                     site = sites[0] if sites else None
-                    with _suppress():
+                    with _suppress():  # (kept for each submodule: the model that runs may be one of them)
                         if mode:
-                            tracer._eval_sites.pop(self, None)
-                            tracer._eval_callers.pop(self, None)
+                            if tracer._eval_sites:
+                                for module in self.modules():
+                                    tracer._eval_sites.pop(module, None)
+                                    tracer._eval_callers.pop(module, None)
                         elif site is not None:
-                            tracer._eval_sites[self] = site
-                            tracer._eval_callers[self] = sites[1:]
+                            for module in self.modules():
+                                tracer._eval_sites[module] = site
+                                tracer._eval_callers[module] = sites[1:]
                     tracer._observe("mode", site, training=mode)
                     for caller in sites[1:]:  # (the lines that called it: an `evaluate(model)` helper's call)
                         tracer._observe("mode_call", caller, training=mode)
@@ -473,6 +477,7 @@ class Tracer:
 
     def _wrap_zero_grad(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def observe(optimizer: torch.optim.Optimizer, set_to_none: bool) -> None:
+            optimizer = _unwrap(optimizer)  # (a wrapper's reset is its optimizer's: Lightning's, accelerate's)
             self._optimizers.add(optimizer)
             had = any(p.grad is not None for g in optimizer.param_groups for p in g["params"])
             self._observe("zero_grad", self.site(), optimizer=id(optimizer), set_to_none=set_to_none, had_grads=had)
@@ -646,6 +651,21 @@ def _unwrap(optimizer: Any) -> Any:
             break
         optimizer = inner
     return optimizer
+
+
+def _wrapped(module: nn.Module) -> nn.Module:
+    """The model inside wrappers that hold nothing of their own but one module (DDP,
+    `torch.compile`'s module, a LightningModule around its network): its train/eval flag is the
+    one the user sets and the layers follow, where a wrapper's may not."""
+    for _ in range(8):
+        children = module._modules
+        if len(children) != 1 or module._parameters or module._buffers:
+            break
+        child = next(iter(children.values()))
+        if child is None:
+            break
+        module = child
+    return module
 
 
 def _positive(p: Any) -> bool:

@@ -8,7 +8,11 @@ the hooks (`tlint.runtime.hooks`) and then runs the user's script, unmodified, a
 - `end` `{steps, stopped, findings, observed, counts, lrs, scales}` once the steps asked for
   are done (`stopped`: the run was cut there) or the script ended;
 - `error` `{kind, message}` (`no-torch`, `script`: the script raised or exited non-zero,
-  `start`: it could not be found or read), after an `end` with what was seen until then."""
+  `start`: it could not be found or read), after an `end` with what was seen until then.
+
+A launcher (`torchrun`, `accelerate launch`) runs here without the hooks, and each Python
+script it starts runs in a child of this module of its own (`tlint.trace.launch`), whose
+events are forwarded tagged with their process and rank."""
 
 from __future__ import annotations
 
@@ -100,6 +104,12 @@ def main(argv: list[str]) -> int:
             stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             pass
+    if request.get("launcher"):  # torchrun, accelerate launch: the processes it starts are traced
+        from tlint.trace.launch import run_launcher
+
+        run_launcher(reporter, request, request_path.parent)
+        _flush()
+        return 0
     try:
         import torch  # noqa: F401
     except ImportError as exc:

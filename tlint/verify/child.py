@@ -103,9 +103,7 @@ class Child:
         self.proc: subprocess.Popen | None = None
         self.tail = bytearray()      # the end of the child's output
         self.output_bytes = 0        # all of it
-        self.report_bytes = 0
-        self.report_overflow = False  # more than REPORT_LIMIT_BYTES came: the rest is read and dropped
-        self._report = bytearray()   # an incomplete line
+        self._lines = ReportLines()
         self._report_fd = self._output_fd = -1
         self._open: set[int] = set()  # the pipes not at their end yet
         self._stack = contextlib.ExitStack()
@@ -304,19 +302,38 @@ class Child:
             return []
         if not data:
             self._open.discard(self._report_fd)
-        if self.report_overflow:  # already an error: read (so the child is never blocked on it) and drop
+        return self._lines.feed(data)
+
+    @property
+    def report_overflow(self) -> bool:
+        """More than REPORT_LIMIT_BYTES came: the rest is read and dropped."""
+        return self._lines.overflow
+
+
+class ReportLines:
+    """A report's bytes, as they come, into events (JSON objects with a string `event`, one a
+    line); ReportError for anything else, or past `limit` bytes (then the rest is dropped)."""
+
+    def __init__(self, limit: int = REPORT_LIMIT_BYTES) -> None:
+        self.limit = limit
+        self.bytes = 0
+        self.overflow = False
+        self._partial = bytearray()  # an incomplete line
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        if self.overflow:  # already an error: read (so the writer is never blocked on it) and drop
             return []
-        self.report_bytes += len(data)
-        if self.report_bytes > REPORT_LIMIT_BYTES:
-            self.report_overflow = True
-            self._report = bytearray()
-            raise ReportError(f"more than {REPORT_LIMIT_BYTES // 2**20} MiB")
+        self.bytes += len(data)
+        if self.bytes > self.limit:
+            self.overflow = True
+            self._partial = bytearray()
+            raise ReportError(f"more than {self.limit // 2**20} MiB")
         newline = data.rfind(b"\n")  # only the new bytes are searched: a long line costs linear time
-        self._report += data
+        self._partial += data
         if newline < 0:
             return []
-        end = len(self._report) - len(data) + newline + 1
-        lines, self._report[:end] = bytes(self._report[:end]), b""
+        end = len(self._partial) - len(data) + newline + 1
+        lines, self._partial[:end] = bytes(self._partial[:end]), b""
         events = []
         for line in lines.splitlines():
             try:
