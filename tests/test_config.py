@@ -155,3 +155,32 @@ def test_readme_configuration_example_is_valid(tmp_path):
     path.write_text(example, encoding="utf-8")
     settings = load_settings(path, tmp_path)
     assert settings.causal_names == ("GPT", "CausalLM", "MyDecoder")
+
+
+def test_a_config_that_names_no_rule_is_read_without_importing_the_rules(tmp_path):
+    """`tlint verify` reads its settings so: the rule registry (and libcst) loads on first use,
+    and a config that names a rule is still checked against it."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "tlint.toml").write_text('[verify]\nmodel = "m:build"\n', encoding="utf-8")
+    (tmp_path / "named").mkdir()
+    (tmp_path / "named" / "tlint.toml").write_text('ignore = ["TL999"]\n', encoding="utf-8")
+    code = (
+        "import sys; from pathlib import Path; import tlint.config as c\n"
+        f"s = c.load_settings(Path({str(tmp_path / 'plain' / 'tlint.toml')!r}), Path('.'))\n"
+        "assert s.verify == {'model': 'm:build'}, s.verify\n"
+        "assert 'tlint.rules' not in sys.modules and 'libcst' not in sys.modules\n"
+        "try:\n"
+        f"    c.load_settings(Path({str(tmp_path / 'named' / 'tlint.toml')!r}), Path('.'))\n"
+        "except c.ConfigError as exc:\n"
+        "    assert 'TL999' in str(exc)\n"
+        "else:\n"
+        "    raise AssertionError('an unknown code passed')\n"
+        "assert 'TL215' in c.BY_CODE and c.lookup('TL215').name == 'partial-pre-norm'\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr

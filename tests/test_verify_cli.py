@@ -180,7 +180,7 @@ def test_list_probes(tmp_path):
     assert proc.returncode == 0
     assert [line.split()[0] for line in proc.stdout.splitlines()] == [
         "mask-leak", "causal-leak", "nan-trace", "position-blind", "batch-coupling", "grad-flow", "init-stats",
-        "attention-entropy", "depth-growth",
+        "attention-entropy", "depth-growth", "norm-scale",
         "padding-equivalence", "activation-ranges", "attention-maps", "eval-determinism",
         "optimizer-coverage", "overfit-batch", "warmup-ab", "data-ab"]
     assert "only with --probe overfit-batch or --probe training" in proc.stdout

@@ -209,3 +209,125 @@ def test_the_report_says_inconclusive_and_names_the_setting(tmp_path):
     assert causal_json(result["model"])["causal"] == "inconclusive"
     document = report_json(result["model"], result["probes"], [])
     assert document["model"]["causal"] == "inconclusive" and "`causal = true`" in document["model"]["causal_evidence"]
+
+
+# --- norm-scale: a norm skipped, seen by what the block does with the stream's scale -------
+
+NORM = ("norm-scale",)
+# batch 1's correct classes from `transformers` (CLIP's and Whisper's need their repositories' mirrors)
+CORRECT = ["gpt_neo", "opt", "bloom", "falcon", "mistral", "qwen2", "phi", "gemma", "gpt_neox", "xglm", "biogpt",
+           "electra", "deberta_v2", "roformer", "modernbert", "t5_encoder"]
+
+
+@pytest.mark.parametrize("model", ["bloom_no_input_norm", "electra_no_output_norm"])
+def test_a_norm_skipped_in_every_block_fails(results, model):
+    """Pre-norm without its input norm (BLOOM), post-norm without its norms (ELECTRA): at the
+    stream's own scale the blocks look normal; rescaled, each passes the scale on."""
+    entry = _probes(results(model, NORM))["norm-scale"]
+    assert entry["status"] == "fail" and entry["figure"] > 0.8, entry
+    assert all(e > 0.8 for e in entry["extra"]["exponents"].values()), entry["extra"]
+    assert "no block normalises what it reads" in entry["detail"]
+
+
+def test_the_correct_classes_pass_and_the_control_is_caught_on_each(results):
+    """Batch 1's correct classes; ModernBERT's first block has no attention norm by design (it
+    reads the normalised embedding output): measured, not judged."""
+    for model in CORRECT:
+        entry = _probes(results(model, NORM))["norm-scale"]
+        assert entry["status"] == "pass" and entry["figure"] < 0.1, (model, entry)
+        assert entry["control"]["caught"], (model, entry["control"])
+    modernbert = _probes(results("modernbert", NORM))["norm-scale"]
+    assert modernbert["extra"]["exponents"]["0"] > 0.8 and "first block is not judged" in modernbert["detail"]
+
+
+PLANTED_NORMS = '''import torch
+from torch import nn
+from decoders import rotary_gpt
+from library import distilbert, gpt2
+
+
+def gpt2_no_ln_1():
+    model = gpt2()
+    for block in model.transformer.h:
+        block.ln_1 = nn.Identity()
+    return model
+
+
+def gpt2_last_block_no_ln_2():
+    model = gpt2(4)
+    model.transformer.h[-1].ln_2 = nn.Identity()
+    return model
+
+
+def rotary_gpt_no_norm_2():
+    model = rotary_gpt()
+    for layer in model.layers:
+        layer.norm_2 = nn.Identity()
+    return model
+
+
+def distilbert_no_layer_norms():
+    model = distilbert()
+    for layer in model.distilbert.transformer.layer:
+        layer.sa_layer_norm = nn.Identity()
+        layer.output_layer_norm = nn.Identity()
+    return model
+
+
+class Block(nn.Module):
+    """No norm by design: the branches are scaled by a small learned gain (ReZero-style)."""
+
+    def __init__(self, d_model=32):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d_model, 4, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 64), nn.GELU(), nn.Linear(64, d_model))
+        self.gain = nn.Parameter(torch.full((), 0.1))
+
+    def forward(self, x):
+        x = x + self.gain * self.attn(x, x, x, need_weights=False)[0]
+        return x + self.gain * self.mlp(x)
+
+
+class NormFree(nn.Module):
+    def __init__(self, vocab_size=96, d_model=32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.blocks = nn.ModuleList([Block(d_model) for _ in range(2)])
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def norm_free():
+    return NormFree()
+'''
+ZOO = Path(__file__).resolve().parent.parent / "fixtures" / "zoo"
+
+
+@pytest.mark.parametrize("model, every", [("gpt2_no_ln_1", True), ("rotary_gpt_no_norm_2", True),
+                                          ("distilbert_no_layer_norms", True), ("gpt2_last_block_no_ln_2", False)])
+def test_norms_skipped_in_models_outside_the_batch_fail(tmp_path, model, every):
+    """GPT-2 (pre-norm, library), an own-code rotary GPT (its own RMSNorm class), DistilBERT
+    (post-norm, library); and one block of four without its MLP norm."""
+    root = _project(tmp_path, {"planted_norms.py": PLANTED_NORMS})
+    try:
+        entry = _probes(_run(f"planted_norms:{model}", root, probes=list(NORM), python_path=[str(ZOO)]))["norm-scale"]
+    finally:
+        sys.modules.pop("planted_norms", None)
+    assert entry["status"] == "fail" and entry["figure"] > 0.8, entry
+    assert ("no block normalises" in entry["detail"]) is every
+    if not every:
+        assert entry["module"] == "transformer.h.3" and "while the blocks before it do" in entry["detail"]
+
+
+def test_a_model_without_any_norm_is_not_judged(tmp_path):
+    root = _project(tmp_path, {"planted_norms.py": PLANTED_NORMS})
+    try:
+        entry = _probes(_run("planted_norms:norm_free", root, probes=list(NORM), call="ids"))["norm-scale"]
+    finally:
+        sys.modules.pop("planted_norms", None)
+    assert entry["status"] == "skip" and "norm-free design" in entry["detail"], entry

@@ -86,6 +86,8 @@ def test_correct_model_passes_every_probe_with_a_margin(results, model):
             assert p["figure"] >= 2 * p["tolerance"] and "saturated 0%" in p["detail"], p
         elif name == "depth-growth":
             assert p["figure"] <= p["tolerance"] / 4 and "rebuilt with" in p["detail"], p
+        elif name == "norm-scale":  # ~0: every block after the first normalises what it reads
+            assert p["figure"] <= p["tolerance"] / 20
         else:
             assert p["figure"] == 0, p
 

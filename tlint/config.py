@@ -14,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,11 +22,37 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from tlint import bounded
-from tlint.context import ViewOptions
 from tlint.diagnostics import SEVERITIES
 from tlint.memo import seen_file, seen_marker
-from tlint.rules import ALL_RULES, BY_CODE, lookup
-from tlint.rules.base import KINDS, Rule, RuleSet
+
+if TYPE_CHECKING:
+    from tlint.context import ViewOptions
+    from tlint.rules import ALL_RULES, BY_CODE, lookup
+    from tlint.rules.base import KINDS, Rule, RuleSet
+
+# The rule registry (and libcst, which the rules and views import) is loaded on first use:
+# reading a config that names no rule (`tlint verify`'s settings) needs neither.
+_LAZY = ("ALL_RULES", "BY_CODE", "lookup", "KINDS", "Rule", "RuleSet", "ViewOptions")
+
+
+def _load_rules() -> None:
+    if "ALL_RULES" in globals():
+        return
+    from tlint.context import ViewOptions
+    from tlint.rules import ALL_RULES, BY_CODE, lookup
+    from tlint.rules.base import KINDS, Rule, RuleSet
+
+    values = {"ALL_RULES": ALL_RULES, "BY_CODE": BY_CODE, "lookup": lookup, "KINDS": KINDS, "Rule": Rule,
+              "RuleSet": RuleSet, "ViewOptions": ViewOptions}
+    for name, value in values.items():
+        globals().setdefault(name, value)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        _load_rules()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 TOP_KEYS = {
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
@@ -76,6 +102,7 @@ class Settings:
     def view_options(self) -> ViewOptions:
         """The settings that change shared analysis, as the views take them: `causal-names`,
         and the rule options a rule declares as view options (`Rule.view_options`)."""
+        _load_rules()
         if self._view_options is None:
             values: dict[str, Any] = {"causal_names": tuple(self.causal_names)}
             for rule in ALL_RULES:
@@ -86,6 +113,7 @@ class Settings:
         return self._view_options
 
     def ruleset(self) -> RuleSet:
+        _load_rules()
         if self._ruleset is None:
             enabled = select_rules(self.select, self.extend_select, self.ignore)
             rules = [rule(self.rule_options.get(rule.name)) for rule in ALL_RULES if rule.code in enabled]
@@ -151,6 +179,7 @@ def _glob_match(path: str, pattern: str) -> bool:
 def _specificity(selector: str, rule: type[Rule]) -> int:
     """How specifically `selector` names `rule`: 0 = not at all. A kind (`practice`,
     `likely-defect`, `defect`) is more specific than ALL and less than any code prefix."""
+    _load_rules()
     if selector.upper() == "ALL":
         return 1
     if selector.lower() in KINDS:
@@ -164,6 +193,7 @@ def _specificity(selector: str, rule: type[Rule]) -> int:
 
 
 def validate_selector(selector: str) -> bool:
+    _load_rules()
     if selector.upper() == "ALL" or selector.lower() in KINDS or lookup(selector) is not None:
         return True
     upper = selector.upper()
@@ -171,6 +201,7 @@ def validate_selector(selector: str) -> bool:
 
 
 def select_rules(select, extend_select, ignore) -> set[str]:
+    _load_rules()
     enabled: set[str] = set()
     for rule in ALL_RULES:
         best, on = 0, rule.default_enabled and select is None
@@ -189,6 +220,7 @@ def select_rules(select, extend_select, ignore) -> set[str]:
 
 
 def expand_selectors(selectors) -> set[str]:
+    _load_rules()
     out = set()
     for rule in ALL_RULES:
         if any(_specificity(s, rule) for s in selectors):
@@ -381,6 +413,8 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
     settings.per_file_ignores = dict(pfi)
     severity = table.get("severity", {})
     _expect(isinstance(severity, dict), path, text, "severity", "a table of code = severity")
+    if severity or table.get("rules"):
+        _load_rules()
     for selector, level in severity.items():
         rule = lookup(selector)
         if rule is None:
@@ -432,6 +466,7 @@ def load_settings(path: Path, fallback_root: Path) -> Settings:
 
 
 def _canonical(selector: str) -> str:
+    _load_rules()
     rule = lookup(selector)
     return rule.code if rule is not None else selector.upper()
 
@@ -450,6 +485,7 @@ def _check_conflicts(path: Path, text: str, table: dict[str, Any]) -> None:
         if not isinstance(entries, dict):
             continue
         seen: dict[str, str] = {}
+        _load_rules()
         for selector in entries:
             rule = lookup(selector)
             if rule is None:

@@ -67,7 +67,7 @@ SCHEDULER = Cause("scheduler stepped out of order, per epoch, or sized in epochs
 ADAM_EPS = Cause("Adam epsilon too small for the precision (updates blow up when a second moment is ~0)",
                  ["TL308"], [])
 INIT = Cause("initialisation or normalisation lets activations grow with depth",
-             ["TL211", "TL201", "TL202", "TL203", "TL215"], ["init-stats", "depth-growth"])
+             ["TL211", "TL201", "TL202", "TL203", "TL215"], ["init-stats", "depth-growth", "norm-scale"])
 NAN_MASK = Cause("a masked row with no visible key (-inf fill, fully padded sequence) turns NaN",
                  ["TL210", "TL112", "TL213"], ["nan-trace", "mask-leak"])
 NAN_INPUT = Cause("non-finite values in the inputs", ["TL110"], ["nan-trace"])

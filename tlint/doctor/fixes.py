@@ -81,6 +81,7 @@ PROBE_FIXES: dict[str, str] = {
     "init-stats": "initialise weights with std ~ 1/sqrt(fan_in) or 0.02; biases at 0, norms at 1",
     "attention-entropy": "scale scores by 1/sqrt(d_head) and take the softmax over the keys",
     "depth-growth": "keep a residual path in every block and one norm placement; add a final norm",
+    "norm-scale": "normalise what each block's sub-layers read (the norm before the branch, or after the sum)",
     "padding-equivalence": "mask padding everywhere and derive position ids from the mask",
     "activation-ranges": "find the first flagged sub-layer and fix its scale (init, norm, or inputs)",
     "attention-maps": "pass the padding mask to the attention: real queries must put no weight on pad keys",

@@ -38,7 +38,7 @@ class PartialPreNorm(Rule):
     default_enabled = False  # no real case with a fix, no ecosystem finding yet (see the CHANGELOG)
     tokens = frozenset({"norm"})  # pre-filter: the norm sub-layer's class (`LayerNorm`, `RMSNorm`, `F.layer_norm`)
     summary = "A pre-norm self-attention normalises the query but not the keys/values (or the reverse)."
-    probes = ()
+    probes = ("norm-scale",)
 
     def check(self, ctx: FileContext) -> None:
         models = ctx.models

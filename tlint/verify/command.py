@@ -221,6 +221,8 @@ def _loading_failure(run: child.ChildRun, options: VerifyOptions) -> tuple[str, 
 
 
 def match_findings(result: dict[str, Any], options: VerifyOptions) -> list[dict[str, Any]]:
+    if not result["classes"]:  # no class of the model is defined in the user's files: nothing to lint
+        return []
     from tlint.verify.matching import lint, model_classes, source_files, verdicts
 
     classes = model_classes(result)

@@ -14,6 +14,7 @@ good):
 - batch-coupling: the batch mean added to the token embeddings;
 - attention-entropy: the softmax taken over the query axis (TL209);
 - depth-growth (TL203): each block's residual removed by a forward hook (output - input);
+- norm-scale (TL215): every normalisation layer inside the blocks passing its input through;
 - eval-determinism (TL214): dropout (p = 0.1, on in every mode) applied to each attention's
   weights, `dropout_p=0.1` given to `scaled_dot_product_attention` and to
   `multi_head_attention_forward` (with `training=True`).
@@ -38,6 +39,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from tlint.verify.depth import SKIP_MIN, skip_shares
+from tlint.verify.norms import norms_skipped
 from tlint.verify.probes import (
     PROBE_CLASSES,
     SDPA,
@@ -508,6 +510,8 @@ CONTROLS: dict[str, Callable[[ProbeContext], dict[str, Any]]] = {
     "mask-leak": _mask_control("mask-leak"),
     "padding-equivalence": _mask_control("padding-equivalence"),
     "depth-growth": _residual_control,
+    "norm-scale": _with_context(norms_skipped, "norm-scale",
+                                "every norm inside the blocks skipped (its input passed through)"),
     "eval-determinism": _with_mode(AttentionDropout, "eval-determinism",
                                    "attention dropout left on in eval mode (p = 0.1 on the attention weights)"),
 }

@@ -33,7 +33,10 @@ LOWER_BOUND = {"position-blind", "attention-entropy"}
 # Probes that read what the rule flags directly (no control needed to clear it).
 DIRECT_PROBES = {"init-stats"}
 # A probe's positive control speaks for these rules only (absent: for every rule it maps to).
-CONTROL_RULES = {"depth-growth": {"TL203"}, "attention-entropy": {"TL209"}}
+# norm-scale's control skips every norm of the blocks: it shows the probe sees a skipped norm,
+# not TL215's one attention input left raw (raw keys under normalised values barely move the
+# branch), so a pass never clears TL215.
+CONTROL_RULES: dict[str, set[str]] = {"depth-growth": {"TL203"}, "attention-entropy": {"TL209"}, "norm-scale": set()}
 # Direct readings for one rule: (probe whose entry holds it, reader -> verdict or None).
 SKIP_MIN = 0.25          # tlint.verify.depth.SKIP_MIN (no torch here)
 SCALE_BAND = 1.9         # the applied scale within this factor of 1/sqrt(d_head) is the usual one

@@ -21,6 +21,7 @@ PROBES = {
     "init-stats": "are parameters initialised sensibly (std bands, constants, duplicates, loss at init)?",
     "attention-entropy": "are attention rows saturated at init (or not normalised over the keys)?",
     "depth-growth": "is the residual stream (and its gradient) stable with depth?",
+    "norm-scale": "does each block normalise what it reads (its branch or output indifferent to the stream's scale)?",
     "padding-equivalence": "does a sequence give the same outputs padded (right, left) and unpadded?",
     "activation-ranges": "what range does each sub-layer's output have (min, max, std, saturated, constant)?",
     "attention-maps": "where does attention go: share on pad positions per layer (PNG maps with --artifacts)?",

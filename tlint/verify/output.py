@@ -21,9 +21,11 @@ _BROKEN_SKIPS = ("could not run", "stopped", "not run", "the process running the
 def skipped_key_probes(probes: list[dict], findings: list[dict]) -> list[str]:
     """Probes that a static finding's rule maps to, or that crashed, timed out or could not
     run, and were skipped."""
-    from tlint.verify.matching import PROBES_OF_RULE
+    needed: set[str] = set()
+    if findings:  # (the rule tables import every rule: only when there is a finding to look up)
+        from tlint.verify.matching import PROBES_OF_RULE
 
-    needed = {name for f in findings for name in PROBES_OF_RULE.get(f["code"], ())}
+        needed = {name for f in findings for name in PROBES_OF_RULE.get(f["code"], ())}
     return [p["probe"] for p in probes if p["status"] == "skip"
             and (p["probe"] in needed or p["detail"].startswith(_BROKEN_SKIPS))]
 
