@@ -4,7 +4,9 @@
     python scripts/release.py publish [--out DIR]
 
 `check` (what CI runs, `.ci/run`) and `publish` both:
-1. build the sdist and the wheel (`python -m build`) into OUT/dist;
+1. build the sdist and the wheel (`python -m build --no-isolation`: with the build backend the
+   dev extra installs, hatchling, rather than a fresh one in a throwaway environment) into
+   OUT/dist;
 2. run `twine check --strict` on them (the metadata and the README render on the Package Index);
 3. make a clean virtual environment (OUT/venv), install the wheel alone, and run
    `tlint check` on a copy of fixtures/demo: it must exit 1 with exactly the findings of
@@ -23,8 +25,11 @@ command says): the Package Index is the only other source. Such a local index ho
 the releases in DIR, while PyTorch's holds a `+cpu` twin of every release, so torch is
 pinned to those releases (`torch==X.Y.Z` admits both X.Y.Z from the Package Index, a CUDA
 build on Linux, and X.Y.Z+cpu; pip takes the `+cpu` one, as it does against PyTorch's
-index). Step 4 then also resolves the default command (without the CPU index, `--dry-run`)
-and checks that it would have taken a CUDA build: the command's index is what chooses.
+index). Step 4 then also asks the default command's only source, the Package Index, which
+torch releases it offers (`pip index versions torch`): the pinned release must be there and
+no `+cpu` build, so that the command's index is what chooses. (Resolving the default command
+itself would download the CUDA wheels, about 3 GB, for nothing: this index serves no
+separate metadata files.)
 
 `publish` then requires a release commit (README "Install": the version of
 tlint/__init__.py, its CHANGELOG section with a date, the tag vX.Y.Z on HEAD, a clean
@@ -96,7 +101,7 @@ def isolated_pip_env(constraint: Path) -> dict[str, str]:
 def build(out: Path) -> tuple[Path, Path]:
     dist = out / "dist"
     shutil.rmtree(dist, ignore_errors=True)
-    run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(dist), str(ROOT)])
+    run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(dist), str(ROOT)])
     wheels, sdists = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
     if len(wheels) != 1 or len(sdists) != 1:
         raise Failed(f"expected one wheel and one sdist in {dist}, found {[p.name for p in dist.iterdir()]}")
@@ -161,16 +166,15 @@ def check_cpu_install(env_dir: Path, wheel: Path, out: Path, cpu_wheels: Path | 
     else:
         index, constraint = local_cpu_index(cpu_wheels, out)
         env = isolated_pip_env(constraint)
-        report = out / "default-report.json"
-        run([*pip, "install", "--dry-run", "--quiet", "--report", str(report), f"{wheel}[verify]"], env=env)
-        chosen = {item["metadata"]["name"].lower(): item["metadata"]["version"]
-                  for item in json.loads(report.read_text(encoding="utf-8"))["install"]}
-        cuda = sorted(name for name in chosen if CUDA_PACKAGE.match(name))
-        if "+cpu" in chosen.get("torch", "") or not cuda:
-            raise Failed(f"without the CPU index pip would install torch {chosen.get('torch')} and {cuda}: "
-                         "the check cannot tell the two commands apart")
-        say(f"the default command would install torch {chosen['torch']} with {len(cuda)} CUDA packages "
-            f"({', '.join(cuda[:3])}, ...)")
+        release = constraint.read_text(encoding="utf-8").strip().split("==")[1]
+        listing = run([*pip, "index", "versions", "torch"], env=env).stdout
+        offered = re.search(r"^Available versions: (.+)$", listing, re.MULTILINE)
+        versions = [v.strip() for v in offered.group(1).split(",")] if offered else []
+        if release not in versions or any("+cpu" in v for v in versions):
+            raise Failed(f"without the CPU index pip's only source offers torch {versions[:6]}: the check cannot "
+                         f"tell the two commands apart (wanted {release} and no +cpu build)")
+        say(f"without the CPU index pip could take only torch {release} from the Package Index, which has "
+            "no +cpu build")
     # the README's CPU-only command, the wheel in place of the git URL
     run([*pip, "install", "--quiet", "--no-compile", f"{wheel}[verify]", "--extra-index-url", index], env=env)
     listed = json.loads(run([*pip, "list", "--format", "json"], env=clean_env()).stdout)

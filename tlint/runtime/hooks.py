@@ -212,6 +212,9 @@ class Tracer:
         for name in DROPOUT_FUNCTIONS:
             self._patch(F, name, self._wrap_dropout)
         self._patch(F, "scaled_dot_product_attention", self._wrap_sdpa)
+        from tlint.runtime import libraries
+
+        self._undo.append(libraries.install(self))
 
     def know(self, optimizer: Any) -> None:
         """Adds an optimizer built before the hooks were installed (a module's `zero_grad()`
