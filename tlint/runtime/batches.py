@@ -1,7 +1,8 @@
 """What a training run feeds its model and its loss, as plain facts for the invariants
 (`tlint/runtime/invariants.py`, README "Tracing a training run"). Every function here reads
 tensors without changing them (detached, under `no_grad`, on a sample of rows where a whole
-tensor would cost more than the step), and returns plain values.
+tensor would cost more than the step), and returns plain values. The hooks call them at the
+first steps of a run and then at one step in many (`Tracer._data_due`).
 
 - `model_input`: the top-level model's inputs at a training forward: the token ids and the
   attention mask (by the names of the Hugging Face interface, `input_ids` and
