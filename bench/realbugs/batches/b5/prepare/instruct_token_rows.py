@@ -58,7 +58,8 @@ def _checkpoint(folder: Path, vocab: int) -> None:
     tokenizer.pre_tokenizer = Whitespace()
     tokenizer.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(
-        json.dumps({"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}), encoding="utf-8")
+        json.dumps({"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>",
+                    "tokenizer_class": "PreTrainedTokenizerFast"}), encoding="utf-8")
     (folder / "lit_config.json").write_text(json.dumps({"name": folder.name}), encoding="utf-8")
     torch.save({}, folder / "lit_model.pth")
 
