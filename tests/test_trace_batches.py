@@ -275,3 +275,50 @@ def torch_equal(a, b) -> bool:
     import torch
 
     return bool(torch.equal(a, b))
+
+
+@pytest.mark.parametrize("orientation", ["real-is-one", "pad-is-true"])
+def test_a_mask_passed_under_another_name_is_read_by_its_shape_and_values(tmp_path, orientation):
+    """A model of its own, called with the ids and a mask by position or by another name
+    (1 on real tokens, or True on padding as torch's key_padding_mask): the loss on the
+    padded targets is seen through that mask."""
+    mask_expr = "mask" if orientation == "real-is-one" else "mask == 0"
+    script = tmp_path / "own.py"
+    script.write_text(textwrap.dedent(f"""
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+        torch.manual_seed(0)
+
+
+        class TinyLM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb, self.out = nn.Embedding(50, 16), nn.Linear(16, 50)
+
+            def forward(self, ids, padding):
+                return self.out(self.emb(ids))
+
+
+        model = TinyLM()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            ids = torch.randint(3, 50, (4, 12))
+            mask = torch.ones_like(ids)
+            for row, length in enumerate([12, 10, 8, 6]):
+                ids[row, length:], mask[row, length:] = 0, 0
+            logits = model(ids, {mask_expr})
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1))  # HERE
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """), encoding="utf-8")
+    found: list[Violation] = []
+    tracer = Tracer(Invariants(), found.append)
+    tracer.install()
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        tracer.uninstall()
+    assert {(v.code, v.site.line if v.site else 0) for v in found} == {("TL106", line(script, "# HERE"))}

@@ -5,8 +5,9 @@ tensor would cost more than the step), and returns plain values. The hooks call 
 first steps of a run and then at one step in many (`Tracer._data_due`).
 
 - `model_input`: the top-level model's inputs at a training forward: the token ids and the
-  attention mask (by the names of the Hugging Face interface, `input_ids` and
-  `attention_mask`, or the first integer matrix passed), whether the forward accepts a mask
+  padding mask (by the names of the Hugging Face interface, `input_ids` and
+  `attention_mask`, else the first integer matrix passed and the one 0/1 matrix of its shape
+  beside it, whatever their names), whether the forward accepts a mask
   and whether it takes decoder inputs (an encoder-decoder: its targets are not its ids),
   the rows padded with the model's pad id (its `config.pad_token_id`, else a run of its
   end-of-text id at a row's end), and the float inputs holding NaN or infinity.
@@ -31,6 +32,7 @@ import torch
 ROWS = 64          # rows of a loss input read to tell probabilities from logits
 MIN_COMPARED = 16  # targets compared with the ids before an offset is named
 AGREEMENT = 0.9    # share of compared targets equal to the ids at the named offset
+NOT_MASKS = ("labels", "token_type_ids")  # the Hugging Face interface's other 0/1-valued matrices
 
 
 @dataclass(slots=True)
@@ -70,6 +72,28 @@ def _ids(args: tuple, kwargs: dict[str, Any]) -> torch.Tensor | None:
             and not value.is_complex() and value.dtype != torch.bool and value.numel() > 0:
         return value
     return None
+
+
+def _mask(ids: torch.Tensor, args: tuple, kwargs: dict[str, Any]) -> torch.Tensor | None:
+    """The padding mask passed with the ids, as 1 on real tokens: `attention_mask`, else the
+    one 0/1 (or bool) matrix of the ids' shape among the other inputs (not the interface's
+    labels or segment ids),
+    turned so that its real-token value is the one every row holds (each row has a real
+    token; the longest row has no padding). None when there is none or it cannot be turned."""
+    named = kwargs.get("attention_mask")
+    if isinstance(named, torch.Tensor) and named.shape == ids.shape:
+        return named
+    others = [v for k, v in kwargs.items() if k not in NOT_MASKS]
+    found = [v for v in (*args, *others) if isinstance(v, torch.Tensor) and v is not ids
+             and v.shape == ids.shape and not v.is_floating_point() and not v.is_complex()]
+    found = [v for v in found if bool(((v == 0) | (v == 1)).all())]
+    if len(found) != 1:
+        return None
+    ones = found[0].bool()
+    ones_everywhere, zeros_everywhere = bool(ones.any(1).all()), bool((~ones).any(1).all())
+    if ones_everywhere == zeros_everywhere:
+        return None  # (both values in every row, or neither: not a padding mask that can be turned)
+    return ones.long() if ones_everywhere else (~ones).long()
 
 
 def _special(config: Any, name: str) -> list[int]:
@@ -112,9 +136,7 @@ def model_input(module: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) ->
         config = getattr(module, "config", None)
         pad, eos = _special(config, "pad_token_id"), _special(config, "eos_token_id")
         ids = _ids(args, kwargs)
-        mask = kwargs.get("attention_mask")
-        if not (isinstance(mask, torch.Tensor) and ids is not None and mask.shape == ids.shape):
-            mask = None
+        mask = _mask(ids, args, kwargs) if ids is not None else None
         nonfinite = []
         named = [(f"argument {i + 1}", a) for i, a in enumerate(args)] + list(kwargs.items())
         for name, value in named:
@@ -122,7 +144,7 @@ def model_input(module: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) ->
                     and not bool(torch.isfinite(value).all()):
                 nonfinite.append(name)
         facts: dict[str, Any] = {"name": type(module).__name__, "nonfinite": nonfinite,
-                                 "has_mask": kwargs.get("attention_mask") is not None,
+                                 "has_mask": kwargs.get("attention_mask") is not None or mask is not None,
                                  "accepts_mask": _accepts_mask(module),
                                  "decoder": (kwargs.get("decoder_input_ids") is not None
                                              or _accepts(module, "decoder_input_ids"))}
