@@ -272,24 +272,29 @@ class Tracer:
                 self._forwarded.pop(id(model), None)
             elif torch.is_grad_enabled():  # (evaluation under no_grad trains nothing)
                 self._forwarded[id(model)] = weakref.ref(model)
-            if training and torch.is_grad_enabled() and module not in self._inputs_hooked:
-                self._hook_inputs(module)
+            if training and torch.is_grad_enabled() and model not in self._inputs_hooked:
+                self._hook_inputs(model, called=model is module)
         self._stack.append(module)
 
     # -- the batches a model is fed --
 
-    def _hook_inputs(self, module: nn.Module) -> None:
+    def _hook_inputs(self, model: nn.Module, called: bool) -> None:
         """A pre-hook with the keyword arguments on a top-level model (global pre-hooks get the
-        positional ones only); this first call's are read from torch's calling frame."""
+        positional ones only), or on the model inside a wrapper (a LightningModule's network, a
+        DDP module), whose own call is then still to come. When the model itself is being
+        called, this call's arguments are read from torch's calling frame."""
         with _suppress():
-            self._inputs_hooked.add(module)
-            handle = module.register_forward_pre_hook(self._inputs_pre, with_kwargs=True)
+            self._inputs_hooked.add(model)
+            handle = model.register_forward_pre_hook(self._inputs_pre, with_kwargs=True)
             self._undo.append(handle.remove)
-            kwargs = sys._getframe(2).f_locals.get("kwargs")
-            self._inputs(module, (), kwargs if isinstance(kwargs, dict) else {}, first=True)
+            if called:
+                frame = sys._getframe(2).f_locals
+                args, kwargs = frame.get("args"), frame.get("kwargs")
+                self._inputs(model, args if isinstance(args, tuple) else (),
+                             kwargs if isinstance(kwargs, dict) else {}, first=True)
 
     def _inputs_pre(self, module: nn.Module, args: Any, kwargs: Any) -> None:
-        if len(self._stack) == 1 and self._stack[0] is module and module.training and torch.is_grad_enabled():
+        if module is self._top and module.training and torch.is_grad_enabled():
             self._inputs(module, args, kwargs)
 
     def _data_due(self) -> bool:
@@ -305,11 +310,11 @@ class Tracer:
             self._judge_loader(None)
             return
         try:
-            facts, batch = batches.model_input(_wrapped(module), tuple(args), dict(kwargs))
+            facts, batch = batches.model_input(module, tuple(args), dict(kwargs))
         except Exception:  # noqa: BLE001 - as in _observe
             self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
             return
-        if first and batch is None and not kwargs:
+        if first and batch is None and not kwargs and not args:
             return  # (torch's frame gave nothing: the next call's pre-hook reads it)
         self._batch = batch
         site = self.site()
