@@ -99,3 +99,29 @@ def test_a_watch_inside_a_traced_process_shares_the_trace_hooks():
         tracer.uninstall()
     assert [v.code for v in seen] == ["TL310"]
     assert [f.rule for f in w.problems] == ["TL310"]
+
+
+def test_labels_on_padding_are_a_watch_finding_at_the_model_s_line():
+    """The batch and loss invariants reach the watch too: a GPT-2 given its padded ids as
+    labels (the padding is not -100) is `pad-labels-not-ignored` at the model's call."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50,
+                                                                 n_positions=32, pad_token_id=0))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    w = Watch(model, optimizer, output_dir=None, print_summary=False, measure=False)
+    ids = torch.randint(3, 50, (4, 12))
+    mask = torch.ones_like(ids)
+    for row, length in enumerate([12, 10, 8, 6]):
+        ids[row, length:], mask[row, length:] = 0, 0
+    for _ in range(2):
+        call_line = _line() + 1
+        loss = model(input_ids=ids, attention_mask=mask, labels=ids).loss
+        loss.backward()
+        w.after_backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+        w.after_step()
+    w.close()
+    found = [(f.kind, f.severity, f.data.get("line")) for f in w.findings if f.severity != "info"]
+    assert found == [("pad-labels-not-ignored", "error", call_line)]
