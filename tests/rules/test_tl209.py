@@ -212,3 +212,24 @@ def test_an_implicit_dim_on_a_provably_2d_tensor_is_the_last_axis(tmp_path):
     from tests.lintutil import lint_paths
     messages = [d.message for d in lint_paths([tmp_path], select=[CODE]).diagnostics]
     assert any("for this 3-D input the implicit axis is 0" in m for m in messages)
+
+
+@pytest.mark.parametrize(("spec", "dim", "flagged"), [
+    # a relative-position term on the key side disagrees with the content term: the last axis
+    ('"bhrd,lrd->bhlr", k, table', "-1", False),
+    ('"bhrd,lrd->bhlr", k, table', "2", True),
+    # terms that agree on the keys' axis keep the einsum's claim
+    ('"bhld,lrd->bhlr", q, table', "2", True),
+    ('"bhld,lrd->bhlr", q, table', "-1", False),
+])
+def test_summed_products_name_the_keys_axis_only_when_they_agree(tmp_path, spec, dim, flagged):
+    mark = "  # expect: TL209" if flagged else ""
+    files = {"m.py": f"""
+        import torch
+
+
+        def attention(q, k, v, table):
+            scores = torch.einsum("bhld,bhrd->bhlr", q, k) + torch.einsum({spec})
+            return torch.matmul(torch.softmax(scores, dim={dim}), v){mark}
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
