@@ -648,6 +648,14 @@ class AttentionIndex:
         return False
 
 
+def illustration(index, site: AttentionSite) -> bool:
+    """An attention computed at the top level of a module (a notebook cell, a script's
+    straight-line code), outside any function, class or loop: no model holds it and
+    nothing trains through it; it shows a step, its result printed or inspected."""
+    return type(site.function) is cst.Module and not index.enclosing_loops(site.softmax) \
+        and not index.enclosing_loops(site.product.node)
+
+
 def attention_operands(attention: AttentionIndex) -> list[tuple[FunctionFlow, list[cst.CSTNode]]]:
     """For each attention (hand-written site or SDPA call): what its query and key (and,
     for SDPA, value) were computed from."""
