@@ -259,3 +259,31 @@ def test_an_ignore_index_parameter_counts_by_its_default(tmp_path, default, repo
         """,
     }
     assert lint(tmp_path, files) == ({("model.py", 15, CODE)} if reported else set())
+
+
+GATHER = """
+import torch.nn.functional as F
+from transformers import AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("gpt2")
+
+
+def scores(model, texts):
+    enc = tokenizer(texts, padding=True, return_tensors="pt")
+    input_ids = enc["input_ids"]
+    logits = model(input_ids=input_ids, attention_mask=enc["attention_mask"]).logits[:, :-1]
+    targets = input_ids[:, 1:]{mark}
+    logp = F.log_softmax(logits, dim=-1)
+    per_token = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    {extra}
+    return per_token
+"""
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    ("pass", False),  # only a gather index: per-token log-probabilities
+    ("print(F.cross_entropy(logits.transpose(1, 2), targets))", True),  # also the labels of a loss
+])
+def test_targets_used_only_as_gather_indices(tmp_path, extra, flagged):
+    files = {"m.py": GATHER.format(mark="  # expect: TL106" if flagged else "", extra=extra)}
+    assert lint(tmp_path, files) == set(expected(files, CODE))

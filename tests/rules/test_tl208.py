@@ -221,3 +221,35 @@ def test_a_project_softmax_module_held_in_an_attribute(tmp_path, ctor, reported)
     """}
     assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
     assert not lint(tmp_path, files, ["TL209"])  # a fused softmax normalises the last axis
+
+
+DEMO = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+B, T, C, head_size = 4, 8, 32, 16
+key = nn.Linear(C, head_size, bias=False)
+query = nn.Linear(C, head_size, bias=False)
+value = nn.Linear(C, head_size, bias=False)
+{head}
+{pad}x = torch.randn(B, T, C)
+{pad}k = key(x)
+{pad}q = query(x)
+{pad}wei = q @ k.transpose(-2, -1){mark}
+{pad}tril = torch.tril(torch.ones(T, T))
+{pad}wei = wei.masked_fill(tril == 0, float("-inf"))
+{pad}wei = F.softmax(wei, dim=-1)
+{pad}print((wei @ value(x)).shape)
+"""
+
+
+@pytest.mark.parametrize(("head", "flagged"), [
+    ("", False),  # a notebook cell's straight-line illustration
+    ("while True:", True),  # repeated: it may be what trains
+    ("def attend():", True),  # a function: something calls it
+])
+def test_top_level_illustration_is_not_judged(tmp_path, head, flagged):
+    files = {"m.py": DEMO.format(head=head, pad="    " if head else "",
+                                 mark="  # expect: TL208" if flagged else "")}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

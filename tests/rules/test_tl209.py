@@ -212,3 +212,56 @@ def test_an_implicit_dim_on_a_provably_2d_tensor_is_the_last_axis(tmp_path):
     from tests.lintutil import lint_paths
     messages = [d.message for d in lint_paths([tmp_path], select=[CODE]).diagnostics]
     assert any("for this 3-D input the implicit axis is 0" in m for m in messages)
+
+
+@pytest.mark.parametrize(("spec", "dim", "flagged"), [
+    # a relative-position term on the key side disagrees with the content term: the last axis
+    ('"bhrd,lrd->bhlr", k, table', "-1", False),
+    ('"bhrd,lrd->bhlr", k, table', "2", True),
+    # terms that agree on the keys' axis keep the einsum's claim
+    ('"bhld,lrd->bhlr", q, table', "2", True),
+    ('"bhld,lrd->bhlr", q, table', "-1", False),
+])
+def test_summed_products_name_the_keys_axis_only_when_they_agree(tmp_path, spec, dim, flagged):
+    mark = "  # expect: TL209" if flagged else ""
+    files = {"m.py": f"""
+        import torch
+
+
+        def attention(q, k, v, table):
+            scores = torch.einsum("bhld,bhrd->bhlr", q, k) + torch.einsum({spec})
+            return torch.matmul(torch.softmax(scores, dim={dim}), v){mark}
+    """}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)
+
+
+DEMO = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+B, T, C, head_size = 4, 8, 32, 16
+key = nn.Linear(C, head_size, bias=False)
+query = nn.Linear(C, head_size, bias=False)
+value = nn.Linear(C, head_size, bias=False)
+{head}
+{pad}x = torch.randn(B, T, C)
+{pad}k = key(x)
+{pad}q = query(x)
+{pad}wei = q @ k.transpose(-2, -1) * head_size ** -0.5
+{pad}tril = torch.tril(torch.ones(T, T))
+{pad}wei = wei.masked_fill(tril == 0, float("-inf"))
+{pad}wei = F.softmax(wei, dim=1){mark}
+{pad}print((wei @ value(x)).shape)
+"""
+
+
+@pytest.mark.parametrize(("head", "flagged"), [
+    ("", False),  # a notebook cell's straight-line illustration
+    ("for step in range(3):", True),  # repeated: it may be what trains
+    ("def attend():", True),  # a function: something calls it
+])
+def test_top_level_illustration_is_not_judged(tmp_path, head, flagged):
+    files = {"m.py": DEMO.format(head=head, pad="    " if head else "",
+                                 mark="  # expect: TL209" if flagged else "")}
+    assert lint(tmp_path, files, [CODE]) == expected(files, CODE)

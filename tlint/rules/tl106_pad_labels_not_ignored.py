@@ -147,6 +147,48 @@ def _follow(ctx: FileContext, scope, name: str, after: int, losses: dict, depth:
     return found
 
 
+def _only_gather_indices(ctx: FileContext, node: cst.Assign, scope: cst.CSTNode) -> bool:
+    """Every later use of the name `node` binds is the index of a `gather` (`logp.gather(-1,
+    labels.unsqueeze(-1))`, `torch.gather(logp, 2, labels[..., None])`): per-token
+    log-probabilities picked at the ids, which a mask weights where they are reduced. No
+    loss sees them as labels, and -100 cannot be written into a gather index."""
+    if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
+        return False
+    name = node.targets[0].target.value
+    index = ctx.index
+    after = index.ends[index.position[id(node)]] - 1
+    body = scope.body if type(scope) is cst.FunctionDef else scope
+    uses = 0
+    for use in walk(body, into_functions=False):
+        if type(use) is not cst.Name or use.value != name or index.position[id(use)] <= after:
+            continue
+        current: cst.CSTNode = use
+        parent = index.parent(current)
+        while True:  # `labels.unsqueeze(-1)`, `labels[..., None]`, `labels.long()`: still the ids
+            if type(parent) is cst.Subscript and parent.value is current:
+                current, parent = parent, index.parent(parent)
+            elif type(parent) is cst.Attribute and parent.value is current and parent.attr.value in _INDEX_SHAPING:
+                call = index.parent(parent)
+                if type(call) is not cst.Call:
+                    return False
+                current, parent = call, index.parent(call)
+            else:
+                break
+        if type(parent) is not cst.Arg:
+            return False
+        call = index.parent(parent)
+        if type(call) is not cst.Call or last_name(call.func) != "gather":
+            return False
+        method = type(call.func) is cst.Attribute and index.qualify(call.func) is None
+        if get_arg(call, "index", 1 if method else 2) is not parent:
+            return False
+        uses += 1
+    return uses > 0
+
+
+_INDEX_SHAPING = frozenset({"unsqueeze", "long", "to", "view", "reshape", "contiguous", "clone", "detach"})
+
+
 def _default_ignore_index(ctx: FileContext, call: cst.Call) -> bool:
     """The loss ignores only -100: no `ignore_index=`, or -100, on the call or on the
     `nn.CrossEntropyLoss(...)` object it calls."""
@@ -187,6 +229,8 @@ class PadLabelsNotIgnored(Rule):
             # Masking found elsewhere in the project counts only when these labels may reach it:
             # labels followed into a loss with the default ignore index, untouched on the way,
             # are reported whatever other labels the project masks.
+            if type(node) is cst.Assign and _only_gather_indices(ctx, node, scope):
+                continue  # per-token log-probabilities picked at the ids, not a loss over labels
             unmasked = type(node) is cst.Assign and self._reach_unmasked_loss(ctx, node)
             ctx.report(
                 node,

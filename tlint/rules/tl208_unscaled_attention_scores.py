@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tlint.rules.base import Rule
+from tlint.views.attention import illustration
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -23,7 +24,8 @@ class UnscaledAttentionScores(Rule):
         attention = ctx.models.attention
         seen: set[int] = set()
         for site in (*attention.sites, *attention.delegated):
-            if id(site.product.node) in seen or site.is_scaled() or site.keys_are_values(ctx.index):
+            if id(site.product.node) in seen or site.is_scaled() or site.keys_are_values(ctx.index) \
+                    or illustration(ctx.index, site):
                 continue
             seen.add(id(site.product.node))
             ctx.report(site.product.node,

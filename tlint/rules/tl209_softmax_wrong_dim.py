@@ -10,7 +10,7 @@ import libcst as cst
 from tlint import fixes
 from tlint.cst import get_arg, literal_value, walk
 from tlint.rules.base import Rule
-from tlint.views.attention import SOFTMAX_FUNCTIONS
+from tlint.views.attention import SOFTMAX_FUNCTIONS, illustration
 
 if TYPE_CHECKING:
     from tlint.context import FileContext
@@ -117,7 +117,7 @@ class SoftmaxWrongDim(Rule):
                                call, fixes.code_at(index, call, fixes.with_keyword(call, "dim", "-1")))))
         for site in attention.sites:
             dim = site.dim
-            if not isinstance(dim, int) or isinstance(dim, bool):
+            if not isinstance(dim, int) or isinstance(dim, bool) or illustration(index, site):
                 continue
             ndim = scores_ndim(site)
             key_axis = site.product.key_axis

@@ -20,6 +20,7 @@ import libcst as cst
 
 from tlint.cst import assignment_targets, dotted_name, is_literal, last_name, snake_parts, walk
 from tlint.rules.base import Rule
+from tlint.views.bindings import ASSIGN, PARAM
 from tlint.views.training import BACKWARD, EVAL, FORWARD, LOSS, OPTIMIZER_STEP, TRAIN, TrainingView
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ _METRIC_WORDS = frozenset({"correct", "incorrect", "incorrects", "hits", "matche
                            "metrics", "f1", "ppl", "perplexity", "loss", "losses", "bleu", "rouge", "score", "scores",
                            "errors", "mse", "mae"})
 # Models that stay in eval mode on purpose inside a training loop.
+# Methods that return the module (or a copy of it) in the mode it was in.
+_MODE_KEEPING = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "eval", "requires_grad_"})
 _FROZEN_WORDS = frozenset({"teacher", "ema", "ref", "reference", "target", "frozen", "old", "vae", "averaged"})
 
 
@@ -110,6 +113,8 @@ class MissingEvalMode(Rule):
                 continue
             if self._feeds_training(view, function, loop):
                 continue
+            if self._loaded_in_eval_mode(ctx, view, function, loop, events, generates):
+                continue
             where = f"`{function.name.value}`" if function is not None else "the script"
             ctx.report(loop, f"{where} evaluates without model.eval(): dropout and batch-norm "
                        "stay in training mode, so the metric is noisy and biased; call model.eval() first")
@@ -129,6 +134,86 @@ class MissingEvalMode(Rule):
         if named or view.grad_disabled(loop):
             return True
         return None if id(loop) in no_grad_loops else False
+
+    def _loaded_in_eval_mode(self, ctx, view: TrainingView, function: cst.FunctionDef | None, loop: cst.For,
+                             events: list, generates: list[cst.Call]) -> bool:
+        """A program that never trains (no backward, no optimiser step, no `train()`, no
+        trainer) evaluates its models in the mode they were loaded in, and they were loaded
+        in eval mode: every model the loop calls is traced (through assignments and the
+        file's callers of its function) to `from_pretrained(...)`, which returns the model
+        in eval mode, or to a loader of the file that switches it with `eval()`; or the
+        program's loaders return their models switched to eval mode and nothing switches
+        them back."""
+        if not self._never_trains(view):
+            return False
+        if self._loaders_switch_to_eval(ctx, view):
+            return True
+        calls = [e.node for e in events if e.kind == FORWARD and not e.via and type(e.node) is cst.Call] + generates
+        receivers = []
+        for call in calls:
+            receiver = call.func.value if call in generates else call.func  # type: ignore[attr-defined]
+            if type(receiver) is cst.Call:  # `accelerator.unwrap_model(model).generate(...)`
+                return False
+            receivers.append(receiver)
+        return bool(receivers) and all(self._origin_in_eval_mode(ctx, view, r, 0) for r in receivers)
+
+    @staticmethod
+    def _never_trains(view: TrainingView) -> bool:
+        if view.loops or view.hf_trainers or view.lightning_trainers:
+            return False
+        return not any(view.event_kind(call) in (BACKWARD, OPTIMIZER_STEP, TRAIN) for call in view.index.calls)
+
+    @staticmethod
+    def _loaders_switch_to_eval(ctx, view: TrainingView) -> bool:
+        """A function of the file that switches a model to eval mode and returns it
+        (`model.eval(); return model`, `return model.eval()`)."""
+        for call in view.index.calls:
+            if view.event_kind(call) != EVAL:
+                continue
+            function = view.index.enclosing_function(call)
+            receiver = last_name(view.receiver(call))
+            if function is None or receiver is None:
+                continue
+            for node in walk(function.body, into_functions=False):
+                if type(node) is cst.Return and node.value is not None and (
+                        node.value is call or any(type(n) is cst.Name and n.value == receiver
+                                                  for n in walk(node.value))):
+                    return True
+        return False
+
+    def _origin_in_eval_mode(self, ctx, view: TrainingView, expr: cst.BaseExpression, depth: int) -> bool:
+        """`expr` holds a model loaded in eval mode: `X.from_pretrained(...)` (and
+        `.to(device)`, `.cuda()`, `.half()` of one), or the result of a function of the
+        file that switches it with `eval()`; a name, through every binding that reaches it
+        and, for a parameter, every argument the file's callers pass."""
+        if depth > 4:
+            return False
+        if type(expr) is cst.Call:
+            func = expr.func
+            if type(func) is cst.Attribute and func.attr.value in _MODE_KEEPING:
+                return self._origin_in_eval_mode(ctx, view, func.value, depth + 1)
+            if last_name(func) == "from_pretrained":
+                return True
+            callee = view.callee(expr)
+            return callee is not None and any(
+                view.event_kind(c) == EVAL and ctx.index.is_inside(c, callee) for c in view.index.calls)
+        if type(expr) is not cst.Name:
+            return False
+        reaching = ctx.bindings.reaching(expr)
+        if not reaching:
+            return False
+        for binding in reaching:
+            if binding.kind == PARAM:
+                function = binding.scope
+                sites = ctx.calls.callers(function) if type(function) is cst.FunctionDef else []
+                if not sites or any(site.arguments is None or binding.name not in site.arguments
+                                    or not self._origin_in_eval_mode(ctx, view, site.arguments[binding.name],
+                                                                     depth + 1) for site in sites):
+                    return False
+            elif binding.kind != ASSIGN or binding.value is None \
+                    or not self._origin_in_eval_mode(ctx, view, binding.value, depth + 1):
+                return False
+        return True
 
     @staticmethod
     def _model_calls_without_grad(view: TrainingView, loop: cst.For, events: list, generates: list[cst.Call]) -> bool:

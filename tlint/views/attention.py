@@ -16,7 +16,7 @@ module class are covered alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -235,6 +235,14 @@ def as_product(index, node: cst.CSTNode) -> Product | None:
                 if len(inputs) == 2 and "..." in out:
                     return Product(node, tensors[0], tensors[1], None, einsum=True)
     return None
+
+
+def _keys_axis(product: Product, ndim: int | None) -> int | None:
+    """The keys' axis of a query-key product's scores of rank `ndim`: what an einsum names,
+    the last axis for a matmul (`q @ k^T`)."""
+    if product.einsum:
+        return product.key_axis
+    return ndim - 1 if ndim is not None else None
 
 
 def _simple_t(expr) -> bool:
@@ -606,13 +614,26 @@ class AttentionIndex:
         return site
 
     def _query_key_product(self, flow, scores, at):
-        """The first query-key product on the trace of `scores` in `flow`, or None."""
+        """The first query-key product on the trace of `scores` in `flow`, or None. Scores
+        summed from several products (a content term `q @ k^T` plus relative-position
+        terms, each an einsum of the queries or the keys with a position table, as in
+        BERT's `relative_key_query`) name the keys' axis only where every product agrees:
+        the axis a position term adds is the queries' or the keys' as its operands go,
+        which the spelling alone does not tell."""
+        found: list[Product] = []
         for node in flow.trace(scores, at):
             for sub in walk(node):
                 candidate = as_product(self.index, sub)
                 if candidate is not None and self._is_query_key(candidate, flow, at):
-                    return candidate
-        return None
+                    if found and found[0].key_axis is None:
+                        return found[0]
+                    found.append(candidate)
+        if not found:
+            return None
+        first = found[0]
+        if any(_keys_axis(other, first.ndim) != first.key_axis for other in found[1:]):
+            return replace(first, key_axis=None)
+        return first
 
     def _is_query_key(self, product: Product, flow: FunctionFlow, at: int) -> bool:
         """A query-key product: einsum contracting features, or a matmul whose right operand
@@ -625,6 +646,14 @@ class AttentionIndex:
             if is_transposed(node):
                 return True
         return False
+
+
+def illustration(index, site: AttentionSite) -> bool:
+    """An attention computed at the top level of a module (a notebook cell, a script's
+    straight-line code), outside any function, class or loop: no model holds it and
+    nothing trains through it; it shows a step, its result printed or inspected."""
+    return type(site.function) is cst.Module and not index.enclosing_loops(site.softmax) \
+        and not index.enclosing_loops(site.product.node)
 
 
 def attention_operands(attention: AttentionIndex) -> list[tuple[FunctionFlow, list[cst.CSTNode]]]:
