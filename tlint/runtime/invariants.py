@@ -116,6 +116,15 @@ RULE_EVENTS = {
 }
 
 
+# TL109: the offset of the targets from the ids at a step with no next-token loss
+SHIFTS = {
+    2: ("error", "two positions ahead", "the labels were shifted before a loss (or a model) that shifts them "
+        "again, so each position learns the token after next"),
+    0: ("warning", "at the same positions", "the labels were never shifted, so the model is trained to copy the "
+        "token it reads rather than predict the next"),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Site:
     """The innermost frame of the user's code: its file, line and function."""
@@ -406,20 +415,11 @@ class Invariants:
             return []
         out: list[Violation] = []
         for k, site, function in offsets:
-            if k == 2:
-                out += self._report(
-                    "TL109", "error",
-                    f"the targets of {function} are the input ids two positions ahead: the labels were shifted before "
-                    f"a loss (or a model) that shifts them again, so each position learns the token after next",
-                    site)
-            elif k == 0:
-                out += self._report(
-                    "TL109", "warning",
-                    f"the targets of {function} are the input ids at the same positions: the labels were never "
-                    f"shifted, so the model is trained to copy the token it reads rather than predict the next",
-                    site)
+            if k in SHIFTS:
+                severity, where, what = SHIFTS[k]
+                out += self._report("TL109", severity, f"the targets of {function} are the input ids {where}: {what}",
+                                    site)
         return out
-
 
     def _on_loader_order(self, site: Site | None, *, follows: list[str] | None = None, sampler: str = "",
                          **data: Any) -> list[Violation]:
