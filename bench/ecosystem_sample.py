@@ -309,7 +309,7 @@ def render_sample(sample: dict) -> str:
     if sample.get("summary"):
         w("\n[summary]\n")
         for key, value in sample["summary"].items():
-            w(f"{key} = {value}\n")
+            w(f"{key} = {str(value).lower() if isinstance(value, bool) else value}\n")  # (TOML's booleans)
     for d in sample["draw"]:
         w("\n[[draw]]\n")
         w(f"order = {d['order']}\nrepo = {_s(d['repo'])}\nsha = {_s(d['sha'])}\nfound_by = {_s(d['found_by'])}\n")

@@ -270,6 +270,9 @@ ALLOWED = {
         "the request tlint wrote into the fresh temporary folder it made for the child",
     ("tlint/verify/child.py", "request.write_text(self.request, encoding='utf-8')"):
         "writes the request into the fresh temporary folder tlint made for the child",
+    ("tlint/trace/launch.py", "request.write_text(json.dumps({'target': target, 'args': script_args, 'module': "
+                              "module, 'steps': self.steps, 'rank': rank}), encoding='utf-8')"):
+        "writes a launched rank's request into the fresh temporary folder tlint made for the run",
     ("tlint/verify/child.py", "open(f'/proc/{pid}/stat', 'rb')"): "the process table, not a user's path",
     ("tlint/diagnose/readers.py", "EventFileLoader(str(f))"):
         "TensorBoard reads its event file itself: the folder walk passes it regular files only (links skipped), "

@@ -73,7 +73,7 @@ def _root(parent: dict, key):
 class InconsistentNormPlacement(Rule):
     code = "TL201"
     name = "inconsistent-norm-placement"
-    kind = "likely-defect"
+    kind = "practice"
     # pre-filter: module classes (a torch.nn/HF/Lightning base, or `forward`), `norm_first=`
     tokens = frozenset({"torch", "pretrainedmodel", "lightningmodule", "forward", "norm_first"})
     summary = "Residual blocks of one model mix pre-norm and post-norm."

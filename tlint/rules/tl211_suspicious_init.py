@@ -147,7 +147,7 @@ def _target_key(ctx, expr: cst.BaseExpression) -> str:
 class SuspiciousInit(Rule):
     code = "TL211"
     name = "suspicious-init"
-    kind = "likely-defect"
+    kind = "practice"
     # pre-filter: init calls: `torch.nn.init`, in-place tensor methods, init-named functions
     tokens = frozenset({"torch", *INIT_CALL_NAMES})
     summary = "A Linear/attention/embedding weight is initialised to a constant, or a matmul weight with std >= 1."

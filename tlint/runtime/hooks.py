@@ -128,7 +128,6 @@ class Tracer:
         self._optimizers: weakref.WeakSet = weakref.WeakSet()  # every optimizer built or seen (module zero_grad)
         self._undo: list[Callable[[], None]] = []
         self._batch: batches.Batch | None = None     # the last training batch of a top-level model
-        self._inputs_hooked: weakref.WeakSet = weakref.WeakSet()  # models with a keyword-argument pre-hook
         self._iterators: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # iterator -> (loader, site)
         self._last_iterator: weakref.ref | None = None  # the DataLoader iterator that gave the last batch
         self._loaders_judged: weakref.WeakSet = weakref.WeakSet()
@@ -272,30 +271,22 @@ class Tracer:
                 self._forwarded.pop(id(model), None)
             elif torch.is_grad_enabled():  # (evaluation under no_grad trains nothing)
                 self._forwarded[id(model)] = weakref.ref(model)
-            if training and torch.is_grad_enabled() and model not in self._inputs_hooked:
-                self._hook_inputs(model, called=model is module)
+        if module is self._top and (not self._stack or self._stack[-1] is not module) and module.training \
+                and torch.is_grad_enabled():
+            self._read_inputs(module)
         self._stack.append(module)
 
     # -- the batches a model is fed --
 
-    def _hook_inputs(self, model: nn.Module, called: bool) -> None:
-        """A pre-hook with the keyword arguments on a top-level model (global pre-hooks get the
-        positional ones only), or on the model inside a wrapper (a LightningModule's network, a
-        DDP module), whose own call is then still to come. When the model itself is being
-        called, this call's arguments are read from torch's calling frame."""
+    def _read_inputs(self, model: nn.Module) -> None:
+        """The arguments of the model's call (the outermost one, or the call of the model inside
+        a wrapper: a LightningModule's network, a DDP module), read from torch's calling frame:
+        global pre-hooks get the positional ones only, and a module hook would stay on the
+        user's model."""
         with _suppress():
-            self._inputs_hooked.add(model)
-            handle = model.register_forward_pre_hook(self._inputs_pre, with_kwargs=True)
-            self._undo.append(handle.remove)
-            if called:
-                frame = sys._getframe(2).f_locals
-                args, kwargs = frame.get("args"), frame.get("kwargs")
-                self._inputs(model, args if isinstance(args, tuple) else (),
-                             kwargs if isinstance(kwargs, dict) else {}, first=True)
-
-    def _inputs_pre(self, module: nn.Module, args: Any, kwargs: Any) -> None:
-        if module is self._top and module.training and torch.is_grad_enabled():
-            self._inputs(module, args, kwargs)
+            frame = sys._getframe(2).f_locals
+            args, kwargs = frame.get("args"), frame.get("kwargs")
+            self._inputs(model, args if isinstance(args, tuple) else (), kwargs if isinstance(kwargs, dict) else {})
 
     def _data_due(self) -> bool:
         """Whether this step's batch and loss are read: every step of the first DATA_STEPS, then
@@ -304,7 +295,7 @@ class Tracer:
         steps = self.inv.steps
         return steps < DATA_STEPS or steps % DATA_EVERY == 0
 
-    def _inputs(self, module: nn.Module, args: Any, kwargs: dict[str, Any], first: bool = False) -> None:
+    def _inputs(self, module: nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
         if not self._data_due():
             self._batch = None
             self._judge_loader(None)
@@ -314,8 +305,6 @@ class Tracer:
         except Exception:  # noqa: BLE001 - as in _observe
             self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
             return
-        if first and batch is None and not kwargs and not args:
-            return  # (torch's frame gave nothing: the next call's pre-hook reads it)
         self._batch = batch
         site = self.site()
         self._observe("model_input", site, **facts)

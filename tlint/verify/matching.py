@@ -43,6 +43,8 @@ SCALE_BAND = 1.9         # the applied scale within this factor of 1/sqrt(d_head
 # Training-loop rules: their findings sit in the training scripts beside the model's files,
 # and warmup-ab judges them with its own A/B figures.
 TRAINING_RULES = {rule.code for rule in ALL_RULES if rule.verify_site == "training"}
+# the rules a probe tests: run by `lint` even where they are off by default (practice rules)
+PROBED_RULES = {rule.code for rule in ALL_RULES if rule.probes} | TRAINING_RULES
 
 
 @dataclass
@@ -72,9 +74,10 @@ def lint(files: list[Path], classes: list[ModelClass], roots: list[Path] | None 
     """Diagnostics of the model's files, plus call-site and training-loop findings in the
     files beside them and in the project's files that import the model (through the import
     graph from the roots: a training script at the repository root beside the package).
-    The training rules (`TRAINING_RULES`, judged by the `warmup-ab` probe) run even where
-    they are off by default (practice rules): testing them is what that probe is for; the
-    project's `ignore` still turns them off."""
+    The rules a probe tests (`PROBED_RULES`: those naming a probe, and the training rules
+    that the `warmup-ab` probe judges) run even where they are off by default (practice
+    rules): testing them is what the probes are for; the project's `ignore` still turns them
+    off."""
     from tlint.config import ConfigResolver
     from tlint.engine import Linter
 
@@ -82,7 +85,7 @@ def lint(files: list[Path], classes: list[ModelClass], roots: list[Path] | None 
     around = {p.resolve() for folder in folders for p in folder.glob("*.py")} - set(files)
     if roots:
         around |= importers(files, roots) - set(files)
-    result = Linter(ConfigResolver(), jobs=1, extend_select=sorted(TRAINING_RULES)).run(files + sorted(around))
+    result = Linter(ConfigResolver(), jobs=1, extend_select=sorted(PROBED_RULES)).run(files + sorted(around))
     model_files = {str(f) for f in files}
     kept = []
     for diag in result.diagnostics:
