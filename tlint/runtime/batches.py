@@ -24,6 +24,7 @@ first steps of a run and then at one step in many (`Tracer._data_due`).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +133,9 @@ def _padding(ids: torch.Tensor, pad: list[int], eos: list[int]) -> tuple[int | N
 
 def model_input(module: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Batch | None]:
     """The facts of a training forward's inputs, and the batch a loss is measured against."""
+    mapping = next((a for a in args if isinstance(a, Mapping) and "input_ids" in a), None)
+    if mapping is not None and "input_ids" not in kwargs:  # (a batch dict passed whole: `model(batch)`)
+        kwargs = {**{k: v for k, v in mapping.items() if isinstance(k, str)}, **kwargs}
     with torch.no_grad():
         config = getattr(module, "config", None)
         pad, eos = _special(config, "pad_token_id"), _special(config, "eos_token_id")

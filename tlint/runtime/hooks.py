@@ -271,8 +271,8 @@ class Tracer:
                 self._forwarded.pop(id(model), None)
             elif torch.is_grad_enabled():  # (evaluation under no_grad trains nothing)
                 self._forwarded[id(model)] = weakref.ref(model)
-        if module is self._top and (not self._stack or self._stack[-1] is not module) and module.training \
-                and torch.is_grad_enabled():
+        if module is self._top and module.training and torch.is_grad_enabled():  # (a nested call of it too:
+            # Lightning calls the module with its step's arguments, and the step calls it with the batch)
             self._read_inputs(module)
         self._stack.append(module)
 
