@@ -26,7 +26,8 @@ pytestmark = pytest.mark.slow
 
 torch = import_torch()
 
-from tlint.runtime.hooks import Tracer, TraceStop  # noqa: E402
+from tests.traceutil import run_traced  # noqa: E402
+from tlint.runtime.hooks import Tracer  # noqa: E402
 from tlint.runtime.invariants import RULES, Invariants, Violation  # noqa: E402
 
 HEAD = """\
@@ -48,15 +49,7 @@ def trace(tmp_path: Path, body: str, *, head: str = HEAD, steps: int = 0) -> tup
     """Run HEAD + body as a script in this process with the hooks installed; its violations."""
     script = tmp_path / "train.py"
     script.write_text(head + textwrap.dedent(body), encoding="utf-8")
-    found: list[Violation] = []
-    tracer = Tracer(Invariants(), found.append, steps)
-    tracer.install()
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-    except TraceStop:
-        pass
-    finally:
-        tracer.uninstall()
+    found, _ = run_traced(script, steps=steps)
     return found, script
 
 

@@ -16,7 +16,8 @@ from tests.torchutil import import_torch
 import_torch()
 pytest.importorskip("transformers")
 
-from tlint.runtime.hooks import Tracer, TraceStop  # noqa: E402
+from tests.traceutil import run_traced  # noqa: E402
+from tlint.runtime.hooks import Tracer  # noqa: E402
 from tlint.runtime.invariants import Invariants, Violation  # noqa: E402
 
 HEAD = """
@@ -54,15 +55,7 @@ def run(tmp_path: Path, body: str) -> tuple[list[Violation], Path]:
 
 def traced(script: Path) -> tuple[list[Violation], Tracer]:
     """Run the script in this process with the hooks installed: its violations, and the tracer."""
-    found: list[Violation] = []
-    tracer = Tracer(Invariants(), found.append)
-    tracer.install()
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-    except TraceStop:
-        pass
-    finally:
-        tracer.uninstall()
+    found, tracer = run_traced(script)
     assert not tracer.counts.get("internal_errors"), tracer.counts
     return found, tracer
 

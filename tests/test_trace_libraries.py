@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import runpy
 import subprocess
 import sys
 import textwrap
@@ -25,8 +24,8 @@ from tests.torchutil import import_torch
 
 import_torch()
 
-from tlint.runtime.hooks import Tracer, TraceStop  # noqa: E402
-from tlint.runtime.invariants import Invariants  # noqa: E402
+from tests.traceutil import run_traced  # noqa: E402
+from tlint.runtime.hooks import Tracer  # noqa: E402
 
 ENGINE = '''
 import torch
@@ -101,21 +100,17 @@ def run(tmp_path: Path, *, clip: float, accumulation: int, import_first: bool) -
     if import_first:
         importlib.import_module("deepspeed.runtime.engine")
     events: list = []
-    tracer = Tracer(Invariants(), lambda v: None)
-    observe = tracer.inv.observe
 
-    def record(kind, site, **data):
-        events.append((kind, site.line if site else None, data))
-        return observe(kind, site, **data)
+    def spy(tracer: Tracer) -> None:
+        observe = tracer.inv.observe
 
-    tracer.inv.observe = record  # type: ignore[method-assign]
-    tracer.install()
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-    except TraceStop:
-        pass
-    finally:
-        tracer.uninstall()
+        def record(kind, site, **data):
+            events.append((kind, site.line if site else None, data))
+            return observe(kind, site, **data)
+
+        tracer.inv.observe = record  # type: ignore[method-assign]
+
+    run_traced(script, prepare=spy)
     return events, script
 
 
