@@ -108,13 +108,6 @@ TWINS = {
         logp = model(input_ids=ids, attention_mask=mask).logits.log_softmax(-1)
         loss = F.nll_loss(logp[:, :-1].reshape(-1, 50), labels[:, 1:].reshape(-1))  # HERE
         """),
-    "TL101": ("warning", """
-        ids, mask, labels = batch()
-        loss = model(input_ids=ids, labels=labels).loss  # HERE
-        """, """
-        ids, mask, labels = batch()
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss  # HERE
-        """),
     "TL101-left": ("error", """
         ids, mask, labels = batch(left=True)
         loss = model(input_ids=ids, labels=labels).loss  # HERE
@@ -309,3 +302,21 @@ def test_a_mask_passed_under_another_name_is_read_by_its_shape_and_values(tmp_pa
         """), encoding="utf-8")
     found, _ = traced(script)
     assert {(v.code, v.site.line if v.site else 0) for v in found} == {("TL106", line(script, "# HERE"))}
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_padding_after_the_text_with_no_mask_is_a_warning_unless_the_forward_ran_causal_attention(tmp_path, family):
+    """A bidirectional encoder's real tokens attend to unmasked trailing padding (a warning at
+    the call); a causal LM's never do (its forward ran SDPA with is_causal=True: no finding)."""
+    build = {"bert": "BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, "
+                     "num_attention_heads=2, intermediate_size=32, max_position_embeddings=32, pad_token_id=0))",
+             "gpt2": "GPT2LMHeadModel(config)"}[family]
+    found, script = run(tmp_path, f"""
+        from transformers import BertConfig, BertForMaskedLM
+        net = {build} if step == 0 else net
+        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3) if step == 0 else optimizer
+        ids, mask, labels = batch()
+        loss = net(input_ids=ids).logits.pow(2).mean()  # HERE
+        """)
+    expected = {("TL101", "warning", line(script, "# HERE"))} if family == "bert" else set()
+    assert {(v.code, v.severity, v.site.line if v.site else 0) for v in found} == expected, [v.message for v in found]

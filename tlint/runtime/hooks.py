@@ -128,6 +128,8 @@ class Tracer:
         self._optimizers: weakref.WeakSet = weakref.WeakSet()  # every optimizer built or seen (module zero_grad)
         self._undo: list[Callable[[], None]] = []
         self._batch: batches.Batch | None = None     # the last training batch of a top-level model
+        self._read = False                           # a training forward's inputs were read, its end not yet seen
+        self._causal = False                         # an SDPA call with is_causal=True ran since that read
         self._iterators: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # iterator -> (loader, site)
         self._last_iterator: weakref.ref | None = None  # the DataLoader iterator that gave the last batch
         self._loaders_judged: weakref.WeakSet = weakref.WeakSet()
@@ -306,6 +308,7 @@ class Tracer:
             self.counts["internal_errors"] = self.counts.get("internal_errors", 0) + 1
             return
         self._batch = batch
+        self._read, self._causal = True, False
         site = self.site()
         self._observe("model_input", site, **facts)
         self._judge_loader(batch)
@@ -379,6 +382,9 @@ class Tracer:
         elif module in stack:  # (an exception unwound a nested forward without its hook)
             del stack[stack.index(module):]
         if not stack:
+            if self._top is not None and self._read:
+                self._read = False
+                self._observe("forward_end", None, causal=self._causal)
             self._top = None
 
 
@@ -437,6 +443,8 @@ class Tracer:
         def scaled_dot_product_attention(*args: Any, **kwargs: Any) -> Any:
             self.counts["sdpa_calls"] = self.counts.get("sdpa_calls", 0) + 1
             p = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
+            if kwargs.get("is_causal", args[5] if len(args) > 5 else False) is True:
+                self._causal = True
             state = self._eval_state() if self._top is not None else None
             if state is not None:
                 where = self.site()

@@ -40,7 +40,8 @@ rule and site). The kinds and their values:
 - `model_input`: a training forward of a top-level model (`tlint/runtime/batches.py`): `name`,
   `nonfinite` (the float inputs holding NaN or infinity), `has_mask`, `accepts_mask`,
   `decoder` (its forward takes decoder inputs), `pad_id`, `padded_rows`, `side`, `rows`;
-  `padded_input` when some rows are padded.
+  `padded_input` when some rows are padded; `forward_end` when that forward returns:
+  `causal` (an SDPA call with `is_causal=True` ran in it).
 - `loss_input`: a cross-entropy, NLL or binary cross-entropy call in a training step:
   `function`, `form` (probabilities, log-probabilities, logits), `offset` (where its targets
   repeat the last batch's ids), `pad_targets`, `padded_positions`, `eos_ignored`,
@@ -67,8 +68,9 @@ Definite violations are errors, heuristics warnings:
   mode since the last step (training in eval mode: dropout off, batch-norm statistics frozen).
 - TL214 (error): dropout on (training, p > 0) inside a model in eval mode.
 - TL110 (error): NaN or infinity in a training forward's float inputs.
-- TL101: padded rows given with no attention mask to a model that accepts one (error for
-  padding before the text, warning after it).
+- TL101: padded rows given with no attention mask to a model that accepts one: error for
+  padding before the text; for padding after it, a warning when the forward ends without
+  having run a causal attention kernel (SDPA's `is_causal`).
 - TL314: probabilities given to cross_entropy, probabilities or logits to nll_loss (error);
   inputs all in [0, 1] given to binary_cross_entropy_with_logits (warning).
 - TL106 (error): targets on padded positions that are not ignored.
@@ -198,6 +200,7 @@ class Invariants:
         self._scaled_grads = False       # a backward of a scaled loss, no unscale_/step since
         self._scaled_site: Site | None = None
         self._decoder = False            # the last top-level model takes decoder inputs
+        self._unmasked: tuple[Site | None, str] | None = None  # right padding with no mask, judged at the forward's end
         self._offsets: list[tuple[int, Site | None, str]] = []  # (offset, site, function) since the last step
         # kind -> site -> [count, steps done at its first and at its last time]
         self.observed: dict[str, dict[Site, list[int]]] = {}
@@ -360,16 +363,26 @@ class Invariants:
                 f"{name}'s forward got NaN or infinite values in {', '.join(nonfinite[:4])} at step "
                 f"{self.steps + 1}: the batch came out of the data pipeline that way, and this step's loss and "
                 f"gradients are not finite", site)
+        self._unmasked = None
         if padded_rows and not has_mask and accepts_mask:
-            where = "before" if side == "left" else "after"
-            out += self._report(
-                "TL101", "error" if side == "left" else "warning",
-                f"{padded_rows} of {rows} rows of the input ids are padded (id {pad_id} {where} the text) and "
-                f"{name} got no attention_mask: "
-                + ("every real token attends to the padding" if side == "left" else
-                   "the padding is attended to (by every token, unless the model is causal)")
-                + "; pass the tokenizer's attention_mask", site)
+            if side == "left":
+                out += self._report(
+                    "TL101", "error",
+                    f"{padded_rows} of {rows} rows of the input ids are padded (id {pad_id} before the text) and "
+                    f"{name} got no attention_mask: every real token attends to the padding; pass the tokenizer's "
+                    f"attention_mask", site)
+            else:  # (judged when the forward ends: a causal model's real tokens never see trailing padding)
+                self._unmasked = (site, f"{padded_rows} of {rows} rows of the input ids are padded (id {pad_id} "
+                                  f"after the text) and {name} got no attention_mask, and its forward ran no causal "
+                                  f"attention kernel: unless the model masks causally by itself, the real tokens "
+                                  f"attend to the padding; pass the tokenizer's attention_mask")
         return out
+
+    def _on_forward_end(self, site: Site | None, *, causal: bool = False, **data: Any) -> list[Violation]:
+        unmasked, self._unmasked = self._unmasked, None
+        if unmasked is None or causal:
+            return []
+        return self._report("TL101", "warning", unmasked[1], unmasked[0])
 
     def _on_loss_input(self, site: Site | None, *, function: str = "cross_entropy", form: str | None = None,
                        offset: int | None = None, pad_targets: int = 0, padded_positions: int = 0,
