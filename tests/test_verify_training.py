@@ -145,8 +145,9 @@ def test_a_control_that_learns_fails():
 
 
 def test_max_seconds_is_respected():
+    # a budget no machine can train the batch in (at 0.3 s a quiet machine converged first)
     started = time.monotonic()
-    result = OverfitBatchProbe().run(context(build(TinyLM), max_seconds=0.3))
+    result = OverfitBatchProbe().run(context(build(TinyLM), max_seconds=0.02))
     assert time.monotonic() - started < 3
     assert "max-seconds" in result.detail
 
