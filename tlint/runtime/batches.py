@@ -61,10 +61,6 @@ def _accepts(module: torch.nn.Module, name: str) -> bool:
     return name in _PARAMETERS[kind]
 
 
-def _accepts_mask(module: torch.nn.Module) -> bool:
-    return _accepts(module, "attention_mask")
-
-
 def _ids(args: tuple, kwargs: dict[str, Any]) -> torch.Tensor | None:
     value = kwargs.get("input_ids")
     if value is None:
@@ -108,13 +104,13 @@ def _special(config: Any, name: str) -> list[int]:
 
 def _run_lengths(ids: torch.Tensor, token: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row, the length of the run of `token` at its end and at its start."""
-    same = ids == token
-    width = ids.shape[1]
-    right = torch.where(same.flip(1).logical_not().any(1), same.flip(1).logical_not().float().argmax(1),
-                        torch.full((ids.shape[0],), width, device=ids.device)).long()
-    left = torch.where(same.logical_not().any(1), same.logical_not().float().argmax(1),
-                       torch.full((ids.shape[0],), width, device=ids.device)).long()
-    return right, left
+    other = ids != token
+    full = torch.full((ids.shape[0],), ids.shape[1], device=ids.device)
+
+    def run(row_other: torch.Tensor) -> torch.Tensor:  # the index of the first other token, else the width
+        return torch.where(row_other.any(1), row_other.float().argmax(1), full).long()
+
+    return run(other.flip(1)), run(other)
 
 
 def _padding(ids: torch.Tensor, pad: list[int], eos: list[int]) -> tuple[int | None, int, str | None]:
@@ -149,7 +145,7 @@ def model_input(module: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) ->
                 nonfinite.append(name)
         facts: dict[str, Any] = {"name": type(module).__name__, "nonfinite": nonfinite,
                                  "has_mask": kwargs.get("attention_mask") is not None or mask is not None,
-                                 "accepts_mask": _accepts_mask(module),
+                                 "accepts_mask": _accepts(module, "attention_mask"),
                                  "decoder": (kwargs.get("decoder_input_ids") is not None
                                              or _accepts(module, "decoder_input_ids"))}
         batch = None
@@ -190,6 +186,11 @@ def form(function: str, input: torch.Tensor) -> str | None:
         if bool((rows <= 1e-6).all()) and float(torch.logsumexp(rows, -1).abs().max()) < 1e-3:
             return "log-probabilities"
         return "logits"
+
+
+def _among(values: torch.Tensor, tokens: frozenset[int]) -> torch.Tensor:
+    """Where `values` holds one of `tokens`."""
+    return torch.isin(values, torch.tensor(sorted(tokens), dtype=values.dtype, device=values.device))
 
 
 def _targets(target: torch.Tensor, batch: Batch) -> torch.Tensor | None:
@@ -249,20 +250,14 @@ def loss_input(function: str, input: Any, target: Any, ignore_index: int, batch:
             padded = ~r & v
             # the first padded position of a right-padded row may carry the end-of-text label
             if batch.eos:
-                eos_t = torch.zeros_like(t, dtype=torch.bool)
-                for e in batch.eos:
-                    eos_t |= t == e
+                eos_t = _among(t, batch.eos)
                 boundary = ~r & torch.cat([torch.ones_like(r[:, :1]), r[:, :-1]], 1)
                 padded &= ~(boundary & eos_t)
             facts["pad_targets"] = int(padded.sum())
             facts["padded_positions"] = int((~r).sum())
         if batch.eos and (mask is not None or not (batch.pad is None or batch.pad in batch.eos)):
-            eos_i = torch.zeros_like(i, dtype=torch.bool)
-            eos_t = torch.zeros_like(t, dtype=torch.bool)
-            for e in batch.eos:
-                eos_i |= i == e
-                eos_t |= t == e
-            on_real = eos_i & (real[:, k:k + span] if real is not None else torch.ones_like(eos_i))
+            eos_i, eos_t = _among(i, batch.eos), _among(t, batch.eos)
+            on_real = eos_i & real[:, k:k + span] if real is not None else eos_i
             facts["eos_ignored"] = int((on_real & ~v).sum())
             facts["eos_targets"] = int((eos_t & v).sum())
         return facts
